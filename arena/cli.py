@@ -1,0 +1,68 @@
+"""The ``arena`` console script.
+
+Commands live in ``arena.commands.*`` and are imported only when invoked, so ``arena --help``
+and quick commands do not pay for numpy, httpx and friends they never use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+# command name -> "module:attribute" of its click command
+COMMANDS: dict[str, str] = {
+    "score": "arena.commands.score:score",
+    "tapes": "arena.commands.tapes:tapes",
+    "replay": "arena.commands.replay:replay",
+    "report": "arena.commands.report:report",
+    "verify": "arena.commands.verify:verify",
+    "bench": "arena.commands.bench:bench",
+    "step": "arena.commands.step:step",
+    "backtest": "arena.commands.backtest:backtest",
+    "strategies": "arena.commands.strategies:strategies",
+    "strategy": "arena.commands.strategy:strategy",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a command's module only when that command is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in COMMANDS if _available(name))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None or not _available(cmd_name):
+            return None
+        module_name, attr = target.split(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+def _available(name: str) -> bool:
+    module_name = COMMANDS[name].split(":")[0]
+    return importlib.util.find_spec(module_name) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="arena")
+def cli() -> None:
+    """arena: replay Polymarket tapes with trading agents, and score what they did.
+
+    \b
+    Example:
+      arena replay                 # the embedded 2024 election sample, built-in agents
+      arena report arena.db        # cash, P/L, Brier and the leaderboard of a run
+    """
+
+
+def main() -> None:
+    """Entry point that turns a clean ``click`` failure into a one-line error and exit code."""
+    try:
+        cli(standalone_mode=True)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,158 @@
+"""``arena replay``: replay cohorts of a tape with agents and print the leaderboard."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from arena.cohort import CohortConfig, parse_instant, sundays
+from arena.replay import replay_cohorts
+from arena.report import load_ledger, print_report, report_data
+from ledger.errors import LedgerError
+from ledger.store import EventStore
+from replays.errors import TapeError
+from replays.samples import sample_path
+from replays.tapefile import load_tape
+from strategies.api import StrategyError
+from strategies.loader import build_strategy
+
+DEFAULT_START = "2024-09-01"
+DEFAULT_AGENTS = ("hold=hold", "favourite=favourite", "random=random")
+
+
+def parse_agents(specs: tuple[str, ...]) -> dict[str, str]:
+    """``NAME=SPEC`` pairs, in order; a malformed or repeated name is a usage error."""
+    agents: dict[str, str] = {}
+    for item in specs or DEFAULT_AGENTS:
+        name, sep, spec = item.partition("=")
+        if not sep or not name or not spec:
+            raise click.BadParameter(f"{item!r} is not NAME=SPEC", param_hint="--agent")
+        if name in agents:
+            raise click.BadParameter(f"agent {name!r} given twice", param_hint="--agent")
+        agents[name] = spec
+    return agents
+
+
+def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
+    if start and starts:
+        raise click.UsageError("give --start or --starts, not both")
+    try:
+        if starts:
+            first, sep, last = starts.partition("..")
+            if not sep:
+                raise click.BadParameter("use FROM..TO", param_hint="--starts")
+            found = sundays(parse_instant(first), parse_instant(last))
+            if not found:
+                raise click.BadParameter(f"no Sunday in {starts}", param_hint="--starts")
+            return found
+        return [parse_instant(start or DEFAULT_START)]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command()
+@click.option("--tape", "tape_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Tape file (default: the embedded 2024 election sample).")
+@click.option("--start", help="Cohort start, ISO-8601 (default 2024-09-01, a Sunday).")
+@click.option("--starts", help="Every Sunday 00:00 UTC in FROM..TO, one cohort each.")
+@click.option("--agent", "agents", multiple=True, metavar="NAME=SPEC",
+              help="An agent (repeatable), e.g. fav=favourite, alice=scripted:d.json.")
+@click.option("--rules", type=click.Choice(["v1", "v2"]), default="v1", show_default=True)
+@click.option("--cash", type=float, default=10_000.0, show_default=True)
+@click.option("--universe", type=int, default=500, show_default=True,
+              help="Top N markets by volume open at the start.")
+@click.option("--decisions", "decision_cadence", default="weekly", show_default=True,
+              help="weekly, daily, hourly, tick, or e.g. 6h.")
+@click.option("--marks", "mark_cadence", default="daily", show_default=True,
+              help="Mark cadence: weekly, daily, hourly, tick, or e.g. 6h.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("arena.db"), show_default=True)
+@click.option("--jobs", type=int, default=0, help="Worker processes (default: CPU cores).")
+@click.option("--timeout", "decision_timeout", type=float, default=0.0,
+              help="Seconds a strategy may take per decision (0: no limit).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def replay(
+    tape_path: Path | None,
+    start: str | None,
+    starts: str | None,
+    agents: tuple[str, ...],
+    rules: str,
+    cash: float,
+    universe: int,
+    decision_cadence: str,
+    mark_cadence: str,
+    seed: int,
+    db: Path,
+    jobs: int,
+    decision_timeout: float,
+    as_json: bool,
+) -> None:
+    """Replay cohorts of a tape with trading agents into an event log.
+
+    \b
+    Examples:
+      arena replay
+      arena replay --starts 2024-05-12..2024-11-03 --agent fav=favourite --agent h=hold
+      arena replay --tape my.tape --start 2024-09-01 --agent me=./mine.py:Mine --json
+    """
+    console = Console(stderr=as_json)
+    agent_specs = parse_agents(agents)
+    try:
+        for spec in agent_specs.values():
+            build_strategy(spec)  # fail fast, before any worker starts
+        configs = [
+            CohortConfig(
+                start=when,
+                agents=agent_specs,
+                universe=universe,
+                cash=cash,
+                rules=rules,  # type: ignore[arg-type]
+                decision_cadence=decision_cadence,
+                mark_cadence=mark_cadence,
+                seed=seed,
+            )
+            for when in parse_starts(start, starts)
+        ]
+    except (StrategyError, ValueError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0]) from None
+    path = tape_path or sample_path()
+    try:
+        tape = load_tape(path)
+    except TapeError as exc:
+        raise click.ClickException(str(exc)) from None
+    workers = jobs or min(len(configs), os.cpu_count() or 1)
+    progress = Progress(
+        TextColumn("[bold]replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True, disable=as_json or len(configs) == 1,
+    )  # fmt: skip
+    try:
+        with progress:
+            task = progress.add_task("cohorts", total=len(configs))
+            done = replay_cohorts(
+                path, configs, db, jobs=workers, decision_timeout=decision_timeout,
+                on_done=lambda _: progress.advance(task),
+            )  # fmt: skip
+        with EventStore.open(db, readonly=True) as store:
+            cohorts = [d.cohort for d in done]
+            ledger = load_ledger(store, cohorts)
+            digest = store.digest(streams=cohorts)
+    except (LedgerError, TapeError, StrategyError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0]) from None
+    if as_json:
+        click.echo(json.dumps({"digest": digest, "db": str(db), "tape": tape.hash,
+                               **report_data(ledger)}, indent=2))  # fmt: skip
+        return
+    print_report(console, ledger)
+    appended = sum(d.appended for d in done)
+    console.print(
+        f"[dim]{len(done)} cohort(s), {sum(d.events for d in done):,} events "
+        f"({appended:,} new) in {db} · tape {tape.hash[:12]}[/]"
+    )
+    console.print(f"digest [bold]{digest}[/]")

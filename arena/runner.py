@@ -1,0 +1,434 @@
+"""The deterministic replay loop: tape + cohort settings + strategies -> events in the store.
+
+One straight line: precompute the as-of price of every universe market at every instant
+(arrays), then walk the merged timeline; at a resolution settle, at a mark record prices, at a
+decision build each agent's view, call its strategy under the frozen clock and hand its orders
+to the broker. Every event is applied to the live state as it is made and written to the store
+in batches, so the log and the state never disagree.
+
+Resuming: the loop is deterministic, so a cohort whose stream is already partly in the store is
+simply run again; events the store already holds are compared with the regenerated ones (they
+must be identical, or the run stops with the version where they diverge) and only the rest are
+appended. An interrupted replay therefore ends with the same log as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from freezegun import freeze_time
+
+from arena.cohort import DECISION, MARK, RESOLUTION, CohortConfig, build_timeline, week_of
+from arena.cohort import select_universe
+from ledger.errors import LedgerError
+from ledger.events import (
+    CohortClosed,
+    CohortOpened,
+    DecisionMade,
+    Event,
+    Marked,
+    MarketListed,
+    OrderFilled,
+    PositionRefunded,
+    PositionSettled,
+)
+from ledger.projection import CohortState, side_index
+from ledger.rules import Broker, rules_for, settle, void
+from replays.tape import Tape
+from strategies.api import (
+    Context,
+    Decision,
+    MarketMeta,
+    MarketsView,
+    PositionView,
+    ResolvedMarket,
+    Strategy,
+    View,
+)
+from strategies.loader import build_strategy
+
+if TYPE_CHECKING:
+    from ledger.store import EventStore
+
+FLUSH_EVERY = 20_000
+
+
+class DecisionTimeout(Exception):
+    """A strategy ran past its per-decision time limit."""
+
+
+@dataclass
+class CohortRun:
+    """The outcome of replaying one cohort."""
+
+    cohort: str
+    state: CohortState
+    events: int
+    appended: int
+
+
+class _Writer:
+    """Buffers a cohort's events and appends them in batches, checking any already stored."""
+
+    def __init__(self, store: EventStore | None, stream: str) -> None:
+        self.store = store
+        self.stream = stream
+        self.stored: list[Event] = list(store.read(stream=stream)) if store else []
+        self.version = 0
+        self.pending: list[Event] = []
+        self.appended = 0
+
+    def add(self, events: list[Event]) -> None:
+        for event in events:
+            self.version += 1
+            if self.version <= len(self.stored):
+                if self.stored[self.version - 1] != event:
+                    raise LedgerError(
+                        f"cohort {self.stream}: the stored log diverges from this replay at "
+                        f"version {self.version}; replay into a fresh database"
+                    )
+                continue
+            self.pending.append(event)
+        if len(self.pending) >= FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.store is not None and self.pending:
+            start = self.version - len(self.pending)
+            self.store.append(self.stream, self.pending, expected_version=start)
+            self.appended += len(self.pending)
+        self.pending = []
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt a decision that runs longer than ``seconds`` (main thread only)."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise DecisionTimeout(f"decision took longer than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _error_text(exc: BaseException) -> str:
+    """First line: the error; then the traceback, so the log explains what went wrong."""
+    tb = "".join(traceback.format_exception(exc))
+    return f"{type(exc).__name__}: {exc}\n{tb}"
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _checked(decision: object) -> Decision:
+    """The decision if it is one a broker can execute; otherwise a TypeError saying why."""
+    if not isinstance(decision, Decision):
+        raise TypeError(f"decide() returned {type(decision).__name__}, not a Decision")
+    for bet in decision.bets:
+        if not (isinstance(bet.market, str) and isinstance(bet.side, str)):
+            raise TypeError(f"bet {bet!r} needs a market id and a side as strings")
+        if not _finite(bet.amount) or (bet.belief is not None and not _finite(bet.belief)):
+            raise TypeError(f"bet {bet!r} needs a finite amount (and belief, if given)")
+    for sell in decision.sells:
+        if not _finite(sell.percentage):
+            raise TypeError(f"sell {sell!r} needs a finite percentage")
+    if not isinstance(decision.reasoning, str):
+        raise TypeError("reasoning must be a string")
+    return decision
+
+
+class CohortRunner:
+    """Replays one cohort of a tape with its agents into a store (or only in memory)."""
+
+    def __init__(
+        self,
+        tape: Tape,
+        config: CohortConfig,
+        *,
+        strategies: dict[str, Strategy] | None = None,
+        decision_timeout: float = 0.0,
+    ) -> None:
+        self.tape = tape
+        self.config = config
+        self.rules = rules_for(config.rules)
+        self.cohort = config.cohort_id(tape.hash)
+        self.strategies = strategies or {
+            name: build_strategy(spec) for name, spec in config.agents.items()
+        }
+        self.decision_timeout = decision_timeout
+        self.universe = select_universe(tape, config.start_ts, config.universe)
+        if not self.universe:
+            raise LedgerError(
+                f"no market of tape {tape.hash[:12]} is open with a price at {config.start:%Y-%m-%d %H:%M} UTC"
+            )
+        self.timeline = build_timeline(tape, self.universe, config)
+        self.ids = tuple(tape.markets[m].id for m in self.universe)
+        self.index = {mid: j for j, mid in enumerate(self.ids)}
+        self.meta = tuple(self._meta(m) for m in self.universe)
+        width = max(len(meta.outcomes) for meta in self.meta)
+        self.holdings = {name: np.zeros((len(self.ids), width)) for name in self.strategies}
+        self._prepare_prices()
+
+    def _meta(self, m: int) -> MarketMeta:
+        info = self.tape.markets[m]
+        return MarketMeta(
+            id=info.id,
+            question=info.question,
+            outcomes=tuple(info.outcomes),
+            category=info.category,
+            volume=info.volume,
+            close_ts=info.close_ts,
+            is_binary=info.is_binary,
+        )
+
+    def _prepare_prices(self) -> None:
+        """As-of point index and price of outcome 0 for every (instant, market): the hot path
+        then only indexes arrays."""
+        instants = self.timeline.instants
+        rows = np.empty((instants.size, len(self.universe)), dtype=np.int64)
+        first = np.empty_like(rows, dtype=np.float64)
+        for j, m in enumerate(self.universe):
+            idx = self.tape.asof_index(m, instants)
+            rows[:, j] = idx
+            column = self.tape.values(m)[:, 0]
+            first[:, j] = np.where(idx >= 0, column[np.maximum(idx, 0)], np.nan)
+        self.point = rows
+        self.first_price = first
+        self.volume = np.array([meta.volume for meta in self.meta], dtype=np.float64)
+
+    def _prices(self, row: int, j: int) -> tuple[float, ...] | None:
+        i = int(self.point[row, j])
+        if i < 0:
+            return None
+        m = self.universe[j]
+        if self.meta[j].is_binary:
+            p = float(self.first_price[row, j])
+            return (p, 1.0 - p)
+        return tuple(float(x) for x in self.tape.values(m)[i])
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self, store: EventStore | None = None) -> CohortRun:
+        state = CohortState(self.cohort)
+        writer = _Writer(store, self.cohort)
+        broker = Broker(state, self.rules)
+
+        def emit(events: list[Event]) -> None:
+            for event in events:
+                state.apply(event)
+            writer.add(events)
+
+        start = self.config.start_ts
+        emit([self._opened()])
+        emit([self._listed(j) for j in range(len(self.universe))])
+        self._setup(start)
+        settled: set[int] = set()
+        with freeze_time(datetime.fromtimestamp(start, UTC)) as clock:
+            for ts, kind, payload in self.timeline.steps:
+                if kind == RESOLUTION:
+                    events = self._resolve(state, payload, ts)
+                    self._sync_holdings(state, events)
+                    writer.add(events)
+                    settled.add(payload)
+                elif kind == MARK:
+                    emit([self._mark(payload, ts, settled)])
+                else:
+                    self._decide(state, broker, writer, emit, payload, ts, clock)
+        reason = "every market settled" if len(settled) == len(self.universe) else (
+            f"tape ended with {len(self.universe) - len(settled)} market(s) unresolved"
+        )
+        emit([CohortClosed(cohort=self.cohort, ts=self.timeline.end, reason=reason)])
+        writer.flush()
+        return CohortRun(self.cohort, state, writer.version, writer.appended)
+
+    def _opened(self) -> CohortOpened:
+        c = self.config
+        return CohortOpened(
+            cohort=self.cohort,
+            ts=c.start_ts,
+            start=c.start_ts,
+            rules=c.rules,
+            cash=c.cash,
+            agents=list(c.agents),
+            agent_specs=dict(c.agents),
+            universe=list(self.ids),
+            tape=self.tape.hash,
+            decision_cadence=c.decision_cadence,
+            mark_cadence=c.mark_cadence,
+            seed=c.seed,
+            settings={"universe_size": c.universe, "min_bet": self.rules.min_bet},
+        )
+
+    def _listed(self, j: int) -> MarketListed:
+        info = self.tape.markets[self.universe[j]]
+        return MarketListed(
+            cohort=self.cohort,
+            ts=self.config.start_ts,
+            market=info.id,
+            question=info.question,
+            outcomes=list(info.outcomes),
+            category=info.category,
+            volume=info.volume,
+            open_ts=info.open_ts,
+            close_ts=int(self.timeline.close[j]) if info.close_ts is not None else None,
+        )
+
+    def _setup(self, start: int) -> None:
+        """Give each strategy its own generator, seeded from the cohort seed and its name."""
+        before = tuple(
+            ResolvedMarket(
+                meta=self._meta(m),
+                winner=r.winner,
+                resolved_ts=r.ts,
+                last_price=self.tape.price_at(info.id, r.ts),
+            )
+            for m, info in enumerate(self.tape.markets)
+            if (r := self.tape.resolutions.get(info.id)) is not None and r.ts < start
+        )
+        for k, (name, strategy) in enumerate(self.strategies.items()):
+            seed = np.random.SeedSequence([self.config.seed, k, *name.encode()])
+            strategy.setup(
+                Context(
+                    cohort=self.cohort,
+                    start=start,
+                    rules=self.config.rules,
+                    cash=self.config.cash,
+                    min_bet=self.rules.min_bet,
+                    max_fraction=self.rules.max_fraction,
+                    rng=np.random.default_rng(seed),
+                    universe=self.meta,
+                    resolved_before=before,
+                )
+            )
+
+    def _resolve(self, state: CohortState, j: int, ts: int) -> list[Event]:
+        resolution = self.tape.resolutions[self.ids[j]]
+        if resolution.winner is None:
+            return void(state, self.ids[j], ts)
+        return settle(state, self.ids[j], ts, resolution.winner)
+
+    def _mark(self, row: int, ts: int, settled: set[int]) -> Marked:
+        markets, prices = [], []
+        for j in range(len(self.universe)):
+            if j in settled:
+                continue
+            quote = self._prices(row, j)
+            if quote is not None:
+                markets.append(self.ids[j])
+                prices.append(list(quote))
+        return Marked(cohort=self.cohort, ts=ts, markets=markets, prices=prices)
+
+    def _decide(
+        self,
+        state: CohortState,
+        broker: Broker,
+        writer: _Writer,
+        emit: Callable[[list[Event]], None],
+        row: int,
+        ts: int,
+        clock: Any,
+    ) -> None:
+        close = self.timeline.close
+        yes = self.first_price[row]
+        open_mask = (ts < close) & ~np.isnan(yes)
+        markets = MarketsView(
+            ts=ts,
+            ids=self.ids,
+            index=self.index,
+            meta=self.meta,
+            yes=yes,
+            open_mask=open_mask,
+            volume=self.volume,
+            prices=lambda j: self._prices(row, j),
+            history=lambda j, t: self.tape.history(self.universe[j], t),
+        )
+
+        def quote(market: str) -> tuple[float, ...] | None:
+            j = self.index.get(market)
+            return None if j is None else self._prices(row, j)
+
+        week = week_of(self.config.start_ts, ts)
+        clock.move_to(datetime.fromtimestamp(ts, UTC))
+        for name, strategy in self.strategies.items():
+            book = state.books[name]
+            shares = self.holdings[name].view()
+            shares.setflags(write=False)
+            view = View(
+                ts=ts,
+                week=week,
+                cash=book.cash,
+                min_bet=self.rules.min_bet,
+                max_fraction=self.rules.max_fraction,
+                markets=markets,
+                shares=shares,
+                _positions=lambda book=book: tuple(  # type: ignore[misc]
+                    PositionView(
+                        id=p.id,
+                        market=p.market,
+                        side=p.side,
+                        shares=p.shares,
+                        cost=p.cost,
+                        price=self._side_price(row, p.market, p.outcome, p.last_price),
+                    )
+                    for p in book.positions.values()
+                ),
+            )
+            error = None
+            try:
+                with _time_limit(self.decision_timeout):
+                    decision = _checked(strategy.decide(view))
+            except Exception as exc:
+                decision, error = Decision.hold(), _error_text(exc)
+            emit(
+                [
+                    DecisionMade(
+                        cohort=self.cohort,
+                        ts=ts,
+                        agent=name,
+                        week=week,
+                        action=decision.action,
+                        reasoning=decision.reasoning,
+                        bets=list(decision.bets),
+                        sells=list(decision.sells),
+                        error=error,
+                    )
+                ]
+            )
+            if decision.bets or decision.sells:
+                events = broker.execute(name, ts, decision.bets, decision.sells, quote)
+                self._sync_holdings(state, events)
+                writer.add(events)
+
+    def _sync_holdings(self, state: CohortState, events: list[Event]) -> None:
+        """Keep each agent's shares array equal to its open positions after fills and payouts."""
+        for e in events:
+            if isinstance(e, OrderFilled | PositionSettled | PositionRefunded):
+                j = self.index[e.market]
+                position = state.books[e.agent].positions.get((e.market, e.side))
+                outcome = side_index(self.meta[j].outcomes, e.side)
+                if outcome is not None:
+                    self.holdings[e.agent][j, outcome[1]] = position.shares if position else 0.0
+
+    def _side_price(self, row: int, market: str, outcome: int, fallback: float) -> float:
+        prices = self._prices(row, self.index[market])
+        if prices is None or math.isnan(prices[outcome]):
+            return fallback
+        return prices[outcome]

@@ -1,0 +1,254 @@
+"""The event vocabulary of the log.
+
+Every fact the simulator records is one of these frozen ``msgspec`` structs. They form a tagged
+union (the ``type`` field names the class), so a payload decodes straight into the right type
+without hand-written dispatch, and the JSON stays readable with the ``sqlite3`` shell.
+
+Conventions shared by every event:
+
+* ``cohort`` is the stream the event belongs to; ``ts`` is the *simulated* instant in UTC unix
+  seconds (tapes are recorded at second resolution, so an integer is exact and fast).
+* Money and shares are floats; the projections hold their identities to 1e-9.
+* Fields that only some producers fill (the LLM bookkeeping of a decision, say) default to
+  ``None`` and are omitted from the JSON when unset, which keeps the log small.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+OrderKind = Literal["buy", "sell"]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+    """Base of every event; never appended itself."""
+
+    cohort: str
+    ts: int
+
+
+class CohortOpened(Event, tag=True, frozen=True):
+    """A cohort starts: who trades, under which rules, on which tape, with which settings."""
+
+    start: int
+    rules: str
+    cash: float
+    agents: list[str]
+    agent_specs: dict[str, str] = {}
+    universe: list[str] = []
+    tape: str = ""
+    decision_cadence: str = "weekly"
+    mark_cadence: str = "daily"
+    seed: int = 0
+    settings: dict[str, Any] = {}
+
+
+class CohortClosed(Event, tag=True, frozen=True):
+    """The cohort is over; ``reason`` says why (all settled, tape exhausted, ...)."""
+
+    reason: str
+
+
+class MarketListed(Event, tag=True, frozen=True):
+    """A snapshot of a market's metadata as the cohort saw it at the start."""
+
+    market: str
+    question: str
+    outcomes: list[str]
+    category: str | None = None
+    volume: float = 0.0
+    open_ts: int | None = None
+    close_ts: int | None = None
+
+
+class Marked(Event, tag=True, frozen=True):
+    """Prices observed at an instant: ``prices[i]`` are the outcome prices of ``markets[i]``,
+    in the market's outcome order (a binary market lists YES then NO)."""
+
+    markets: list[str]
+    prices: list[list[float]]
+
+
+class BetIntent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A bet as the agent asked for it, before the broker has judged it."""
+
+    market: str
+    side: str
+    amount: float
+    belief: float | None = None
+
+
+class SellIntent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A sell as asked for: by position id, or by market and side."""
+
+    percentage: float
+    position_id: str | None = None
+    market: str | None = None
+    side: str | None = None
+
+
+class DecisionMade(Event, tag=True, frozen=True):
+    """What an agent decided at a decision instant, with everything needed to audit it.
+
+    ``action`` is BET, SELL, HOLD (or MIXED when a decision both sells and bets); an agent whose
+    strategy failed gets HOLD with ``error`` set, so the failure is in the log, not lost.
+    """
+
+    agent: str
+    week: int
+    action: str
+    reasoning: str = ""
+    bets: list[BetIntent] = []
+    sells: list[SellIntent] = []
+    prompt: str | None = None
+    raw_response: str | None = None
+    model: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    latency_ms: float | None = None
+    retries: int = 0
+    error: str | None = None
+
+
+class OrderPlaced(Event, tag=True, frozen=True):
+    """An order the broker is about to judge; a buy carries dollars, a sell a percentage."""
+
+    agent: str
+    order_id: str
+    kind: OrderKind
+    market: str
+    side: str
+    amount: float = 0.0
+    percentage: float = 0.0
+    position_id: str | None = None
+
+
+class OrderFilled(Event, tag=True, frozen=True):
+    """An order executed at ``price`` (the side's price at the instant).
+
+    For a buy ``amount`` is the dollars paid and ``confidence`` the implied confidence; for a
+    sell ``amount`` is the proceeds, ``cost_basis`` the share of cost that left the position and
+    ``realized`` the profit on it. ``cash_before`` makes each fill checkable on its own.
+    """
+
+    agent: str
+    order_id: str
+    kind: OrderKind
+    market: str
+    side: str
+    position_id: str
+    price: float
+    shares: float
+    amount: float
+    cash_before: float
+    confidence: float | None = None
+    belief: float | None = None
+    cost_basis: float | None = None
+    realized: float | None = None
+
+
+class OrderRejected(Event, tag=True, frozen=True):
+    """An order the broker refused, with a reason a person can read."""
+
+    agent: str
+    order_id: str
+    kind: OrderKind
+    market: str
+    side: str
+    reason: str
+    amount: float = 0.0
+    percentage: float = 0.0
+
+
+class MarketResolved(Event, tag=True, frozen=True):
+    """The market settled; ``winner`` is the outcome name exactly as the tape spells it."""
+
+    market: str
+    winner: str
+
+
+class MarketVoided(Event, tag=True, frozen=True):
+    """The market was cancelled (a 50/50 resolution): open positions are refunded."""
+
+    market: str
+
+
+class PositionSettled(Event, tag=True, frozen=True):
+    """An open position paid out $1 or $0 per share at resolution."""
+
+    agent: str
+    market: str
+    side: str
+    position_id: str
+    shares: float
+    payout: float
+    cost: float
+    realized: float
+    won: bool
+
+
+class PositionRefunded(Event, tag=True, frozen=True):
+    """An open position on a voided market got its remaining cost basis back."""
+
+    agent: str
+    market: str
+    side: str
+    position_id: str
+    shares: float
+    refund: float
+
+
+AnyEvent = (
+    CohortOpened
+    | CohortClosed
+    | MarketListed
+    | Marked
+    | DecisionMade
+    | OrderPlaced
+    | OrderFilled
+    | OrderRejected
+    | MarketResolved
+    | MarketVoided
+    | PositionSettled
+    | PositionRefunded
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls
+    for cls in (
+        CohortOpened,
+        CohortClosed,
+        MarketListed,
+        Marked,
+        DecisionMade,
+        OrderPlaced,
+        OrderFilled,
+        OrderRejected,
+        MarketResolved,
+        MarketVoided,
+        PositionSettled,
+        PositionRefunded,
+    )
+}
+
+_encoder = msgspec.json.Encoder()
+_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
+_list_decoder: msgspec.json.Decoder[list[AnyEvent]] = msgspec.json.Decoder(list[AnyEvent])
+
+
+def encode(event: Event) -> bytes:
+    """The canonical JSON of an event (the bytes that are stored and hashed)."""
+    return _encoder.encode(event)
+
+
+def decode(payload: bytes | str) -> AnyEvent:
+    """Decode one stored payload into its event type."""
+    return _decoder.decode(payload)
+
+
+def decode_many(payloads: list[bytes]) -> list[AnyEvent]:
+    """Decode many payloads in one call; much faster than one ``decode`` per row."""
+    return _list_decoder.decode(b"[" + b",".join(payloads) + b"]")

@@ -1,0 +1,340 @@
+"""Folding the log into state: cash, positions, realized P/L and the Brier rows of each agent.
+
+The same ``apply`` runs live (the broker applies each event as it emits it) and when a log is
+rebuilt from disk, so the two cannot drift apart except through the log itself; ``snapshot``
+gives a plain-data picture of the state so a test or ``arena verify`` can compare them exactly.
+
+Rules of valuation (origins §1.8, §1.10, §1.11):
+
+* a position is valued at the latest marked price of its side; before the first mark, at the
+  price of its last fill (HEAD's entry-price fallback, never the 0.5 of the v1 code);
+* implied confidence is recorded on each buy; at resolution every buy on the market (sold
+  positions included) becomes one Brier row ``(confidence - won)²``; a voided market scores none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.events import (
+    CohortClosed,
+    CohortOpened,
+    DecisionMade,
+    Event,
+    Marked,
+    MarketListed,
+    MarketResolved,
+    MarketVoided,
+    OrderFilled,
+    OrderPlaced,
+    OrderRejected,
+    PositionRefunded,
+    PositionSettled,
+)
+
+
+def side_index(outcomes: Sequence[str], side: str) -> tuple[str, int] | None:
+    """The canonical spelling and outcome index of ``side``, or None if it is not an outcome.
+
+    Binary sides are YES/NO in any case (stored upper-case, as Forecaster Arena does); a
+    multi-outcome side must name the outcome exactly, because outcome names are case-sensitive
+    keys for pricing (origins §1.15 item 9).
+    """
+    lowered = [o.lower() for o in outcomes]
+    if len(outcomes) == 2 and sorted(lowered) == ["no", "yes"]:
+        wanted = side.strip().lower()
+        if wanted in ("yes", "no"):
+            return wanted.upper(), lowered.index(wanted)
+        return None
+    if side in outcomes:
+        return side, outcomes.index(side)
+    return None
+
+
+@dataclass(slots=True)
+class Position:
+    """An open position on one side of one market."""
+
+    id: str
+    market: str
+    side: str
+    outcome: int
+    shares: float
+    cost: float
+    last_price: float
+    opened_ts: int
+
+    @property
+    def avg_entry(self) -> float:
+        return self.cost / self.shares if self.shares else 0.0
+
+
+@dataclass(slots=True, frozen=True)
+class Buy:
+    """A filled buy, kept until its market resolves so it can be scored."""
+
+    order_id: str
+    market: str
+    side: str
+    amount: float
+    price: float
+    confidence: float
+    belief: float | None
+    ts: int
+
+
+@dataclass(slots=True, frozen=True)
+class BrierRow:
+    """One scored buy (origins §1.9): the confidence in the traded side against the result."""
+
+    order_id: str
+    market: str
+    side: str
+    confidence: float
+    won: int
+    price: float
+    belief: float | None
+
+    @property
+    def brier(self) -> float:
+        return (self.confidence - self.won) ** 2
+
+
+@dataclass(slots=True)
+class Book:
+    """One agent's account in one cohort."""
+
+    agent: str
+    cash: float
+    initial_cash: float
+    positions: dict[tuple[str, str], Position] = field(default_factory=dict)
+    realized: float = 0.0
+    buys: dict[str, list[Buy]] = field(default_factory=dict)
+    brier_rows: list[BrierRow] = field(default_factory=list)
+    n_bets: int = 0
+    n_sells: int = 0
+    n_rejected: int = 0
+    n_decisions: int = 0
+    n_errors: int = 0
+
+
+class CohortState:
+    """Everything the log says about one cohort, kept current by ``apply``."""
+
+    def __init__(self, cohort: str) -> None:
+        self.cohort = cohort
+        self.opened: CohortOpened | None = None
+        self.closed: CohortClosed | None = None
+        self.books: dict[str, Book] = {}
+        self.markets: dict[str, MarketListed] = {}
+        self.marks: dict[str, list[float]] = {}
+        self.resolutions: dict[str, str | None] = {}
+        self.last_ts = 0
+        self.n_orders = 0
+        self.n_positions: dict[tuple[str, str, str], int] = {}
+
+    # -- identifiers the broker hands out (derived from the log, so a rebuild agrees) ---------
+
+    def next_order_id(self) -> str:
+        return f"o{self.n_orders + 1}"
+
+    def new_position_id(self, agent: str, market: str, side: str) -> str:
+        n = self.n_positions.get((agent, market, side), 0) + 1
+        return f"{agent}/{market}/{side}/{n}"
+
+    def book(self, agent: str) -> Book:
+        try:
+            return self.books[agent]
+        except KeyError:
+            raise KeyError(f"agent {agent!r} is not in cohort {self.cohort}") from None
+
+    # -- the fold ----------------------------------------------------------------------------
+
+    def apply(self, event: Event) -> None:
+        self.last_ts = event.ts
+        _HANDLERS[type(event)](self, event)
+
+    def _opened(self, e: CohortOpened) -> None:
+        self.opened = e
+        self.books = {a: Book(agent=a, cash=e.cash, initial_cash=e.cash) for a in e.agents}
+
+    def _closed(self, e: CohortClosed) -> None:
+        self.closed = e
+
+    def _listed(self, e: MarketListed) -> None:
+        self.markets[e.market] = e
+
+    def _marked(self, e: Marked) -> None:
+        marks = self.marks
+        for market, prices in zip(e.markets, e.prices, strict=True):
+            marks[market] = prices
+
+    def _decided(self, e: DecisionMade) -> None:
+        book = self.books[e.agent]
+        book.n_decisions += 1
+        if e.error is not None:
+            book.n_errors += 1
+
+    def _placed(self, e: OrderPlaced) -> None:
+        self.n_orders += 1
+
+    def _rejected(self, e: OrderRejected) -> None:
+        self.books[e.agent].n_rejected += 1
+
+    def _filled(self, e: OrderFilled) -> None:
+        book = self.books[e.agent]
+        key = (e.market, e.side)
+        if e.kind == "buy":
+            book.cash -= e.amount
+            book.n_bets += 1
+            position = book.positions.get(key)
+            if position is None:
+                outcome = side_index(self.markets[e.market].outcomes, e.side)
+                position = Position(
+                    id=e.position_id,
+                    market=e.market,
+                    side=e.side,
+                    outcome=outcome[1] if outcome else 0,
+                    shares=0.0,
+                    cost=0.0,
+                    last_price=e.price,
+                    opened_ts=e.ts,
+                )
+                book.positions[key] = position
+                counter = (e.agent, e.market, e.side)
+                self.n_positions[counter] = self.n_positions.get(counter, 0) + 1
+            position.shares += e.shares
+            position.cost += e.amount
+            position.last_price = e.price
+            book.buys.setdefault(e.market, []).append(
+                Buy(
+                    order_id=e.order_id,
+                    market=e.market,
+                    side=e.side,
+                    amount=e.amount,
+                    price=e.price,
+                    confidence=e.confidence if e.confidence is not None else 0.0,
+                    belief=e.belief,
+                    ts=e.ts,
+                )
+            )
+            return
+        book.cash += e.amount
+        book.n_sells += 1
+        book.realized += e.realized or 0.0
+        position = book.positions[key]
+        position.last_price = e.price
+        if e.shares >= position.shares:
+            del book.positions[key]
+        else:
+            position.shares -= e.shares
+            position.cost -= e.cost_basis or 0.0
+
+    def _resolved(self, e: MarketResolved) -> None:
+        self.resolutions[e.market] = e.winner
+        winner = e.winner.upper()
+        for book in self.books.values():
+            for buy in book.buys.pop(e.market, ()):
+                book.brier_rows.append(
+                    BrierRow(
+                        order_id=buy.order_id,
+                        market=buy.market,
+                        side=buy.side,
+                        confidence=buy.confidence,
+                        won=int(buy.side.upper() == winner),
+                        price=buy.price,
+                        belief=buy.belief,
+                    )
+                )
+
+    def _voided(self, e: MarketVoided) -> None:
+        self.resolutions[e.market] = None
+        for book in self.books.values():
+            book.buys.pop(e.market, None)
+
+    def _settled(self, e: PositionSettled) -> None:
+        book = self.books[e.agent]
+        book.cash += e.payout
+        book.realized += e.realized
+        del book.positions[(e.market, e.side)]
+
+    def _refunded(self, e: PositionRefunded) -> None:
+        book = self.books[e.agent]
+        book.cash += e.refund
+        del book.positions[(e.market, e.side)]
+
+    # -- valuation ---------------------------------------------------------------------------
+
+    def side_price(self, position: Position) -> float:
+        """The latest marked price of the position's side (its last fill price if unmarked)."""
+        marks = self.marks.get(position.market)
+        if marks is not None and position.outcome < len(marks):
+            return marks[position.outcome]
+        return position.last_price
+
+    def positions_value(self, agent: str) -> float:
+        return sum(p.shares * self.side_price(p) for p in self.books[agent].positions.values())
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as plain data, for exact comparisons between live and rebuilt."""
+        return {
+            "cohort": self.cohort,
+            "closed": self.closed is not None,
+            "n_orders": self.n_orders,
+            "resolutions": dict(sorted(self.resolutions.items())),
+            "marks": dict(sorted(self.marks.items())),
+            "books": {
+                agent: {
+                    "cash": b.cash,
+                    "realized": b.realized,
+                    "positions": sorted(
+                        (p.id, p.shares, p.cost, p.last_price) for p in b.positions.values()
+                    ),
+                    "pending_buys": sorted(
+                        (x.order_id, x.confidence) for xs in b.buys.values() for x in xs
+                    ),
+                    "brier_rows": [(r.order_id, r.confidence, r.won) for r in b.brier_rows],
+                    "counts": (b.n_bets, b.n_sells, b.n_rejected, b.n_decisions, b.n_errors),
+                }
+                for agent, b in sorted(self.books.items())
+            },
+        }
+
+
+_HANDLERS: dict[type[Event], Any] = {
+    CohortOpened: CohortState._opened,
+    CohortClosed: CohortState._closed,
+    MarketListed: CohortState._listed,
+    Marked: CohortState._marked,
+    DecisionMade: CohortState._decided,
+    OrderPlaced: CohortState._placed,
+    OrderRejected: CohortState._rejected,
+    OrderFilled: CohortState._filled,
+    MarketResolved: CohortState._resolved,
+    MarketVoided: CohortState._voided,
+    PositionSettled: CohortState._settled,
+    PositionRefunded: CohortState._refunded,
+}
+
+
+class Ledger:
+    """The projections of a whole log: one ``CohortState`` per cohort stream."""
+
+    def __init__(self) -> None:
+        self.cohorts: dict[str, CohortState] = {}
+
+    def apply(self, event: Event) -> None:
+        state = self.cohorts.get(event.cohort)
+        if state is None:
+            state = self.cohorts[event.cohort] = CohortState(event.cohort)
+        state.apply(event)
+
+    def apply_all(self, events: Iterable[Event]) -> Ledger:
+        for event in events:
+            self.apply(event)
+        return self
+
+    def snapshot(self) -> dict[str, Any]:
+        return {name: state.snapshot() for name, state in sorted(self.cohorts.items())}

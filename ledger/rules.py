@@ -1,0 +1,398 @@
+"""Forecaster Arena's betting rules, as versioned rule sets, and the broker that applies them.
+
+The broker is pure: it reads a cohort's state and a decision's orders and returns events; it
+applies each event to the state as it goes, because under ``v1`` every bet is judged against the
+cash left by the bet before it (origins §1.7). Nothing here touches storage.
+
+Where the originals were wrong we do the correct thing (origins §1.15): a zero price is rejected
+rather than filled at 0.5, a side sold out completely opens a fresh position on the next bet, and
+selling on a closed market is refused in both versions (the v1 code allowed it; its docs did not).
+Within one decision, sells execute before bets so that a strategy can rotate out of a position
+and into another in one step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import msgspec
+
+from ledger.errors import LedgerError
+from ledger.events import (
+    BetIntent,
+    Event,
+    MarketResolved,
+    MarketVoided,
+    OrderFilled,
+    OrderPlaced,
+    OrderRejected,
+    PositionRefunded,
+    PositionSettled,
+    SellIntent,
+)
+from ledger.projection import CohortState, Position, side_index
+
+Quote = Callable[[str], Sequence[float] | None]
+"""The outcome prices of a market at the decision instant (in outcome order), or None."""
+
+
+class RuleSet(msgspec.Struct, frozen=True, kw_only=True):
+    """One version of the betting rules; recorded by name on every cohort."""
+
+    version: str
+    min_bet: float = 50.0
+    max_fraction: float = 0.25
+    cap: Literal["per_bet", "per_decision"] = "per_bet"
+    atomic_bets: bool = False
+
+
+RULES: dict[str, RuleSet] = {
+    # v1 code (Dec 2025 - Apr 2026): each bet <= 25% of the cash left when it executes.
+    "v1": RuleSet(version="v1"),
+    # v2 (HEAD): a decision's bets together <= 25% of its starting cash, all or none.
+    "v2": RuleSet(version="v2", cap="per_decision", atomic_bets=True),
+}
+
+
+def rules_for(version: str) -> RuleSet:
+    """The rule set called ``version``; an unknown name is a one-line error."""
+    try:
+        return RULES[version]
+    except KeyError:
+        known = ", ".join(sorted(RULES))
+        raise LedgerError(f"unknown rules version {version!r} (known: {known})") from None
+
+
+def _money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def _loggable(x: float) -> float:
+    """``x``, or 0.0 if it is NaN or infinite: JSON stores those as null, which would not
+    decode back into the event; the rejection reason still quotes the original value."""
+    return x if math.isfinite(x) else 0.0
+
+
+class Broker:
+    """Turns one agent's orders into placed/filled/rejected events under a rule set."""
+
+    def __init__(self, state: CohortState, rules: RuleSet) -> None:
+        self.state = state
+        self.rules = rules
+
+    def execute(
+        self,
+        agent: str,
+        ts: int,
+        bets: Sequence[BetIntent],
+        sells: Sequence[SellIntent],
+        quote: Quote,
+    ) -> list[Event]:
+        """Execute a decision's sells, then its bets; every event is already applied."""
+        out: list[Event] = []
+        for sell in sells:
+            self._sell(agent, ts, sell, quote, out)
+        if bets:
+            if self.rules.atomic_bets:
+                self._bet_batch(agent, ts, bets, quote, out)
+            else:
+                for bet in bets:
+                    self._bet(agent, ts, bet, quote, out)
+        return out
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _emit(self, event: Event, out: list[Event]) -> None:
+        self.state.apply(event)
+        out.append(event)
+
+    def _tradable(self, market: str, ts: int) -> str | None:
+        """Why ``market`` cannot be traded at ``ts``, or None when it can."""
+        info = self.state.markets.get(market)
+        if info is None:
+            return f"unknown market {market!r} (not in this cohort's universe)"
+        if market in self.state.resolutions:
+            return f"market {market} is already resolved"
+        if info.close_ts is not None and ts >= info.close_ts:
+            return f"market {market} is closed"
+        return None
+
+    def _side_price(self, market: str, index: int, quote: Quote) -> float | None:
+        prices = quote(market)
+        if prices is None or index >= len(prices):
+            return None
+        return float(prices[index])
+
+    # -- bets --------------------------------------------------------------------------------
+
+    def _check_bet(
+        self, ts: int, bet: BetIntent, cash: float, quote: Quote
+    ) -> tuple[str, float] | str:
+        """The canonical side and the price of a valid bet, or the reason it is invalid."""
+        reason = self._tradable(bet.market, ts)
+        if reason:
+            return reason
+        info = self.state.markets[bet.market]
+        resolved = side_index(info.outcomes, bet.side)
+        if resolved is None:
+            options = ", ".join(info.outcomes)
+            return f"side {bet.side!r} is not an outcome of market {bet.market} ({options})"
+        side, index = resolved
+        amount = bet.amount
+        if not math.isfinite(amount) or amount <= 0:
+            return f"amount {amount!r} must be a positive number of dollars"
+        rules = self.rules
+        ceiling = rules.max_fraction * cash
+        if ceiling < rules.min_bet:
+            return (
+                f"cash {_money(cash)} allows at most {_money(ceiling)}, "
+                f"below the {_money(rules.min_bet)} minimum bet"
+            )
+        if amount < rules.min_bet:
+            return f"bet {_money(amount)} is below the {_money(rules.min_bet)} minimum"
+        if rules.cap == "per_bet" and amount > ceiling + 1e-9:
+            return (
+                f"bet {_money(amount)} exceeds the maximum {_money(ceiling)} "
+                f"({rules.max_fraction:.0%} of cash {_money(cash)})"
+            )
+        price = self._side_price(bet.market, index, quote)
+        if price is None or not math.isfinite(price):
+            return f"no price for {side} on market {bet.market} at this instant"
+        if not 0.0 < price <= 1.0:
+            return f"price {price:g} of {side} on market {bet.market} is outside (0, 1]"
+        return side, price
+
+    def _placed(self, agent: str, ts: int, bet: BetIntent) -> OrderPlaced:
+        return OrderPlaced(
+            cohort=self.state.cohort,
+            ts=ts,
+            agent=agent,
+            order_id=self.state.next_order_id(),
+            kind="buy",
+            market=bet.market,
+            side=bet.side,
+            amount=_loggable(bet.amount),
+        )
+
+    def _reject(
+        self, placed: OrderPlaced, reason: str, out: list[Event], percentage: float = 0.0
+    ) -> None:
+        self._emit(
+            OrderRejected(
+                cohort=placed.cohort,
+                ts=placed.ts,
+                agent=placed.agent,
+                order_id=placed.order_id,
+                kind=placed.kind,
+                market=placed.market,
+                side=placed.side,
+                reason=reason,
+                amount=placed.amount,
+                percentage=_loggable(percentage),
+            ),
+            out,
+        )
+
+    def _fill_buy(
+        self, placed: OrderPlaced, side: str, price: float, belief: float | None, out: list[Event]
+    ) -> None:
+        book = self.state.book(placed.agent)
+        cash = book.cash
+        amount = placed.amount
+        limit = self.rules.max_fraction * cash
+        position = book.positions.get((placed.market, side))
+        position_id = (
+            position.id
+            if position
+            else self.state.new_position_id(placed.agent, placed.market, side)
+        )
+        self._emit(
+            OrderFilled(
+                cohort=placed.cohort,
+                ts=placed.ts,
+                agent=placed.agent,
+                order_id=placed.order_id,
+                kind="buy",
+                market=placed.market,
+                side=side,
+                position_id=position_id,
+                price=price,
+                shares=amount / price,
+                amount=amount,
+                cash_before=cash,
+                confidence=min(amount / limit, 1.0) if limit > 0 else 0.0,
+                belief=belief if belief is None or math.isfinite(belief) else None,
+            ),
+            out,
+        )
+
+    def _bet(self, agent: str, ts: int, bet: BetIntent, quote: Quote, out: list[Event]) -> None:
+        placed = self._placed(agent, ts, bet)
+        self._emit(placed, out)
+        cash = self.state.book(agent).cash
+        checked = self._check_bet(ts, bet, cash, quote)
+        if isinstance(checked, str):
+            self._reject(placed, checked, out)
+            return
+        if bet.amount > cash + 1e-9:
+            self._reject(placed, f"bet {_money(bet.amount)} exceeds cash {_money(cash)}", out)
+            return
+        side, price = checked
+        self._fill_buy(placed, side, price, bet.belief, out)
+
+    def _bet_batch(
+        self, agent: str, ts: int, bets: Sequence[BetIntent], quote: Quote, out: list[Event]
+    ) -> None:
+        """v2: the bets of one decision fill together or not at all."""
+        placed = [self._placed(agent, ts, bet) for bet in bets]
+        for order in placed:
+            self._emit(order, out)
+        cash = self.state.book(agent).cash
+        checks = [self._check_bet(ts, bet, cash, quote) for bet in bets]
+        failure = next(
+            (f"leg {i + 1}: {c}" for i, c in enumerate(checks) if isinstance(c, str)), None
+        )
+        total = sum(bet.amount for bet in bets)
+        ceiling = self.rules.max_fraction * cash
+        if failure is None and total > ceiling + 1e-9:
+            failure = (
+                f"bets total {_money(total)} exceeds the maximum {_money(ceiling)} "
+                f"({self.rules.max_fraction:.0%} of cash {_money(cash)} at the decision)"
+            )
+        if failure is not None:
+            for order in placed:
+                self._reject(order, f"bet batch failed, no trades executed: {failure}", out)
+            return
+        for order, bet, checked in zip(placed, bets, checks, strict=True):
+            assert not isinstance(checked, str)
+            self._fill_buy(order, checked[0], checked[1], bet.belief, out)
+
+    # -- sells -------------------------------------------------------------------------------
+
+    def _find_position(self, agent: str, sell: SellIntent) -> Position | str:
+        book = self.state.book(agent)
+        if sell.position_id is not None:
+            for position in book.positions.values():
+                if position.id == sell.position_id:
+                    return position
+            return f"no open position {sell.position_id!r}"
+        if sell.market is None or sell.side is None:
+            return "a sell needs a position_id, or a market_id and a side"
+        info = self.state.markets.get(sell.market)
+        resolved = side_index(info.outcomes, sell.side) if info else None
+        side = resolved[0] if resolved else sell.side
+        held = book.positions.get((sell.market, side))
+        if held is None:
+            return f"no open {sell.side} position on market {sell.market}"
+        return held
+
+    def _sell(self, agent: str, ts: int, sell: SellIntent, quote: Quote, out: list[Event]) -> None:
+        found = self._find_position(agent, sell)
+        market = found.market if isinstance(found, Position) else (sell.market or "")
+        side = found.side if isinstance(found, Position) else (sell.side or "")
+        placed = OrderPlaced(
+            cohort=self.state.cohort,
+            ts=ts,
+            agent=agent,
+            order_id=self.state.next_order_id(),
+            kind="sell",
+            market=market,
+            side=side,
+            percentage=_loggable(sell.percentage),
+            position_id=found.id if isinstance(found, Position) else sell.position_id,
+        )
+        self._emit(placed, out)
+        pct = sell.percentage
+        if isinstance(found, str):
+            self._reject(placed, found, out, pct)
+            return
+        if not (math.isfinite(pct) and 1.0 <= pct <= 100.0):
+            self._reject(placed, f"percentage {pct!r} must be between 1 and 100", out, pct)
+            return
+        reason = self._tradable(market, ts)
+        if reason:
+            self._reject(placed, reason, out, pct)
+            return
+        price = self._side_price(market, found.outcome, quote)
+        if price is None or not (math.isfinite(price) and 0.0 <= price <= 1.0):
+            self._reject(placed, f"no valid price for {side} on market {market}", out, pct)
+            return
+        whole = pct >= 100.0
+        shares = found.shares if whole else found.shares * pct / 100.0
+        cost_basis = found.cost if whole else found.cost * pct / 100.0
+        proceeds = shares * price
+        self._emit(
+            OrderFilled(
+                cohort=placed.cohort,
+                ts=ts,
+                agent=agent,
+                order_id=placed.order_id,
+                kind="sell",
+                market=market,
+                side=side,
+                position_id=found.id,
+                price=price,
+                shares=shares,
+                amount=proceeds,
+                cash_before=self.state.book(agent).cash,
+                cost_basis=cost_basis,
+                realized=proceeds - cost_basis,
+            ),
+            out,
+        )
+
+
+def settle(state: CohortState, market: str, ts: int, winner: str) -> list[Event]:
+    """Resolve ``market``: every open position pays $1 a share if its side won, else $0.
+
+    The market is marked resolved first and the payouts follow in the same appended batch, so a
+    crash can never strand positions the way the v1 code's two-step update could (origins §1.9).
+    """
+    events: list[Event] = [MarketResolved(cohort=state.cohort, ts=ts, market=market, winner=winner)]
+    upper = winner.upper()
+    for agent, book in state.books.items():
+        for position in [p for p in book.positions.values() if p.market == market]:
+            won = position.side.upper() == upper
+            payout = position.shares if won else 0.0
+            events.append(
+                PositionSettled(
+                    cohort=state.cohort,
+                    ts=ts,
+                    agent=agent,
+                    market=market,
+                    side=position.side,
+                    position_id=position.id,
+                    shares=position.shares,
+                    payout=payout,
+                    cost=position.cost,
+                    realized=payout - position.cost,
+                    won=won,
+                )
+            )
+    for event in events:
+        state.apply(event)
+    return events
+
+
+def void(state: CohortState, market: str, ts: int) -> list[Event]:
+    """Cancel ``market``: each open position gets back its remaining cost basis; no Brier rows."""
+    events: list[Event] = [MarketVoided(cohort=state.cohort, ts=ts, market=market)]
+    for agent, book in state.books.items():
+        for position in [p for p in book.positions.values() if p.market == market]:
+            events.append(
+                PositionRefunded(
+                    cohort=state.cohort,
+                    ts=ts,
+                    agent=agent,
+                    market=market,
+                    side=position.side,
+                    position_id=position.id,
+                    shares=position.shares,
+                    refund=position.cost,
+                )
+            )
+    for event in events:
+        state.apply(event)
+    return events

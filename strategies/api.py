@@ -1,0 +1,264 @@
+"""The strategy plugin API: what a strategy sees, what it returns, and the class it subclasses.
+
+A strategy is a small class::
+
+    from strategies import Strategy, Decision, Bet, View
+
+    class Cheap(Strategy):
+        \"\"\"Buy $50 of YES in anything priced under 20%.\"\"\"
+
+        def decide(self, view: View) -> Decision:
+            bets = [Bet(market=m, side="YES", amount=50) for m in view.markets.ids_where(
+                view.markets.yes < 0.2)]
+            return Decision(bets=bets, reasoning="cheap YES")
+
+Look-ahead is impossible by construction, as in backtesting.py: the view's arrays are the
+prices *at* the decision instant, and ``history`` returns views that end there. There is no
+handle on the tape itself, and ``datetime.now()`` inside ``decide`` is the simulated instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numpy as np
+import pydantic
+
+from ledger.events import BetIntent, SellIntent
+
+Bet = BetIntent
+"""A bet: ``Bet(market=ID, side="YES"|"NO"|outcome, amount=dollars, belief=P(side wins))``."""
+
+Sell = SellIntent
+"""A sell: ``Sell(percentage=1..100, position_id=ID)`` or ``Sell(percentage, market=, side=)``."""
+
+
+class StrategyError(Exception):
+    """A strategy cannot be built or loaded: a bad spec, unknown settings, a missing file."""
+
+
+class LookAheadError(RuntimeError):
+    """A strategy asked for data after the decision instant."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a strategy wants to do now: sells (executed first), bets, and why."""
+
+    bets: Sequence[BetIntent] = ()
+    sells: Sequence[SellIntent] = ()
+    reasoning: str = ""
+
+    @classmethod
+    def hold(cls, reasoning: str = "") -> Decision:
+        return cls(reasoning=reasoning)
+
+    @property
+    def action(self) -> str:
+        if self.bets and self.sells:
+            return "MIXED"
+        if self.bets:
+            return "BET"
+        if self.sells:
+            return "SELL"
+        return "HOLD"
+
+
+@dataclass(frozen=True, slots=True)
+class PositionView:
+    """An open position with its side-correct current price (a NO position shows 1 − YES)."""
+
+    id: str
+    market: str
+    side: str
+    shares: float
+    cost: float
+    price: float
+
+    @property
+    def avg_entry(self) -> float:
+        return self.cost / self.shares if self.shares else 0.0
+
+    @property
+    def value(self) -> float:
+        return self.shares * self.price
+
+    @property
+    def pnl(self) -> float:
+        return self.value - self.cost
+
+
+@dataclass(frozen=True, slots=True)
+class MarketMeta:
+    """The static facts of a market that are knowable at the cohort start."""
+
+    id: str
+    question: str
+    outcomes: tuple[str, ...]
+    category: str | None
+    volume: float
+    close_ts: int | None
+    is_binary: bool
+
+
+History = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
+"""(market index, instant) -> (times, outcome prices) up to and including the instant."""
+
+Prices = Callable[[int], tuple[float, ...] | None]
+"""market index -> all outcome prices at the decision instant, or None before any point."""
+
+
+class MarketsView:
+    """The universe at one instant, array-backed: nothing per market is built until asked.
+
+    ``yes[i]`` is the price of outcome 0 (YES for a binary market) of ``ids[i]``, NaN when the
+    market has no price yet; ``open[i]`` says whether it can be traded now.
+    """
+
+    __slots__ = ("_history", "_index", "_meta", "_prices", "ids", "open", "ts", "volume", "yes")
+
+    def __init__(
+        self,
+        *,
+        ts: int,
+        ids: tuple[str, ...],
+        index: dict[str, int],
+        meta: Sequence[MarketMeta],
+        yes: np.ndarray,
+        open_mask: np.ndarray,
+        volume: np.ndarray,
+        prices: Prices,
+        history: History,
+    ) -> None:
+        self.ts = ts
+        self.ids = ids
+        self._index = index
+        self._meta = meta
+        self.yes = yes
+        self.open = open_mask
+        self.volume = volume
+        self._prices = prices
+        self._history = history
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def index(self, market: str) -> int:
+        try:
+            return self._index[market]
+        except KeyError:
+            raise KeyError(f"market {market!r} is not in the universe") from None
+
+    def meta(self, market: str) -> MarketMeta:
+        return self._meta[self.index(market)]
+
+    def prices(self, market: str) -> tuple[float, ...] | None:
+        """Every outcome's price now, in outcome order."""
+        return self._prices(self.index(market))
+
+    def ids_where(self, mask: np.ndarray) -> list[str]:
+        """The ids of the markets selected by a boolean mask over the universe."""
+        return [self.ids[i] for i in np.flatnonzero(mask)]
+
+    def history(self, market: str, until: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Price points of ``market`` up to the decision instant (or an earlier ``until``)."""
+        t = self.ts if until is None else until
+        if t > self.ts:
+            raise LookAheadError(
+                f"history of {market} until {t} asked for at {self.ts}: that is the future"
+            )
+        return self._history(self.index(market), t)
+
+
+@dataclass
+class View:
+    """Everything knowable by one agent at one decision instant, read-only.
+
+    ``shares[i, k]`` is how many shares of outcome ``k`` of market ``markets.ids[i]`` the agent
+    holds (column 0 is YES and column 1 NO for a binary market): the array form of
+    ``positions`` for strategies that look at the whole universe at once.
+    """
+
+    ts: int
+    week: int
+    cash: float
+    min_bet: float
+    max_fraction: float
+    markets: MarketsView
+    shares: np.ndarray
+    _positions: Callable[[], tuple[PositionView, ...]] = field(repr=False)
+
+    @property
+    def time(self) -> datetime:
+        return datetime.fromtimestamp(self.ts, UTC)
+
+    @property
+    def max_bet(self) -> float:
+        return self.max_fraction * self.cash
+
+    @cached_property
+    def positions(self) -> tuple[PositionView, ...]:
+        return self._positions()
+
+    def position(self, market: str, side: str) -> PositionView | None:
+        side_key = side.upper() if side.lower() in ("yes", "no") else side
+        return next(
+            (p for p in self.positions if p.market == market and p.side == side_key), None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedMarket:
+    """A market that resolved before the cohort started, for strategies that learn."""
+
+    meta: MarketMeta
+    winner: str | None
+    resolved_ts: int
+    last_price: tuple[float, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What ``setup`` gets once per cohort."""
+
+    cohort: str
+    start: int
+    rules: str
+    cash: float
+    min_bet: float
+    max_fraction: float
+    rng: np.random.Generator
+    universe: tuple[MarketMeta, ...]
+    resolved_before: tuple[ResolvedMarket, ...] = ()
+
+
+class NoSettings(pydantic.BaseModel):
+    """Settings of a strategy that has none."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+class Strategy:
+    """Base class of every strategy. Override ``decide``; optionally ``setup`` and ``Settings``.
+
+    ``Settings`` is a pydantic model: unknown or mistyped settings are rejected with the field
+    named, before a cohort starts.
+    """
+
+    Settings: ClassVar[type[pydantic.BaseModel]] = NoSettings
+    description: ClassVar[str] = ""
+
+    def __init__(self, settings: pydantic.BaseModel | None = None, **values: Any) -> None:
+        self.settings = settings if settings is not None else self.Settings(**values)
+        self.rng: np.random.Generator = np.random.default_rng(0)
+
+    def setup(self, context: Context) -> None:
+        """Called once per cohort before the first decision; keeps the seeded generator."""
+        self.rng = context.rng
+
+    def decide(self, view: View) -> Decision:
+        raise NotImplementedError

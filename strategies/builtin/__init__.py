@@ -1,0 +1,1 @@
+"""The agents that ship with arena; ``strategies.registry`` names them."""

@@ -1,0 +1,118 @@
+"""Finding strategies by name: built-ins, installed plugins, ``module:Class`` and files.
+
+An agent spec is ``KIND[:ARG][?key=value&...]``: ``favourite``, ``random?bets=3``,
+``scripted:decisions.json``, ``mypkg.strats:Momentum?window=5`` or
+``./my_strategy.py:Momentum``. Settings from the query string go through the strategy's
+pydantic ``Settings``, so a typo or a wrong type is reported with the field's name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import pydantic
+
+from strategies.api import Strategy, StrategyError
+
+ENTRY_POINT_GROUP = "arena.strategies"
+
+BUILTINS: dict[str, str] = {
+    "hold": "strategies.builtin.hold:Hold",
+    "favourite": "strategies.builtin.favourite:Favourite",
+    "random": "strategies.builtin.random_agent:RandomAgent",
+    "scripted": "strategies.builtin.scripted:Scripted",
+}
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A parsed agent spec: what to load, its positional argument and its settings."""
+
+    kind: str
+    arg: str
+    settings: dict[str, str]
+
+    @classmethod
+    def parse(cls, spec: str) -> AgentSpec:
+        body, _, query = spec.partition("?")
+        settings = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=False))
+        if not body:
+            raise StrategyError(f"agent spec {spec!r} names no strategy")
+        kind, arg = body, ""
+        head, sep, tail = body.partition(":")
+        if sep and (head in BUILTINS or head in _plugin_names()):
+            kind, arg = head, tail
+        return cls(kind=kind, arg=arg, settings=settings)
+
+
+def _plugin_names() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available() -> dict[str, str]:
+    """Every strategy that can be named without a path: built-ins, then installed plugins."""
+    return {**BUILTINS, **_plugin_names()}
+
+
+def _import_target(target: str) -> type[Strategy]:
+    """``module:Class`` or ``path/to/file.py:Class`` to a Strategy subclass."""
+    where, sep, name = target.rpartition(":")
+    if not sep or not where or not name:
+        raise StrategyError(
+            f"unknown strategy {target!r}: use a built-in ({', '.join(available())}), "
+            "module:Class or path/to/file.py:Class"
+        )
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise StrategyError(f"strategy file {where} does not exist")
+        module_name = f"arena_plugin_{abs(hash(str(path.resolve())))}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise StrategyError(f"cannot load strategy file {where}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise StrategyError(f"{where}: {type(exc).__name__}: {exc}") from None
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            raise StrategyError(f"cannot import {where}: {exc}") from None
+    cls = getattr(module, name, None)
+    if not (inspect.isclass(cls) and issubclass(cls, Strategy)):
+        raise StrategyError(f"{target} is not a Strategy subclass")
+    return cls
+
+
+def strategy_class(kind: str) -> type[Strategy]:
+    return _import_target(available().get(kind, kind))
+
+
+def build_strategy(spec: str) -> Strategy:
+    """A ready strategy from its spec, or a one-line StrategyError saying what is wrong."""
+    parsed = AgentSpec.parse(spec)
+    cls = strategy_class(parsed.kind)
+    try:
+        settings = cls.Settings(**parsed.settings)
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        raise StrategyError(f"{parsed.kind}: bad settings: {problems}") from None
+    kwargs: dict[str, Any] = {"settings": settings}
+    if parsed.arg:
+        if "path" not in inspect.signature(cls.__init__).parameters:
+            raise StrategyError(f"{parsed.kind} takes no argument (got {parsed.arg!r})")
+        kwargs["path"] = parsed.arg
+    return cls(**kwargs)
