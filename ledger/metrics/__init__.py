@@ -1,0 +1,88 @@
+"""Scoring metrics for binary (and multi-class) forecasts, in pure numpy and float64.
+
+The formulas follow the forecastbench harness and K-Fish's scoring notes exactly (see
+``shared/reference/origins.md`` §2 and §3); where those sources disagree (bin edges, bin counts,
+what "Brier skill" is relative to) the choice is a parameter with the source's default.
+Every function validates its inputs and raises :class:`MetricInputError` (a ``LedgerError``)
+rather than returning a quietly wrong number.
+"""
+
+from ledger.metrics.binning import BinStats, bin_edges, bin_index
+from ledger.metrics.calibration import (
+    ECE_BINS,
+    MURPHY_BINS,
+    GroupBias,
+    Murphy,
+    ece,
+    ece_from_bins,
+    group_calibration_bias,
+    murphy,
+    murphy_from_bins,
+    reliability,
+)
+from ledger.metrics.scores import (
+    RANDOM_BRIER,
+    BrierReference,
+    brier,
+    brier_skill_score,
+    log_loss,
+    multiclass_brier,
+    multiclass_log_loss,
+    skill_score,
+    squared_calibration_error,
+)
+from ledger.metrics.trading import (
+    KellyResult,
+    TradingMode,
+    bounded_trader_profit,
+    kelly_bankroll,
+    positions,
+    realized_trading_pnl,
+)
+from ledger.metrics.transforms import (
+    alr_to_simplex,
+    asymmetric_extremize,
+    extremize_factor,
+    logit_to_prob,
+    prob_to_logit,
+    simplex_to_alr,
+)
+from ledger.metrics.validation import MetricInputError
+
+__all__ = [
+    "ECE_BINS",
+    "MURPHY_BINS",
+    "RANDOM_BRIER",
+    "BinStats",
+    "BrierReference",
+    "GroupBias",
+    "KellyResult",
+    "MetricInputError",
+    "Murphy",
+    "TradingMode",
+    "alr_to_simplex",
+    "asymmetric_extremize",
+    "bin_edges",
+    "bin_index",
+    "bounded_trader_profit",
+    "brier",
+    "brier_skill_score",
+    "ece",
+    "ece_from_bins",
+    "extremize_factor",
+    "group_calibration_bias",
+    "kelly_bankroll",
+    "log_loss",
+    "logit_to_prob",
+    "multiclass_brier",
+    "multiclass_log_loss",
+    "murphy",
+    "murphy_from_bins",
+    "positions",
+    "prob_to_logit",
+    "realized_trading_pnl",
+    "reliability",
+    "simplex_to_alr",
+    "skill_score",
+    "squared_calibration_error",
+]

@@ -1,0 +1,174 @@
+"""``arena score`` on small files worked by hand, on every kind of bad input, and on the example."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.resources
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from arena.commands.score import score
+
+ROWS = [
+    {"y": 1, "pred_prob": 0.8, "market_prob": 0.6, "race": "a"},
+    {"y": 0, "pred_prob": 0.3, "market_prob": 0.4, "race": "a"},
+    {"y": 1, "pred_prob": 0.5, "market_prob": 0.5, "race": "b"},
+]
+CSV = "y,pred_prob,market_prob,race\n1,0.8,0.6,a\n0,0.3,0.4,a\n1,0.5,0.5,b\n"
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(score, list(args))
+
+
+def run_json(*args: str) -> dict[str, Any]:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.output)
+    return report
+
+
+@pytest.fixture
+def csv_file(tmp_path: Path) -> Path:
+    path = tmp_path / "f.csv"
+    path.write_text(CSV)
+    return path
+
+
+def test_json_report_by_hand(csv_file: Path) -> None:
+    report = run_json(str(csv_file), "--group-cols", "race")
+    assert list(report) == [
+        "n", "brier", "logloss", "ece", "bss", "murphy", "trading", "groups",
+    ]  # fmt: skip
+    assert report["n"] == 3
+    # Brier (0.04 + 0.09 + 0.25)/3 = 0.38/3; bss vs 0.25: 1 - 0.38/0.75 = 0.49333
+    assert report["brier"] == pytest.approx(0.38 / 3)
+    assert report["bss"] == pytest.approx(1 - 0.38 / 0.75)
+    # log loss -(ln 0.8 + ln 0.7 + ln 0.5)/3 = (0.2231436 + 0.3566749 + 0.6931472)/3 = 0.4243219
+    assert report["logloss"] == pytest.approx(0.4243219, abs=1e-7)
+    # every forecast alone in its bin: ECE = (0.2 + 0.3 + 0.5)/3 = 1/3
+    assert report["ece"] == pytest.approx(1 / 3)
+    # singleton bins: REL = Brier = 0.38/3; o = 2/3: RES = (1/9 + 4/9 + 1/9)/3 = 2/9, UNC = 2/9
+    assert report["murphy"] == pytest.approx(
+        {"reliability": 0.38 / 3, "resolution": 2 / 9, "uncertainty": 2 / 9}
+    )
+    trading = report["trading"]
+    assert (trading["mode"], trading["B"], trading["transaction_cost"]) == ("sign", 1.0, 0.0)
+    # b = [+1, -1, 0]: 1*(1-0.6) = 0.4, -1*(0-0.4) = 0.4, tie 0 -> 0.8/3
+    assert trading["pnl_per_event"] == pytest.approx(0.8 / 3)
+    # Kelly: YES f = 0.2/0.4 -> cap 0.25, odds 0.4/0.6, won: 7/6; NO f = 0.1/0.4 = 0.25,
+    # odds 0.4/0.6, NO won: 7/6; tie: no bet -> 49/36
+    assert trading["kelly"] == pytest.approx({"n": 3, "roi": 13 / 36, "final_bankroll": 49 / 36})
+    # residuals y - p: a: 0.2, -0.3 -> -0.05; b: 0.5 -> 2 groups, worst 0.5,
+    # avg (2*0.05 + 1*0.5)/3 = 0.2
+    assert report["groups"] == {
+        "race": pytest.approx({"worst_abs_bias": 0.5, "avg_abs_bias": 0.2, "n_groups": 2})
+    }
+
+
+def test_linear_mode_with_stake_and_cost(csv_file: Path) -> None:
+    trading = run_json(str(csv_file), "--mode", "linear", "--B", "2", "--cost", "0.1")["trading"]
+    # b = 2*(p - q) = [0.4, -0.2, 0]: 0.4*0.4 - 0.04 = 0.12; -0.2*(-0.4) - 0.02 = 0.06 -> 0.18/3
+    assert trading["pnl_per_event"] == pytest.approx(0.06)
+    # Kelly with fee 0.1 per staked fraction: each bet pays 2.5% first: (0.975 * 7/6)^2
+    assert trading["kelly"]["final_bankroll"] == pytest.approx((0.975 * 7 / 6) ** 2)
+
+
+def test_without_market_or_groups_the_blocks_are_absent(tmp_path: Path) -> None:
+    path = tmp_path / "f.csv"
+    path.write_text("y,p\n1,0.8\n0,0.3\n")
+    report = run_json(str(path), "--pred-col", "p")
+    assert list(report) == ["n", "brier", "logloss", "ece", "bss", "murphy"]
+    assert report["brier"] == pytest.approx((0.04 + 0.09) / 2)
+
+
+def test_jsonl_and_gzip_read_the_same_numbers(tmp_path: Path, csv_file: Path) -> None:
+    lines = "".join(json.dumps(row) + "\n" for row in ROWS)
+    jsonl = tmp_path / "f.jsonl"
+    jsonl.write_text(lines + "\n")  # a trailing blank line is not a row
+    gz = tmp_path / "f.csv.gz"
+    gz.write_bytes(gzip.compress(CSV.encode()))
+    expected = run_json(str(csv_file), "--group-cols", "race")
+    assert run_json(str(jsonl), "--group-cols", "race") == expected
+    assert run_json(str(gz), "--group-cols", "race") == expected
+
+
+def test_table_and_reliability_diagram(csv_file: Path) -> None:
+    result = run(str(csv_file))
+    assert result.exit_code == 0
+    assert "Brier" in result.output and "0.126667" in result.output
+    assert "reliability" in result.output
+    # the 0.8 forecast is right-closed bin (0.75, 0.80], shown with its count
+    assert "0.75–0.80" in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.csv", "y,market_prob\n1,0.5\n", "missing column 'pred_prob'"),
+        ("label.csv", "y,pred_prob\n1,0.5\n2,0.5\n", "row 2: y is '2', expected 0 or 1"),
+        ("range.csv", "y,pred_prob\n1,1.5\n", "row 1: pred_prob is '1.5', outside [0, 1]"),
+        ("nan.csv", "y,pred_prob\n1,0.5\n0,abc\n", "row 2: pred_prob is 'abc', not a number"),
+        ("market.csv", "y,pred_prob,market_prob\n1,0.5,-1\n", "row 1: market_prob"),
+        ("blank.csv", "y,pred_prob\n1,\n", "row 1: pred_prob is '', not a number"),
+        ("short.csv", "y,pred_prob\n1,0.5\n0\n", "row 2: no value for column 'pred_prob'"),
+        ("empty.csv", "", "empty file"),
+        ("header.csv", "y,pred_prob\n", "no data rows"),
+        ("empty.jsonl", "\n", "empty file"),
+        ("bad.jsonl", '{"y": 1, "pred_prob": 0.5}\n{"y": 1,\n', "row 2: not valid JSON"),
+        ("list.jsonl", "[1, 0.5]\n", "row 1: expected a JSON object"),
+        ("key.jsonl", '{"y": 1, "pred_prob": 0.5}\n{"y": 0}\n', "row 2: no value for column"),
+        ("null.jsonl", '{"y": null, "pred_prob": 0.5}\n', "row 1: no value for column 'y'"),
+        ("data.txt", "y,pred_prob\n1,0.5\n", "unknown format"),
+    ],
+)
+def test_bad_input_is_one_line_naming_file_and_row(
+    tmp_path: Path, name: str, content: str, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    result = run(str(path), "--json")
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert str(path) in lines[0] and message in lines[0]
+
+
+def test_missing_group_column(csv_file: Path) -> None:
+    result = run(str(csv_file), "--group-cols", "race,state")
+    assert result.exit_code != 0
+    assert "missing column 'state'" in result.output
+
+
+@pytest.mark.parametrize("kind", ["absent", "directory", "corrupt gzip", "not utf-8"])
+def test_unreadable_file(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "f.csv.gz" if kind == "corrupt gzip" else tmp_path / "f.csv"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "corrupt gzip":
+        path.write_bytes(b"not gzip at all")
+    elif kind == "not utf-8":
+        path.write_bytes(b"y,pred_prob\n1,\xff\xfe\n")
+    result = run(str(path))
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output and result.exception is not None
+    assert isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0], result.output
+
+
+def test_bundled_example() -> None:
+    example = importlib.resources.files("arena.examples") / "forecasts.csv"
+    with importlib.resources.as_file(example) as path:
+        report = run_json(str(path), "--group-cols", "race,horizon_days")
+    assert report["n"] == 200
+    assert report["groups"]["race"]["n_groups"] == 3
+    assert report["groups"]["horizon_days"]["n_groups"] == 2
+    assert report["trading"]["kelly"]["n"] == 200
+    # extremizing quiet, mostly decided markets sharpens them: it beats the 0.25 reference
+    assert 0.0 < report["brier"] < 0.25 and report["bss"] > 0.0
