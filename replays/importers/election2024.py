@@ -1,0 +1,103 @@
+"""Import the 2024 US election set (see the shared data's PROVENANCE.md, section 1).
+
+The tapes carry no token ids, so the index CSV joins each region's series to its raw Gamma
+market; the series is that market's YES price. Event objects supply the tags (and so the
+category) that the markets' embedded events lack.
+
+"National" has no Gamma market. It is kept, as the only whole-country race, under the id
+``election2024-president-national`` with volume 0; its market object is synthesised and its
+winner derived from its final price by the same §1.9 rule (a side at or above 0.99 wins),
+resolving at its last point because its real close instant is unknown.
+"""
+
+from __future__ import annotations
+
+import csv
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from replays.errors import TapeError
+from replays.importers.parsing import clean_series
+from replays.importers.polymarket import ImportResult, Series, assemble, read_json
+from replays.tape import Tape
+
+DEFAULT_DIR = (
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "polymarket" / "election2024"
+)
+INDEX = "election2024_market_index.csv"
+NATIONAL_ID = "election2024-president-national"
+
+
+def _national(series: Series) -> dict[str, Any]:
+    times, prices = series
+    last = float(prices[-1])
+    return {
+        "id": NATIONAL_ID,
+        "question": "Will a Democrat win the 2024 US Presidential Election?",
+        "description": "No Gamma market was matched; the winner is derived from the final "
+        "tape price (origins §1.9) and the resolution instant is the last point.",
+        "outcomes": ["Yes", "No"],
+        "clobTokenIds": [f"{NATIONAL_ID}-yes", f"{NATIONAL_ID}-no"],
+        "outcomePrices": [str(last), str(1.0 - last)],
+        "closed": True,
+        "closedTime": datetime.fromtimestamp(int(times[-1]), UTC).isoformat(),
+        "category": "Politics",
+    }
+
+
+def _series(raw: Any, source: Path, region: str) -> Series:
+    points = raw.get(region) if isinstance(raw, dict) else None
+    if not isinstance(points, list) or not points:
+        raise TapeError(f"{source}: no series for region {region!r}")
+    times = np.array([int(p["t"]) for p in points], dtype=np.int64)
+    prices = np.array([float(p["p"]) for p in points], dtype=np.float64)
+    return clean_series(times, prices)
+
+
+def import_election2024_result(directory: str | Path = DEFAULT_DIR) -> ImportResult:
+    """The election tape plus the import's notes (which series had no Gamma market)."""
+    directory = Path(directory)
+    index_path = directory / INDEX
+    try:
+        with open(index_path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError as exc:
+        raise TapeError(f"{index_path}: cannot read: {exc.strerror or exc}") from None
+    gamma = {str(m["id"]): m for m in read_json(directory / "gamma_markets_election2024.json")}
+    events = {str(e["id"]): e for e in read_json(directory / "gamma_events_election2024.json")}
+    tapes: dict[str, Any] = {}
+    objects: list[dict[str, Any]] = []
+    histories: dict[str, Series] = {}
+    notes: list[str] = []
+    for row in rows:
+        tape_path = directory / "tapes" / Path(row["tape_file"]).name
+        if tape_path.name not in tapes:
+            tapes[tape_path.name] = read_json(tape_path)
+        series = _series(tapes[tape_path.name], tape_path, row["region"])
+        market_id = row["gamma_market_id"]
+        if not market_id:
+            obj = _national(series)
+            notes.append(f"{row['race']}/{row['region']}: no Gamma market; kept as {obj['id']}")
+        elif market_id in gamma:
+            obj = dict(gamma[market_id])
+            obj["events"] = [
+                events.get(str(e.get("id")), e)
+                for e in obj.get("events") or []
+                if isinstance(e, dict)
+            ]
+        else:
+            raise TapeError(f"{index_path}: market {market_id}: not in the Gamma markets file")
+        objects.append(obj)
+        yes_token = row["yes_token_id"] or str(obj["clobTokenIds"][0])
+        histories[yes_token] = series
+    result = assemble(objects, histories, source=str(directory))
+    result.notes.extend(notes)
+    return result
+
+
+def import_election2024(directory: str | Path = DEFAULT_DIR) -> Tape:
+    """The 2024 election tape (101 binary markets) from the shared data directory."""
+    return import_election2024_result(directory).tape

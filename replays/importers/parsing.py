@@ -1,0 +1,174 @@
+"""Turning Polymarket's loose API shapes into typed values, shared by every importer.
+
+Gamma encodes lists as JSON strings, mixes two timestamp formats, and spells numbers as strings;
+the recorder's simplified objects use snake_case. One place absorbs all of that so importers
+only decide what a market *is*.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from replays.tape import MarketInfo, Resolution
+
+DECISIVE = 0.99  # origins §1.9: a price at or above this names the winner
+CATCH_ALL = frozenset({"All"})  # Gamma tags every event "All"; useless as a category
+
+
+def parse_ts(value: Any) -> int | None:
+    """Unix seconds from an int, an ISO instant ("...Z") or Gamma's "2024-11-07 11:18:52+00"."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    text = str(value).strip().replace(" ", "T", 1)
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    elif text.endswith("+00"):
+        text += ":00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp())
+
+
+def json_list(value: Any) -> list[Any]:
+    """A list that Gamma may have JSON-encoded into a string; [] when absent or unreadable."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return []
+        return decoded if isinstance(decoded, list) else []
+    return []
+
+
+def to_float(value: Any) -> float | None:
+    """A float from a number or numeric string; None when absent or not a number."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def first(obj: Mapping[str, Any], *keys: str) -> Any:
+    """The first present, non-empty value among Gamma's and the simplified spellings."""
+    for key in keys:
+        value = obj.get(key)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+def event_tags(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """Tag labels of the market's parent events (where the events carry tags)."""
+    labels: list[str] = []
+    for event in json_list(obj.get("events")):
+        if isinstance(event, Mapping):
+            labels.extend(
+                str(t["label"]) for t in json_list(event.get("tags")) if isinstance(t, Mapping)
+                and t.get("label")
+            )  # fmt: skip
+    return tuple(dict.fromkeys(labels))
+
+
+def market_info(obj: Mapping[str, Any], first_point: int | None = None) -> MarketInfo:
+    """A ``MarketInfo`` from a raw Gamma market object or a simplified recorder object."""
+    outcomes = tuple(str(o) for o in json_list(obj.get("outcomes"))) or ("Yes", "No")
+    tags = event_tags(obj)
+    volume = to_float(first(obj, "volumeNum", "volume")) or 0.0
+    open_ts = parse_ts(first(obj, "startDate", "start_date", "createdAt", "created_at"))
+    close_ts = parse_ts(first(obj, "closedTime", "closed_time", "endDate", "end_date"))
+    market_id = str(first(obj, "id", "market_id"))
+    return MarketInfo(
+        id=market_id,
+        question=str(first(obj, "question", "market_slug", "slug") or market_id),
+        outcomes=outcomes,
+        description=str(obj.get("description") or ""),
+        category=first(obj, "category") or next((t for t in tags if t not in CATCH_ALL), None),
+        tags=tags,
+        volume=volume,
+        open_ts=open_ts if open_ts is not None else first_point,
+        close_ts=close_ts,
+        clob_token_ids=tuple(
+            str(t) for t in json_list(first(obj, "clobTokenIds", "clob_token_ids"))
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How an importer judged a market's ending: resolved, voided, undecided or still open."""
+
+    kind: str  # "resolved" | "voided" | "undecided" | "open"
+    resolution: Resolution | None = None
+
+
+def _match(outcomes: Sequence[str], label: Any) -> str | None:
+    wanted = str(label).lower()
+    return next((o for o in outcomes if o.lower() == wanted), None)
+
+
+def verdict(obj: Mapping[str, Any], market: MarketInfo) -> Verdict:
+    """Winner detection in the order of origins §1.9.
+
+    A winner flag (simplified ``winner``; CLOB ``tokens[].winner``) first; then, for a closed
+    market only, a token price or an ``outcomePrices`` entry at or above 0.99. All prices 0.5
+    means voided. A closed market with no decisive price is "undecided": the originals defer
+    it, so the tape leaves it unresolved.
+    """
+    ts = parse_ts(first(obj, "closedTime", "closed_time", "umaEndDate", "endDate", "end_date"))
+    closed = obj.get("closed") is True or first(obj, "closedTime", "closed_time") is not None
+    tokens = [t for t in json_list(obj.get("tokens")) if isinstance(t, Mapping)]
+    flagged = [obj["winner"]] if obj.get("winner") else []
+    flagged += [t.get("outcome") for t in tokens if t.get("winner") is True]
+    if closed:
+        flagged += [t.get("outcome") for t in tokens if (to_float(t.get("price")) or 0) >= DECISIVE]
+    prices = [to_float(p) for p in json_list(obj.get("outcomePrices"))]
+    if closed and len(prices) == len(market.outcomes):
+        flagged += [o for o, p in zip(market.outcomes, prices, strict=True) if (p or 0) >= DECISIVE]
+    winner = next((w for w in (_match(market.outcomes, f) for f in flagged) if w), None)
+    if ts is None:
+        return Verdict("open")
+    if winner is not None:
+        return Verdict("resolved", Resolution(market=market.id, ts=ts, winner=winner))
+    if not closed:
+        return Verdict("open")
+    if prices and all(p == 0.5 for p in prices):
+        return Verdict("voided", Resolution(market=market.id, ts=ts, winner=None))
+    return Verdict("undecided")
+
+
+def clean_series(times: np.ndarray, prices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort by instant and keep the last price of a repeated instant (CLOB repeats some)."""
+    order = np.argsort(times, kind="stable")
+    times, prices = times[order], prices[order]
+    keep = np.append(times[1:] != times[:-1], True)
+    return times[keep], prices[keep]
+
+
+def align_outcomes(
+    series: Sequence[tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """One ``(n, k)`` price matrix for k outcome tokens sampled at different instants.
+
+    Instants are the union of all tokens' instants, each outcome carried forward as of that
+    instant, starting once every outcome has a price (so no row is partly invented).
+    """
+    grid = np.unique(np.concatenate([t for t, _ in series]))
+    grid = grid[grid >= max(int(t[0]) for t, _ in series)]
+    columns = [p[np.searchsorted(t, grid, side="right") - 1] for t, p in series]
+    return grid, np.column_stack(columns)

@@ -1,0 +1,165 @@
+"""Import Gamma market objects plus CLOB ``/prices-history`` series into a tape.
+
+This is the generic path: raw Gamma ``/markets`` (or ``/events``) objects or the recorder's
+simplified objects, and one ``{"token_id", "history"}`` JSON line per token. The election and
+BTC data sets, and ``arena tapes record``, all end up here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from replays.errors import TapeError
+from replays.importers.parsing import align_outcomes, clean_series, json_list, market_info, verdict
+from replays.tape import MarketInfo, Resolution, Tape
+
+Series = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass
+class ImportResult:
+    """The tape plus what the import decided to leave out, for the summary the CLI shows."""
+
+    tape: Tape
+    skipped_no_prices: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)  # closed, but no decisive price
+    notes: list[str] = field(default_factory=list)
+
+
+class _Point(msgspec.Struct):
+    t: int
+    p: float | None  # Python-written files say NaN for a missing price; read as null
+
+
+class _TokenHistory(msgspec.Struct):
+    token_id: str
+    history: list[_Point]
+
+
+def read_json(path: Path) -> Any:
+    """Decode a JSON file, turning every way it can be unreadable into a one-line error."""
+    try:
+        return msgspec.json.decode(path.read_bytes())
+    except OSError as exc:
+        raise TapeError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except msgspec.DecodeError as exc:
+        raise TapeError(f"{path}: bad JSON: {exc}") from None
+
+
+def read_market_objects(path: Path) -> list[dict[str, Any]]:
+    """Market objects from a Gamma ``/markets`` array, an ``/events`` array, or one object.
+
+    Event children inherit their event (and so its tags) when they do not embed one.
+    """
+    data = read_json(path)
+    items = data if isinstance(data, list) else [data]
+    markets: list[dict[str, Any]] = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise TapeError(f"{path}: expected market objects, found {type(item).__name__}")
+        children = json_list(item.get("markets"))
+        if "outcomes" not in item and children:
+            event = {k: v for k, v in item.items() if k != "markets"}
+            markets.extend({"events": [event], **c} for c in children if isinstance(c, dict))
+        else:
+            markets.append(item)
+    return markets
+
+
+def read_price_histories(path: Path) -> tuple[dict[str, Series], int]:
+    """``{token_id: (times, prices)}`` from JSON lines (optionally gzipped), and how many
+    points had no price (``NaN``/``null``) and were dropped rather than invented."""
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except OSError as exc:
+        raise TapeError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (EOFError, zlib.error) as exc:
+        raise TapeError(f"{path}: corrupt or truncated gzip: {exc}") from None
+    decoder = msgspec.json.Decoder(_TokenHistory)
+    histories: dict[str, Series] = {}
+    dropped = 0
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = decoder.decode(line.replace(b"NaN", b"null"))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TapeError(f"{path}: line {number}: {exc}") from None
+        n = len(row.history)
+        times = np.fromiter((h.t for h in row.history), dtype=np.int64, count=n)
+        prices = np.fromiter((np.nan if h.p is None else h.p for h in row.history), np.float64, n)
+        known = ~np.isnan(prices)
+        dropped += n - int(known.sum())
+        histories[row.token_id] = clean_series(times[known], prices[known])
+    return histories, dropped
+
+
+def _market_series(market: MarketInfo, histories: Mapping[str, Series]) -> Series | None:
+    """The stored series of one market, or None when its tokens have no history."""
+    tokens = market.clob_token_ids
+    if len(tokens) != len(market.outcomes):
+        return None
+    found = [histories.get(t) for t in tokens]
+    if market.is_binary:
+        yes, no = found[market.yes_column], found[1 - market.yes_column]
+        if yes is not None and yes[0].size:
+            return yes
+        if no is not None and no[0].size:
+            return no[0], 1.0 - no[1]
+        return None
+    present = [s for s in found if s is not None and s[0].size]
+    return align_outcomes(present) if len(present) == len(found) else None
+
+
+def assemble(
+    objects: Iterable[Mapping[str, Any]], histories: Mapping[str, Series], source: str
+) -> ImportResult:
+    """Markets, series and resolutions from parsed objects; the one place tapes are imported."""
+    markets: list[MarketInfo] = []
+    series: dict[str, Series] = {}
+    resolutions: dict[str, Resolution] = {}
+    skipped: list[str] = []
+    undecided: list[str] = []
+    for obj in objects:
+        market = market_info(obj)
+        found = _market_series(market, histories)
+        if found is None:
+            skipped.append(market.id)
+            continue
+        if market.open_ts is None:
+            market = msgspec.structs.replace(market, open_ts=int(found[0][0]))
+        markets.append(market)
+        series[market.id] = found
+        judged = verdict(obj, market)
+        if judged.resolution is not None:
+            resolutions[market.id] = judged.resolution
+        elif judged.kind == "undecided":
+            undecided.append(market.id)
+    tape = Tape.from_series(markets, series, resolutions, source=source)
+    return ImportResult(tape, skipped, undecided)
+
+
+def import_polymarket_result(markets_path: str | Path, prices_path: str | Path) -> ImportResult:
+    """Like ``import_polymarket``, also reporting skipped and undecided markets."""
+    markets_path, prices_path = Path(markets_path), Path(prices_path)
+    objects = read_market_objects(markets_path)
+    histories, dropped = read_price_histories(prices_path)
+    result = assemble(objects, histories, source=f"{markets_path}+{prices_path.name}")
+    if dropped:
+        result.notes.append(f"dropped {dropped} points without a price (NaN or null)")
+    return result
+
+
+def import_polymarket(markets_path: str | Path, prices_path: str | Path) -> Tape:
+    """A tape from a Gamma markets JSON file and a CLOB price-history JSON-lines file."""
+    return import_polymarket_result(markets_path, prices_path).tape

@@ -1,0 +1,110 @@
+"""Seeded synthetic tapes, for tests and benchmarks that need size or control real data lacks.
+
+Prices follow a mean-reverting random walk in logit space, so they wander like real binary
+markets, stay inside (0, 1) and drift toward 0.5 rather than sticking at the edges.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from replays.tape import MarketInfo, Resolution, Tape
+from replays.tapefile import save_tape
+
+THETA = 0.02  # pull toward logit 0 per step
+SIGMA = 0.15  # logit noise per step
+
+
+def random_walk_tape(
+    n_markets: int,
+    n_steps: int,
+    seed: int,
+    step_seconds: int = 1,
+    start_ts: int = 1_704_067_200,
+) -> Tape:
+    """``n_markets`` binary markets on one shared grid of ``n_steps`` instants.
+
+    Each market resolves one step after its last point, YES with probability equal to its
+    last price, so a well-calibrated forecaster scores as it should.
+    """
+    if n_markets < 1 or n_steps < 1:
+        raise ValueError("need at least one market and one step")
+    rng = np.random.default_rng(seed)
+    logits = np.empty((n_steps, n_markets))
+    logits[0] = rng.normal(0.0, 1.5, n_markets)
+    noise = rng.standard_normal((n_steps - 1, n_markets)) * SIGMA
+    for i in range(1, n_steps):  # one vector op per step; markets move together
+        logits[i] = logits[i - 1] * (1.0 - THETA) + noise[i - 1]
+    prices = np.clip(np.round(1.0 / (1.0 + np.exp(-logits)), 3), 0.02, 0.98)
+
+    grid = start_ts + step_seconds * np.arange(n_steps, dtype=np.int64)
+    last_ts = int(grid[-1])
+    volumes = np.round(rng.lognormal(11.0, 1.5, n_markets), 2)
+    yes_won = rng.random(n_markets) < prices[-1]
+    markets = [
+        MarketInfo(
+            id=f"syn-{k:05d}",
+            question=f"Synthetic market {k}?",
+            outcomes=("Yes", "No"),
+            category="synthetic",
+            volume=float(volumes[k]),
+            open_ts=start_ts,
+            close_ts=last_ts,
+        )
+        for k in range(n_markets)
+    ]
+    resolutions = {
+        m.id: Resolution(market=m.id, ts=last_ts + step_seconds, winner="Yes" if won else "No")
+        for m, won in zip(markets, yes_won, strict=True)
+    }
+    offsets = np.arange(n_markets + 1, dtype=np.int64) * n_steps
+    return Tape(markets, offsets, np.tile(grid, n_markets), prices.T.reshape(-1), resolutions)
+
+
+_LOAD_PROBE = """
+import json, pathlib, resource, sys, time
+t0 = time.perf_counter()
+from replays.tapefile import load_tape
+tape = load_tape(sys.argv[1])
+seconds = time.perf_counter() - t0
+status = pathlib.Path("/proc/self/status")
+lines = status.read_text().splitlines() if status.exists() else []
+hwm = [ln for ln in lines if ln.startswith("VmHWM")]
+rss_kb = int(hwm[0].split()[1]) if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"points": tape.n_points, "load_seconds": seconds, "peak_rss_mb": rss_kb / 1024}))
+"""
+
+
+def bench_tape_load(n_markets: int = 500, n_points: int = 10_080) -> dict[str, float]:
+    """Time and peak memory of loading a columnar tape in a fresh interpreter.
+
+    A subprocess is the honest measure: the building process already holds the arrays, and
+    its RSS would include them. Peak RSS is VmHWM (ru_maxrss can carry the parent's peak
+    across fork+exec). Load time includes importing numpy and the tape modules.
+    """
+    tape = random_walk_tape(n_markets, n_points, seed=0, step_seconds=60)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.tape"
+        save_tape(tape, path)
+        file_mb = path.stat().st_size / 2**20
+        del tape
+        out = subprocess.run(
+            [sys.executable, "-c", _LOAD_PROBE, str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    probe = json.loads(out.stdout)
+    return {
+        "markets": n_markets,
+        "points": probe["points"],
+        "load_seconds": probe["load_seconds"],
+        "peak_rss_mb": probe["peak_rss_mb"],
+        "file_mb": file_mb,
+    }

@@ -1,0 +1,251 @@
+"""The in-memory price tape: market metadata, price series and resolutions.
+
+Series are kept in a flat columnar layout (one concatenated array of instants, one of prices,
+and point offsets per market) so a 5M-point tape is a handful of arrays rather than millions of
+Python objects, and every per-market accessor is an O(1) slice. Binary markets store only the
+YES price; NO = 1 - YES is derived, which halves memory and makes the two sides consistent by
+construction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from replays.errors import TapeError
+from replays.validate import check_columns
+
+FORMAT_NAME = "arena-tape"
+FORMAT_VERSION = 1
+
+
+class MarketInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What a strategy may know about a market besides its prices."""
+
+    id: str
+    question: str
+    outcomes: tuple[str, ...]
+    description: str = ""
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    volume: float = 0.0
+    open_ts: int | None = None
+    close_ts: int | None = None
+    clob_token_ids: tuple[str, ...] = ()
+
+    @property
+    def is_binary(self) -> bool:
+        """Exactly a YES and a NO outcome (origins §1.4); "Over"/"Under" is not binary."""
+        labels = sorted(o.lower() for o in self.outcomes)
+        return labels == ["no", "yes"]
+
+    @property
+    def yes_column(self) -> int:
+        """Which outcome column holds YES (binary markets may list NO first)."""
+        return [o.lower() for o in self.outcomes].index("yes") if self.is_binary else 0
+
+    @property
+    def stored_columns(self) -> int:
+        """How many price columns the tape stores: one (YES) for binary markets."""
+        return 1 if self.is_binary else len(self.outcomes)
+
+
+class Resolution(msgspec.Struct, frozen=True, kw_only=True):
+    """How a market ended; ``winner`` is one of its outcome labels, or None when voided."""
+
+    market: str
+    ts: int
+    winner: str | None
+
+
+def _meta_dict(
+    markets: Sequence[MarketInfo], resolutions: Mapping[str, Resolution]
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "markets": [msgspec.to_builtins(m) for m in markets],
+        "resolutions": [msgspec.to_builtins(resolutions[k]) for k in sorted(resolutions)],
+    }
+
+
+def canonical_meta(markets: Sequence[MarketInfo], resolutions: Mapping[str, Resolution]) -> bytes:
+    """The metadata as canonical JSON, the part of the content hash that is not arrays."""
+    return json.dumps(
+        _meta_dict(markets, resolutions), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode()
+
+
+def _frozen(arr: np.ndarray, dtype: type) -> np.ndarray:
+    """A read-only contiguous view (the caller's own array stays writable)."""
+    view: np.ndarray = np.ascontiguousarray(arr, dtype=dtype).view()
+    view.setflags(write=False)
+    return view
+
+
+class Tape:
+    """An immutable, validated price tape. Build with ``from_series`` or ``load_tape``.
+
+    Arrays are read-only so that views handed to strategies cannot rewrite history.
+    """
+
+    def __init__(
+        self,
+        markets: Sequence[MarketInfo],
+        offsets: np.ndarray,
+        times: np.ndarray,
+        prices: np.ndarray,
+        resolutions: Mapping[str, Resolution],
+        *,
+        source: str = "<memory>",
+    ) -> None:
+        """Wrap already-flat columns; validates them, naming ``source`` in any error."""
+        self.markets: tuple[MarketInfo, ...] = tuple(markets)
+        self.index: dict[str, int] = {m.id: i for i, m in enumerate(self.markets)}
+        self.resolutions: dict[str, Resolution] = dict(resolutions)
+        self._offsets = _frozen(offsets, np.int64)
+        self._times = _frozen(times, np.int64)
+        self._prices = _frozen(prices, np.float64)
+        cols = np.array([m.stored_columns for m in self.markets], dtype=np.int64)
+        self._price_offsets = np.concatenate(([0], np.cumsum(np.diff(self._offsets) * cols)))
+        check_columns(
+            source, self.markets, self._offsets, self._times, self._prices,
+            self._price_offsets, self.resolutions,
+        )  # fmt: skip
+        self._price_offsets.setflags(write=False)
+
+    @classmethod
+    def from_series(
+        cls,
+        markets: Iterable[MarketInfo],
+        series: Mapping[str, tuple[np.ndarray, np.ndarray]],
+        resolutions: Mapping[str, Resolution] | Iterable[Resolution],
+        *,
+        source: str = "<memory>",
+    ) -> Tape:
+        """Build from per-market ``(times, prices)``; prices are 1-D YES for binary markets or
+        ``(n, n_outcomes)`` (binary markets may also pass both columns; NO is dropped)."""
+        markets = tuple(markets)
+        known = {m.id for m in markets}
+        for mid in series:
+            if mid not in known:
+                raise TapeError(f"{source}: market {mid}: points for a market not in the tape")
+        times_parts: list[np.ndarray] = []
+        price_parts: list[np.ndarray] = []
+        lengths = []
+        for m in markets:
+            t, p = series.get(m.id, (np.empty(0, np.int64), np.empty(0)))
+            t = np.asarray(t, dtype=np.int64)
+            p = np.asarray(p, dtype=np.float64)
+            if p.ndim == 2 and m.is_binary:
+                p = p[:, m.yes_column]
+            elif p.ndim == 1 and not m.is_binary:
+                p = p.reshape(-1, len(m.outcomes))
+            if p.shape[0] != t.shape[0]:
+                raise TapeError(
+                    f"{source}: market {m.id}: {t.shape[0]} instants but {p.shape[0]} prices"
+                )
+            times_parts.append(t)
+            price_parts.append(p.reshape(-1))
+            lengths.append(t.shape[0])
+        offsets = np.concatenate(([0], np.cumsum(np.asarray(lengths, dtype=np.int64))))
+        if not isinstance(resolutions, Mapping):
+            resolutions = {r.market: r for r in resolutions}
+        return cls(
+            markets,
+            offsets,
+            np.concatenate(times_parts) if times_parts else np.empty(0, np.int64),
+            np.concatenate(price_parts) if price_parts else np.empty(0),
+            resolutions,
+            source=source,
+        )
+
+    # -- content identity --------------------------------------------------------------------
+
+    @cached_property
+    def hash(self) -> str:
+        """sha256 over canonical metadata JSON and the little-endian arrays; file-format free."""
+        h = hashlib.sha256(b"arena-tape/1\n")
+        h.update(canonical_meta(self.markets, self.resolutions))
+        # Adding 0.0 turns -0.0 into 0.0, so equal prices always hash equally.
+        for arr in (
+            self._offsets.astype("<i8", copy=False),
+            self._times.astype("<i8", copy=False),
+            (self._prices + 0.0).astype("<f8", copy=False),
+        ):
+            h.update(b"\n")
+            h.update(arr.data)
+        return h.hexdigest()
+
+    # -- raw columns (for the file writers) --------------------------------------------------
+
+    @property
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(offsets, times, prices)`` as stored: what a file writer needs, nothing more."""
+        return self._offsets, self._times, self._prices
+
+    # -- per-market access -------------------------------------------------------------------
+
+    def times(self, m: int) -> np.ndarray:
+        """Instants (int64 unix seconds UTC, strictly increasing) of market ``m``; a view."""
+        return self._times[self._offsets[m] : self._offsets[m + 1]]
+
+    def _stored(self, m: int) -> np.ndarray:
+        block = self._prices[self._price_offsets[m] : self._price_offsets[m + 1]]
+        return block.reshape(-1, self.markets[m].stored_columns)
+
+    def values(self, m: int) -> np.ndarray:
+        """``(n_points, n_outcomes)`` prices in outcome order; binary NO is derived as 1 - YES."""
+        market = self.markets[m]
+        stored = self._stored(m)
+        if not market.is_binary:
+            return stored
+        yes = stored[:, 0]
+        return np.column_stack((yes, 1.0 - yes) if market.yes_column == 0 else (1.0 - yes, yes))
+
+    def yes(self, m: int) -> np.ndarray:
+        """YES prices of a binary market (column 0 otherwise) as a view: the fast path."""
+        return self._stored(m)[:, 0]
+
+    def asof_index(self, m: int, instants: np.ndarray) -> np.ndarray:
+        """Index of the latest point at or before each instant, -1 where there is none."""
+        idx = np.searchsorted(self.times(m), np.asarray(instants, dtype=np.int64), side="right")
+        return idx.astype(np.int64) - 1
+
+    def price_at(self, market_id: str, t: int) -> tuple[float, ...] | None:
+        """Outcome prices as of ``t`` (the last point at or before it); None before any point."""
+        m = self.index[market_id]
+        i = int(np.searchsorted(self.times(m), t, side="right")) - 1
+        if i < 0:
+            return None
+        row = self._stored(m)[i]
+        market = self.markets[m]
+        if market.is_binary:
+            yes = float(row[0])
+            return (yes, 1.0 - yes) if market.yes_column == 0 else (1.0 - yes, yes)
+        return tuple(float(x) for x in row)
+
+    def history(self, m: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(times, values)`` up to and including ``t``: nothing later can leak out."""
+        end = int(np.searchsorted(self.times(m), t, side="right"))
+        return self.times(m)[:end], self.values(m)[:end]
+
+    # -- whole-tape facts --------------------------------------------------------------------
+
+    @property
+    def n_points(self) -> int:
+        """Total points over all markets (a multi-outcome point counts once)."""
+        return int(self._times.shape[0])
+
+    def span(self) -> tuple[int, int]:
+        """``(first, last)`` instant over all markets."""
+        return int(self._times.min()), int(self._times.max())
+
+    def __repr__(self) -> str:
+        return f"Tape(markets={len(self.markets)}, points={self.n_points}, hash={self.hash[:12]})"
