@@ -41,7 +41,7 @@ from ledger.events import (
     PositionRefunded,
     PositionSettled,
 )
-from ledger.projection import CohortState, side_index
+from ledger.projection import CohortState
 from ledger.rules import Broker, rules_for, settle, void
 from replays.tape import Tape
 from strategies.api import (
@@ -252,10 +252,15 @@ class CohortRunner:
                     emit([self._mark(payload, ts, settled)])
                 else:
                     self._decide(state, broker, writer, emit, payload, ts, clock)
-        reason = "every market settled" if len(settled) == len(self.universe) else (
-            f"tape ended with {len(self.universe) - len(settled)} market(s) unresolved"
+        reason = (
+            "every market settled"
+            if len(settled) == len(self.universe)
+            else (f"tape ended with {len(self.universe) - len(settled)} market(s) unresolved")
         )
-        emit([CohortClosed(cohort=self.cohort, ts=self.timeline.end, reason=reason)])
+        closed = CohortClosed(
+            cohort=self.cohort, ts=self.timeline.end, reason=reason, state_digest=state.digest()
+        )
+        emit([closed])
         writer.flush()
         return CohortRun(self.cohort, state, writer.version, writer.appended)
 
@@ -423,7 +428,7 @@ class CohortRunner:
             if isinstance(e, OrderFilled | PositionSettled | PositionRefunded):
                 j = self.index[e.market]
                 position = state.books[e.agent].positions.get((e.market, e.side))
-                outcome = side_index(self.meta[j].outcomes, e.side)
+                outcome = state.side_of(e.market, e.side)
                 if outcome is not None:
                     self.holdings[e.agent][j, outcome[1]] = position.shares if position else 0.0
 

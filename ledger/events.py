@@ -46,9 +46,14 @@ class CohortOpened(Event, tag=True, frozen=True):
 
 
 class CohortClosed(Event, tag=True, frozen=True):
-    """The cohort is over; ``reason`` says why (all settled, tape exhausted, ...)."""
+    """The cohort is over; ``reason`` says why (all settled, tape exhausted, ...).
+
+    ``state_digest`` is the digest of the live projections at the close, so ``arena verify``
+    can prove that folding the log again gives exactly the state the run ended with.
+    """
 
     reason: str
+    state_digest: str = ""
 
 
 class MarketListed(Event, tag=True, frozen=True):

@@ -14,9 +14,12 @@ Rules of valuation (origins §1.8, §1.10, §1.11):
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ledger.events import (
     CohortClosed,
@@ -134,6 +137,17 @@ class CohortState:
         self.last_ts = 0
         self.n_orders = 0
         self.n_positions: dict[tuple[str, str, str], int] = {}
+        self._sides: dict[tuple[str, str], tuple[str, int] | None] = {}
+
+    def side_of(self, market: str, side: str) -> tuple[str, int] | None:
+        """``side_index`` for a listed market, memoised: the broker asks on every order."""
+        key = (market, side)
+        try:
+            return self._sides[key]
+        except KeyError:
+            found = side_index(self.markets[market].outcomes, side)
+            self._sides[key] = found
+            return found
 
     # -- identifiers the broker hands out (derived from the log, so a rebuild agrees) ---------
 
@@ -191,7 +205,7 @@ class CohortState:
             book.n_bets += 1
             position = book.positions.get(key)
             if position is None:
-                outcome = side_index(self.markets[e.market].outcomes, e.side)
+                outcome = self.side_of(e.market, e.side)
                 position = Position(
                     id=e.position_id,
                     market=e.market,
@@ -277,11 +291,14 @@ class CohortState:
     def positions_value(self, agent: str) -> float:
         return sum(p.shares * self.side_price(p) for p in self.books[agent].positions.values())
 
+    def digest(self) -> str:
+        """sha256 of ``snapshot()``: floats enter by their exact repr, so equal means equal."""
+        return hashlib.sha256(msgspec.json.encode(self.snapshot())).hexdigest()
+
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain data, for exact comparisons between live and rebuilt."""
         return {
             "cohort": self.cohort,
-            "closed": self.closed is not None,
             "n_orders": self.n_orders,
             "resolutions": dict(sorted(self.resolutions.items())),
             "marks": dict(sorted(self.marks.items())),

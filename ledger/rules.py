@@ -32,7 +32,7 @@ from ledger.events import (
     PositionSettled,
     SellIntent,
 )
-from ledger.projection import CohortState, Position, side_index
+from ledger.projection import CohortState, Position
 
 Quote = Callable[[str], Sequence[float] | None]
 """The outcome prices of a market at the decision instant (in outcome order), or None."""
@@ -66,7 +66,8 @@ def rules_for(version: str) -> RuleSet:
 
 
 def _money(x: float) -> str:
-    return f"${x:,.2f}"
+    """Dollars to the cent, rounded toward zero so a limit never reads larger than it is."""
+    return f"${math.trunc(x * 100) / 100:,.2f}"
 
 
 def _loggable(x: float) -> float:
@@ -134,10 +135,9 @@ class Broker:
         reason = self._tradable(bet.market, ts)
         if reason:
             return reason
-        info = self.state.markets[bet.market]
-        resolved = side_index(info.outcomes, bet.side)
+        resolved = self.state.side_of(bet.market, bet.side)
         if resolved is None:
-            options = ", ".join(info.outcomes)
+            options = ", ".join(self.state.markets[bet.market].outcomes)
             return f"side {bet.side!r} is not an outcome of market {bet.market} ({options})"
         side, index = resolved
         amount = bet.amount
@@ -280,8 +280,8 @@ class Broker:
             return f"no open position {sell.position_id!r}"
         if sell.market is None or sell.side is None:
             return "a sell needs a position_id, or a market_id and a side"
-        info = self.state.markets.get(sell.market)
-        resolved = side_index(info.outcomes, sell.side) if info else None
+        known = sell.market in self.state.markets
+        resolved = self.state.side_of(sell.market, sell.side) if known else None
         side = resolved[0] if resolved else sell.side
         held = book.positions.get((sell.market, side))
         if held is None:

@@ -1,0 +1,39 @@
+"""``arena report DB``: standings per cohort and the cross-cohort leaderboard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from arena.report import load_ledger, print_report, report_data
+from ledger.errors import LedgerError
+from ledger.store import EventStore
+
+
+@click.command()
+@click.argument("db", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--cohort", "cohorts", multiple=True, help="Only these cohorts (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def report(db: Path, cohorts: tuple[str, ...], as_json: bool) -> None:
+    """Cash, P/L, return, Brier, win rate, bets and rejections per agent and cohort, and the
+    leaderboard across cohorts with 95% confidence intervals.
+
+    \b
+    Example:
+      arena report arena.db --json
+    """
+    try:
+        with EventStore.open(db, readonly=True) as store:
+            unknown = set(cohorts) - set(store.streams())
+            if unknown:
+                raise click.ClickException(f"{db} has no cohort {sorted(unknown)[0]}")
+            ledger = load_ledger(store, cohorts or None)
+    except LedgerError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(report_data(ledger), indent=2))
+        return
+    print_report(Console(), ledger)
