@@ -149,7 +149,7 @@ def build_timeline(tape: Tape, universe: list[int], config: CohortConfig) -> Tim
     """Merge decision, mark and resolution instants in one deterministic order."""
     start = config.start_ts
     never = np.iinfo(np.int64).max
-    first, last = tape.span()
+    last = tape.span()[1]
     close = np.full(len(universe), never, dtype=np.int64)
     resolutions: list[tuple[int, int]] = []
     for j, m in enumerate(universe):

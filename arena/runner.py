@@ -15,7 +15,9 @@ appended. An interrupted replay therefore ends with the same log as an uninterru
 from __future__ import annotations
 
 import math
+import numbers
 import signal
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -27,10 +29,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from freezegun import freeze_time
 
-from arena.cohort import DECISION, MARK, RESOLUTION, CohortConfig, build_timeline, week_of
-from arena.cohort import select_universe
+from arena.cohort import (
+    MARK,
+    RESOLUTION,
+    CohortConfig,
+    build_timeline,
+    select_universe,
+    week_of,
+)
 from ledger.errors import LedgerError
 from ledger.events import (
+    BetIntent,
     CohortClosed,
     CohortOpened,
     DecisionMade,
@@ -40,6 +49,7 @@ from ledger.events import (
     OrderFilled,
     PositionRefunded,
     PositionSettled,
+    SellIntent,
 )
 from ledger.projection import CohortState
 from ledger.rules import Broker, rules_for, settle, void
@@ -52,6 +62,7 @@ from strategies.api import (
     PositionView,
     ResolvedMarket,
     Strategy,
+    StrategyError,
     View,
 )
 from strategies.loader import build_strategy
@@ -134,25 +145,57 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}\n{tb}"
 
 
-def _finite(x: object) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+def _number(x: object) -> float | None:
+    """``x`` as a builtin float if it is a finite real number (numpy scalars included)."""
+    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
+        return None
+    value = float(x)
+    return value if math.isfinite(value) else None
+
+
+def _text(x: object) -> str | None:
+    return None if x is None else str(x)
 
 
 def _checked(decision: object) -> Decision:
-    """The decision if it is one a broker can execute; otherwise a TypeError saying why."""
+    """The decision in builtin types, ready for the broker and the log; else a TypeError saying
+    why. Strategies naturally compute with numpy, but the log's encoder takes only builtins: a
+    ``numpy.float64`` amount must be converted here, not crash the run at the next flush."""
     if not isinstance(decision, Decision):
         raise TypeError(f"decide() returned {type(decision).__name__}, not a Decision")
+    bets = []
     for bet in decision.bets:
+        if not isinstance(bet, BetIntent):
+            raise TypeError(f"bets must be Bet, not {type(bet).__name__}")
         if not (isinstance(bet.market, str) and isinstance(bet.side, str)):
             raise TypeError(f"bet {bet!r} needs a market id and a side as strings")
-        if not _finite(bet.amount) or (bet.belief is not None and not _finite(bet.belief)):
+        amount, belief = _number(bet.amount), _number(bet.belief)
+        if amount is None or (bet.belief is not None and belief is None):
             raise TypeError(f"bet {bet!r} needs a finite amount (and belief, if given)")
+        bets.append(
+            BetIntent(market=str(bet.market), side=str(bet.side), amount=amount, belief=belief)
+        )
+    sells = []
     for sell in decision.sells:
-        if not _finite(sell.percentage):
+        if not isinstance(sell, SellIntent):
+            raise TypeError(f"sells must be Sell, not {type(sell).__name__}")
+        percentage = _number(sell.percentage)
+        if percentage is None:
             raise TypeError(f"sell {sell!r} needs a finite percentage")
+        keys = (sell.position_id, sell.market, sell.side)
+        if not all(k is None or isinstance(k, str) for k in keys):
+            raise TypeError(f"sell {sell!r} needs its position id, market and side as strings")
+        sells.append(
+            SellIntent(
+                percentage=percentage,
+                position_id=_text(sell.position_id),
+                market=_text(sell.market),
+                side=_text(sell.side),
+            )
+        )
     if not isinstance(decision.reasoning, str):
         raise TypeError("reasoning must be a string")
-    return decision
+    return Decision(bets=bets, sells=sells, reasoning=str(decision.reasoning))
 
 
 class CohortRunner:
@@ -177,7 +220,8 @@ class CohortRunner:
         self.universe = select_universe(tape, config.start_ts, config.universe)
         if not self.universe:
             raise LedgerError(
-                f"no market of tape {tape.hash[:12]} is open with a price at {config.start:%Y-%m-%d %H:%M} UTC"
+                f"no market of tape {tape.hash[:12]} is open with a price at "
+                f"{config.start:%Y-%m-%d %H:%M} UTC"
             )
         self.timeline = build_timeline(tape, self.universe, config)
         self.ids = tuple(tape.markets[m].id for m in self.universe)
@@ -200,19 +244,23 @@ class CohortRunner:
         )
 
     def _prepare_prices(self) -> None:
-        """As-of point index and price of outcome 0 for every (instant, market): the hot path
-        then only indexes arrays."""
+        """As-of point index and YES price (outcome 0 of a non-binary market) for every
+        (instant, market): the hot path then only indexes arrays."""
         instants = self.timeline.instants
         rows = np.empty((instants.size, len(self.universe)), dtype=np.int64)
         first = np.empty_like(rows, dtype=np.float64)
         for j, m in enumerate(self.universe):
             idx = self.tape.asof_index(m, instants)
             rows[:, j] = idx
-            column = self.tape.values(m)[:, 0]
+            column = self.tape.yes(m)
             first[:, j] = np.where(idx >= 0, column[np.maximum(idx, 0)], np.nan)
+        self.yes_first = [self.tape.markets[m].yes_column == 0 for m in self.universe]
         self.point = rows
-        self.first_price = first
         self.volume = np.array([meta.volume for meta in self.meta], dtype=np.float64)
+        # strategies get views of these arrays: read-only, or one could rewrite a fill price
+        for array in (first, self.volume):
+            array.setflags(write=False)
+        self.first_price = first
 
     def _prices(self, row: int, j: int) -> tuple[float, ...] | None:
         i = int(self.point[row, j])
@@ -221,7 +269,7 @@ class CohortRunner:
         m = self.universe[j]
         if self.meta[j].is_binary:
             p = float(self.first_price[row, j])
-            return (p, 1.0 - p)
+            return (p, 1.0 - p) if self.yes_first[j] else (1.0 - p, p)
         return tuple(float(x) for x in self.tape.values(m)[i])
 
     # -- the loop ----------------------------------------------------------------------------
@@ -239,9 +287,9 @@ class CohortRunner:
         start = self.config.start_ts
         emit([self._opened()])
         emit([self._listed(j) for j in range(len(self.universe))])
-        self._setup(start)
         settled: set[int] = set()
         with freeze_time(datetime.fromtimestamp(start, UTC)) as clock:
+            self._setup(start)
             for ts, kind, payload in self.timeline.steps:
                 if kind == RESOLUTION:
                     events = self._resolve(state, payload, ts)
@@ -265,6 +313,9 @@ class CohortRunner:
         return CohortRun(self.cohort, state, writer.version, writer.appended)
 
     def _opened(self) -> CohortOpened:
+        """The cadences are interned because msgspec's ``omit_defaults`` compares by identity:
+        an equal string that came from argv or a worker's pickle would otherwise be written
+        where the literal default is omitted, and the same cohort would log different bytes."""
         c = self.config
         return CohortOpened(
             cohort=self.cohort,
@@ -276,8 +327,8 @@ class CohortRunner:
             agent_specs=dict(c.agents),
             universe=list(self.ids),
             tape=self.tape.hash,
-            decision_cadence=c.decision_cadence,
-            mark_cadence=c.mark_cadence,
+            decision_cadence=sys.intern(c.decision_cadence),
+            mark_cadence=sys.intern(c.mark_cadence),
             seed=c.seed,
             settings={"universe_size": c.universe, "min_bet": self.rules.min_bet},
         )
@@ -297,7 +348,10 @@ class CohortRunner:
         )
 
     def _setup(self, start: int) -> None:
-        """Give each strategy its own generator, seeded from the cohort seed and its name."""
+        """Give each strategy its own generator, seeded from the cohort seed and its name.
+
+        A strategy that cannot set up stops the cohort with a one-line StrategyError, before
+        anything is written: there is no decision to record a failure against yet."""
         before = tuple(
             ResolvedMarket(
                 meta=self._meta(m),
@@ -310,19 +364,23 @@ class CohortRunner:
         )
         for k, (name, strategy) in enumerate(self.strategies.items()):
             seed = np.random.SeedSequence([self.config.seed, k, *name.encode()])
-            strategy.setup(
-                Context(
-                    cohort=self.cohort,
-                    start=start,
-                    rules=self.config.rules,
-                    cash=self.config.cash,
-                    min_bet=self.rules.min_bet,
-                    max_fraction=self.rules.max_fraction,
-                    rng=np.random.default_rng(seed),
-                    universe=self.meta,
-                    resolved_before=before,
-                )
+            context = Context(
+                cohort=self.cohort,
+                start=start,
+                rules=self.config.rules,
+                cash=self.config.cash,
+                min_bet=self.rules.min_bet,
+                max_fraction=self.rules.max_fraction,
+                rng=np.random.default_rng(seed),
+                universe=self.meta,
+                resolved_before=before,
             )
+            try:
+                strategy.setup(context)
+            except Exception as exc:
+                raise StrategyError(
+                    f"agent {name}: setup failed: {type(exc).__name__}: {exc}"
+                ) from exc
 
     def _resolve(self, state: CohortState, j: int, ts: int) -> list[Event]:
         resolution = self.tape.resolutions[self.ids[j]]
@@ -354,6 +412,7 @@ class CohortRunner:
         close = self.timeline.close
         yes = self.first_price[row]
         open_mask = (ts < close) & ~np.isnan(yes)
+        open_mask.setflags(write=False)  # shared by every agent deciding at this instant
         markets = MarketsView(
             ts=ts,
             ids=self.ids,

@@ -54,7 +54,9 @@ def verify_store(store: EventStore) -> VerifyResult:
         try:
             ledger.apply(event)
         except (KeyError, ValueError, TypeError) as exc:
-            raise IntegrityError(f"event {seq} does not fit the events before it: {exc}", seq)
+            raise IntegrityError(
+                f"event {seq} does not fit the events before it: {exc}", seq
+            ) from None
         if isinstance(event, CohortClosed) and event.state_digest:
             closed += 1
             if ledger.cohorts[event.cohort].digest() != event.state_digest:

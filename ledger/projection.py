@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -56,8 +55,7 @@ def side_index(outcomes: Sequence[str], side: str) -> tuple[str, int] | None:
     return None
 
 
-@dataclass(slots=True)
-class Position:
+class Position(msgspec.Struct):
     """An open position on one side of one market."""
 
     id: str
@@ -74,8 +72,7 @@ class Position:
         return self.cost / self.shares if self.shares else 0.0
 
 
-@dataclass(slots=True, frozen=True)
-class Buy:
+class Buy(msgspec.Struct, frozen=True):
     """A filled buy, kept until its market resolves so it can be scored."""
 
     order_id: str
@@ -88,8 +85,7 @@ class Buy:
     ts: int
 
 
-@dataclass(slots=True, frozen=True)
-class BrierRow:
+class BrierRow(msgspec.Struct, frozen=True):
     """One scored buy (origins §1.9): the confidence in the traded side against the result."""
 
     order_id: str
@@ -105,17 +101,16 @@ class BrierRow:
         return (self.confidence - self.won) ** 2
 
 
-@dataclass(slots=True)
-class Book:
+class Book(msgspec.Struct):
     """One agent's account in one cohort."""
 
     agent: str
     cash: float
     initial_cash: float
-    positions: dict[tuple[str, str], Position] = field(default_factory=dict)
+    positions: dict[tuple[str, str], Position] = msgspec.field(default_factory=dict)
     realized: float = 0.0
-    buys: dict[str, list[Buy]] = field(default_factory=dict)
-    brier_rows: list[BrierRow] = field(default_factory=list)
+    buys: dict[str, list[Buy]] = msgspec.field(default_factory=dict)
+    brier_rows: list[BrierRow] = msgspec.field(default_factory=list)
     n_bets: int = 0
     n_sells: int = 0
     n_rejected: int = 0

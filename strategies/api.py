@@ -115,8 +115,8 @@ Prices = Callable[[int], tuple[float, ...] | None]
 class MarketsView:
     """The universe at one instant, array-backed: nothing per market is built until asked.
 
-    ``yes[i]`` is the price of outcome 0 (YES for a binary market) of ``ids[i]``, NaN when the
-    market has no price yet; ``open[i]`` says whether it can be traded now.
+    ``yes[i]`` is the YES price of binary market ``ids[i]`` (of its first outcome otherwise),
+    NaN when the market has no price yet; ``open[i]`` says whether it can be traded now.
     """
 
     __slots__ = ("_history", "_index", "_meta", "_prices", "ids", "open", "ts", "volume", "yes")
@@ -206,9 +206,7 @@ class View:
 
     def position(self, market: str, side: str) -> PositionView | None:
         side_key = side.upper() if side.lower() in ("yes", "no") else side
-        return next(
-            (p for p in self.positions if p.market == market and p.side == side_key), None
-        )
+        return next((p for p in self.positions if p.market == market and p.side == side_key), None)
 
 
 @dataclass(frozen=True, slots=True)

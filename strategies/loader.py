@@ -29,6 +29,10 @@ BUILTINS: dict[str, str] = {
     "favourite": "strategies.builtin.favourite:Favourite",
     "random": "strategies.builtin.random_agent:RandomAgent",
     "scripted": "strategies.builtin.scripted:Scripted",
+    "contrarian": "strategies.builtin.contrarian:Contrarian",
+    "extremized": "strategies.builtin.extremized:Extremized",
+    "sign": "strategies.builtin.edge:Sign",
+    "linear": "strategies.builtin.edge:Linear",
 }
 
 

@@ -57,26 +57,59 @@ def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
 
 
 @click.command()
-@click.option("--tape", "tape_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Tape file (default: the embedded 2024 election sample).")
+@click.option(
+    "--tape",
+    "tape_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Tape file (default: the embedded 2024 election sample).",
+)
 @click.option("--start", help="Cohort start, ISO-8601 (default 2024-09-01, a Sunday).")
 @click.option("--starts", help="Every Sunday 00:00 UTC in FROM..TO, one cohort each.")
-@click.option("--agent", "agents", multiple=True, metavar="NAME=SPEC",
-              help="An agent (repeatable), e.g. fav=favourite, alice=scripted:d.json.")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="NAME=SPEC",
+    help="An agent (repeatable), e.g. fav=favourite, alice=scripted:d.json.",
+)
 @click.option("--rules", type=click.Choice(["v1", "v2"]), default="v1", show_default=True)
 @click.option("--cash", type=float, default=10_000.0, show_default=True)
-@click.option("--universe", type=int, default=500, show_default=True,
-              help="Top N markets by volume open at the start.")
-@click.option("--decisions", "decision_cadence", default="weekly", show_default=True,
-              help="weekly, daily, hourly, tick, or e.g. 6h.")
-@click.option("--marks", "mark_cadence", default="daily", show_default=True,
-              help="Mark cadence: weekly, daily, hourly, tick, or e.g. 6h.")
+@click.option(
+    "--universe",
+    type=int,
+    default=500,
+    show_default=True,
+    help="Top N markets by volume open at the start.",
+)
+@click.option(
+    "--decisions",
+    "decision_cadence",
+    default="weekly",
+    show_default=True,
+    help="weekly, daily, hourly, tick, or e.g. 6h.",
+)
+@click.option(
+    "--marks",
+    "mark_cadence",
+    default="daily",
+    show_default=True,
+    help="Mark cadence: weekly, daily, hourly, tick, or e.g. 6h.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("arena.db"), show_default=True)
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("arena.db"),
+    show_default=True,
+)
 @click.option("--jobs", type=int, default=0, help="Worker processes (default: CPU cores).")
-@click.option("--timeout", "decision_timeout", type=float, default=0.0,
-              help="Seconds a strategy may take per decision (0: no limit).")
+@click.option(
+    "--timeout",
+    "decision_timeout",
+    type=float,
+    default=0.0,
+    help="Seconds a strategy may take per decision (0: no limit).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def replay(
     tape_path: Path | None,

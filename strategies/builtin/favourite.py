@@ -38,7 +38,9 @@ class Favourite(Strategy):
                 break
             price = float(yes[i])
             side, side_price = ("YES", price) if price >= 0.5 else ("NO", 1.0 - price)
-            amount = min(max(view.min_bet, round(self.settings.stake * side_price, 2)), view.max_bet)
+            amount = min(
+                max(view.min_bet, round(self.settings.stake * side_price, 2)), view.max_bet
+            )
             bets.append(Bet(market=markets.ids[i], side=side, amount=amount, belief=side_price))
         if not bets:
             return Decision.hold("no new favourites")

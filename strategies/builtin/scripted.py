@@ -72,14 +72,25 @@ class Scripted(Strategy):
         entry = self._entries[self._next]
         self._next += 1
         action = entry.action.upper()
-        bets = [
-            Bet(market=b.market_id, side=b.side, amount=b.amount, belief=b.probability)
-            for b in entry.bets
-        ] if action == "BET" else []
-        sells = [
-            Sell(
-                percentage=s.percentage, position_id=s.position_id, market=s.market_id, side=s.side
-            )
-            for s in entry.sells
-        ] if action == "SELL" else []
+        bets = (
+            [
+                Bet(market=b.market_id, side=b.side, amount=b.amount, belief=b.probability)
+                for b in entry.bets
+            ]
+            if action == "BET"
+            else []
+        )
+        sells = (
+            [
+                Sell(
+                    percentage=s.percentage,
+                    position_id=s.position_id,
+                    market=s.market_id,
+                    side=s.side,
+                )
+                for s in entry.sells
+            ]
+            if action == "SELL"
+            else []
+        )
         return Decision(bets=bets, sells=sells, reasoning=entry.reasoning)

@@ -1,0 +1,337 @@
+"""Backtesting one strategy against baselines over many cohorts of a tape.
+
+A single cohort says little: one election week can make any strategy look clever. So a backtest
+replays the strategy *and* its comparison agents in the same cohorts (same universe, same
+instants, same seeds), one cohort per Sunday, and reports per-cohort results, means with 95%
+intervals, and the paired difference of returns, which removes what the cohorts share.
+
+Everything reported is folded from the log (never taken from the runner's memory), and the run's
+settings, tape hash and package version travel with the results, so a results file says exactly
+how to reproduce itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pydantic
+
+from arena.cohort import CohortConfig, select_universe, sundays
+from arena.replay import CohortDone, replay_cohorts
+from ledger.events import Marked
+from ledger.leaderboard import cohort_standings, leaderboard, paired_difference
+from ledger.metrics import brier, ece, log_loss, murphy
+from ledger.projection import BrierRow, CohortState
+from ledger.store import EventStore
+from replays.tape import Tape
+from strategies.loader import AgentSpec, build_strategy
+
+STRATEGY = "strategy"
+"""The name the backtested strategy trades under, whatever its spec: paths and query strings
+are not valid agent names, and a fixed name cannot clash with a comparison agent's kind."""
+
+DEFAULT_AGAINST = ("hold", "favourite", "random")
+
+
+class BacktestError(ValueError):
+    """Settings a backtest cannot run with; the message is one line for the CLI."""
+
+
+@dataclass(frozen=True)
+class BacktestPlan:
+    """Everything that shapes a backtest's results, validated, before any cohort runs."""
+
+    strategy: str
+    against: tuple[str, ...]
+    tape_path: Path
+    tape_hash: str
+    starts: tuple[datetime, ...]
+    universe: int
+    cash: float
+    rules: str
+    decision_cadence: str
+    mark_cadence: str
+    seed: int
+
+    @property
+    def agents(self) -> dict[str, str]:
+        """Agent name -> spec: the strategy first, then each comparison agent by its kind."""
+        return {STRATEGY: self.strategy, **{AgentSpec.parse(s).kind: s for s in self.against}}
+
+    def configs(self) -> list[CohortConfig]:
+        return [
+            CohortConfig(
+                start=start,
+                agents=self.agents,
+                universe=self.universe,
+                cash=self.cash,
+                rules=self.rules,  # type: ignore[arg-type]
+                decision_cadence=self.decision_cadence,
+                mark_cadence=self.mark_cadence,
+                seed=self.seed,
+            )
+            for start in self.starts
+        ]
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings as plain data (the worker count is left out: it changes nothing)."""
+        return {
+            "strategy": self.strategy,
+            "against": list(self.against),
+            "agents": self.agents,
+            "tape_path": str(self.tape_path),
+            "starts": [_iso(int(s.timestamp())) for s in self.starts],
+            "universe": self.universe,
+            "cash": self.cash,
+            "rules": self.rules,
+            "decision_cadence": self.decision_cadence,
+            "mark_cadence": self.mark_cadence,
+            "seed": self.seed,
+        }
+
+
+def _iso(ts: int) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def default_starts(tape: Tape, universe: int) -> list[datetime]:
+    """Every Sunday of the tape on which a cohort gets a full universe.
+
+    "Full" is ``universe`` markets, or as many as the busiest Sunday offers if that is fewer:
+    Sundays where only a handful of early or late markets trade would otherwise dominate the
+    mean with cohorts that hardly test anything (on the embedded sample this keeps the 26
+    Sundays 2024-05-12..2024-11-03 out of 96).
+    """
+    first, last = tape.span()
+    candidates = sundays(datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC))
+    sizes = [len(select_universe(tape, int(s.timestamp()), universe)) for s in candidates]
+    full = min(universe, max(sizes, default=0))
+    return [s for s, n in zip(candidates, sizes, strict=True) if n and n >= full]
+
+
+def plan_backtest(
+    strategy: str,
+    against: Sequence[str],
+    tape: Tape,
+    tape_path: Path,
+    starts: Sequence[datetime] | None = None,
+    *,
+    universe: int = 500,
+    cash: float = 10_000.0,
+    rules: str = "v1",
+    decision_cadence: str = "weekly",
+    mark_cadence: str = "daily",
+    seed: int = 0,
+) -> BacktestPlan:
+    """Check every spec loads and every start has markets; raise BacktestError otherwise.
+
+    Raises StrategyError (one line) for a spec that does not load.
+    """
+    if universe < 1:
+        raise BacktestError(f"universe must be at least 1 market, got {universe}")
+    kinds: list[str] = []
+    for spec in against:
+        kind = AgentSpec.parse(spec).kind
+        if kind == STRATEGY or kind in kinds:
+            raise BacktestError(f"--against names {kind!r} twice (or as the strategy's name)")
+        kinds.append(kind)
+    for spec in (strategy, *against):
+        build_strategy(spec)  # fail fast, before any worker starts
+    chosen = list(starts) if starts is not None else default_starts(tape, universe)
+    if not chosen:
+        raise BacktestError(f"tape {tape.hash[:12]} has no Sunday with an open, priced market")
+    for start in chosen:
+        if not select_universe(tape, int(start.timestamp()), universe):
+            first, last = (_iso(t)[:10] for t in tape.span())
+            raise BacktestError(
+                f"no market is open with a price on {start:%Y-%m-%d} "
+                f"(the tape runs {first}..{last})"
+            )
+    plan = BacktestPlan(
+        strategy=strategy,
+        against=tuple(against),
+        tape_path=tape_path,
+        tape_hash=tape.hash,
+        starts=tuple(chosen),
+        universe=universe,
+        cash=cash,
+        rules=rules,
+        decision_cadence=decision_cadence,
+        mark_cadence=mark_cadence,
+        seed=seed,
+    )
+    try:
+        plan.configs()
+    except pydantic.ValidationError as exc:  # a bad cadence, cash, rules or agent name
+        problem = exc.errors()[0]
+        where = ".".join(str(x) for x in problem["loc"])
+        raise BacktestError(f"{where}: {problem['msg']}" if where else problem["msg"]) from None
+    return plan
+
+
+# -- running and folding -------------------------------------------------------------------------
+
+
+@dataclass
+class CohortRecord:
+    """One cohort folded from the log, with each agent's total value after every mark."""
+
+    state: CohortState
+    start: int
+    offsets: list[int]  # seconds since the cohort's start, one per Marked event
+    values: dict[str, list[float]]  # agent -> cash + positions value at each offset
+
+
+def fold_cohort(store: EventStore, cohort: str) -> CohortRecord:
+    """Fold one cohort's stream, recording every agent's total value after each mark."""
+    state = CohortState(cohort)
+    offsets: list[int] = []
+    values: dict[str, list[float]] = {}
+    for event in store.read(stream=cohort):
+        state.apply(event)
+        if isinstance(event, Marked) and state.opened is not None:
+            offsets.append(event.ts - state.opened.start)
+            for agent, book in state.books.items():
+                total = book.cash + state.positions_value(agent)
+                values.setdefault(agent, []).append(total)
+    if state.opened is None:
+        raise BacktestError(f"cohort {cohort} has no CohortOpened event in the log")
+    return CohortRecord(state, state.opened.start, offsets, values)
+
+
+@dataclass
+class BacktestResult:
+    """A finished backtest: its plan, every cohort folded from the log, and the log's digest."""
+
+    plan: BacktestPlan
+    records: list[CohortRecord]
+    digest: str
+    db: Path
+
+    @property
+    def agent_names(self) -> list[str]:
+        return list(self.plan.agents)
+
+    def brier_rows(self, agent: str) -> list[BrierRow]:
+        """The agent's scored buys over every cohort, in cohort order."""
+        return [row for r in self.records for row in r.state.books[agent].brier_rows]
+
+
+def run_backtest(
+    plan: BacktestPlan,
+    db: Path,
+    *,
+    jobs: int = 1,
+    on_done: Callable[[CohortDone], None] | None = None,
+) -> BacktestResult:
+    """Replay every cohort of the plan into ``db`` (in parallel), then fold them from the log."""
+    done = replay_cohorts(plan.tape_path, plan.configs(), db, jobs=jobs, on_done=on_done)
+    cohorts = [d.cohort for d in done]
+    with EventStore.open(db, readonly=True) as store:
+        records = [fold_cohort(store, cohort) for cohort in cohorts]
+        digest = store.digest(streams=cohorts)
+    return BacktestResult(plan, records, digest, db)
+
+
+def mean_equity(records: Sequence[CohortRecord], agent: str) -> tuple[np.ndarray, np.ndarray]:
+    """The agent's total value averaged over cohorts, by time since each cohort's start.
+
+    A cohort that has ended contributes its final value to later offsets (everything it held has
+    settled by then), so the average never jumps because a short cohort dropped out.
+    """
+    grid = np.unique(np.concatenate([np.asarray(r.offsets, dtype=np.int64) for r in records]))
+    total = np.zeros(grid.size)
+    for r in records:
+        offsets = np.asarray(r.offsets, dtype=np.int64)
+        idx = np.searchsorted(offsets, grid, side="right") - 1
+        values = np.asarray(r.values[agent])
+        total += np.where(idx >= 0, values[np.maximum(idx, 0)], r.state.books[agent].initial_cash)
+    return grid, total / len(records)
+
+
+# -- results as data -----------------------------------------------------------------------------
+
+
+def belief_scores(rows: Sequence[BrierRow]) -> dict[str, Any] | None:
+    """Proper scores of the beliefs an agent stated, against the implied-confidence Brier of the
+    same bets; None when it stated none (a belief is its P(the bet's side wins))."""
+    stated = [r for r in rows if r.belief is not None]
+    if not stated:
+        return None
+    p = np.array([r.belief for r in stated], dtype=np.float64)
+    won = np.array([r.won for r in stated], dtype=np.float64)
+    decomposition = murphy(p, won)
+    return {
+        "n": len(stated),
+        "brier": brier(p, won),
+        "log_loss": log_loss(p, won),
+        "ece": ece(p, won),
+        "murphy": {
+            "reliability": decomposition.reliability,
+            "resolution": decomposition.resolution,
+            "uncertainty": decomposition.uncertainty,
+        },
+        "implied_brier": math.fsum(r.brier for r in stated) / len(stated),
+    }
+
+
+def results_data(result: BacktestResult) -> dict[str, Any]:
+    """The backtest as plain data: what ``--json`` prints and ``results.json`` holds."""
+    plan = result.plan
+    names = result.agent_names
+    cohorts = []
+    returns: dict[str, list[float]] = {name: [] for name in names}
+    for record in result.records:
+        agents = {}
+        for s in cohort_standings(record.state):
+            returns[s.agent].append(s.return_pct)
+            agents[s.agent] = {
+                "return_pct": s.return_pct,
+                "brier": s.brier,
+                "win_rate": s.win_rate,
+                "pnl": s.pnl,
+                "total_value": s.total_value,
+                "n_bets": s.n_bets,
+                "n_resolved": s.n_resolved,
+                "n_rejected": s.n_rejected,
+                "n_errors": s.n_errors,
+            }
+        cohorts.append(
+            {
+                "cohort": record.state.cohort,
+                "start": _iso(record.start),
+                "markets": len(record.state.markets),
+                "agents": {name: agents[name] for name in names},
+            }
+        )
+    board = {
+        row.agent: msgspec.to_builtins(row) for row in leaderboard(r.state for r in result.records)
+    }
+    summary = {name: {k: v for k, v in board[name].items() if k != "agent"} for name in names}
+    paired = {
+        name: paired_difference(returns[STRATEGY], returns[name])._asdict()
+        for name in names
+        if name != STRATEGY
+    }
+    beliefs = {name: b for name in names if (b := belief_scores(result.brier_rows(name)))}
+    return {
+        "strategy": plan.strategy,
+        "against": list(plan.against),
+        "tape": plan.tape_hash,
+        "package_version": version("arena"),
+        "settings": plan.settings(),
+        "cohorts": cohorts,
+        "summary": summary,
+        "paired": paired,
+        "beliefs": beliefs or None,
+        "digest": result.digest,
+        "db": str(result.db),
+    }

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``arena bench``: speed is measured here, never asserted in tests."""

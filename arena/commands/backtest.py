@@ -1,0 +1,250 @@
+"""``arena backtest``: one strategy against the baselines over many cohorts, with intervals."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from arena.backtest import (
+    DEFAULT_AGAINST,
+    STRATEGY,
+    BacktestError,
+    plan_backtest,
+    results_data,
+    run_backtest,
+)
+from arena.commands.replay import parse_starts
+from arena.html_report import write_report
+from ledger.errors import LedgerError
+from replays.errors import TapeError
+from replays.samples import sample_path
+from replays.tapefile import load_tape
+from strategies.api import StrategyError
+
+
+def _pct(x: float | None) -> str:
+    if x is None:
+        return "—"
+    colour = "green" if x > 0 else "red" if x < 0 else "white"
+    return f"[{colour}]{x:+.2f}%[/]"
+
+
+def _num(x: float | None, fmt: str = "{:.4f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "[—]" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}]"
+
+
+def cohort_table(data: dict[str, Any]) -> Table:
+    names = list(data["settings"]["agents"])
+    table = Table(
+        title="Per cohort: return · Brier (implied confidence) · win rate",
+        title_justify="left",
+        header_style="bold",
+    )
+    table.add_column("start", no_wrap=True, min_width=10)
+    table.add_column("markets", justify="right", no_wrap=True)
+    for name in names:
+        table.add_column(name, justify="right", no_wrap=True)
+    for cohort in data["cohorts"]:
+        cells = [
+            f"{_pct(a['return_pct'])} {_num(a['brier'], '{:.3f}')} {_num(a['win_rate'], '{:.0%}')}"
+            for a in (cohort["agents"][name] for name in names)
+        ]
+        table.add_row(cohort["start"][:10], str(cohort["markets"]), *cells)
+    return table
+
+
+def summary_table(data: dict[str, Any]) -> Table:
+    table = Table(
+        title=f"Over {len(data['cohorts'])} cohort(s): mean with 95% interval; "
+        f"paired = {STRATEGY} − agent, cohort by cohort (✓: interval excludes 0)",
+        title_justify="left",
+        header_style="bold",
+    )
+    for name in ["agent", "mean return [95% CI]", "Brier", "win rate",
+                 f"{STRATEGY} − agent [95% CI]"]:  # fmt: skip
+        table.add_column(name, justify="left" if name == "agent" else "right")
+    for name, s in data["summary"].items():
+        pair = data["paired"].get(name)
+        paired = ""
+        if pair:
+            mark = "[green]✓[/]" if pair["significant"] else "·"
+            paired = f"{_pct(pair['mean'])} {_interval(pair['ci_low'], pair['ci_high'])} {mark}"
+        table.add_row(
+            name,
+            f"{_pct(s['return_mean'])} {_interval(s['return_ci_low'], s['return_ci_high'])}",
+            _num(s["brier_mean"]),
+            _num(s["win_rate"], "{:.1%}"),
+            paired,
+        )
+    return table
+
+
+def beliefs_table(beliefs: dict[str, Any]) -> Table:
+    table = Table(
+        title="Stated beliefs (P of the bet's side) against the result",
+        title_justify="left",
+        header_style="bold",
+    )
+    for name in ["agent", "bets", "Brier", "log loss", "ECE", "REL", "RES", "UNC",
+                 "implied Brier"]:  # fmt: skip
+        table.add_column(name, justify="left" if name == "agent" else "right")
+    for name, b in beliefs.items():
+        m = b["murphy"]
+        table.add_row(
+            name, str(b["n"]), _num(b["brier"]), _num(b["log_loss"]), _num(b["ece"]),
+            _num(m["reliability"]), _num(m["resolution"]), _num(m["uncertainty"]),
+            _num(b["implied_brier"]),
+        )  # fmt: skip
+    return table
+
+
+def _one_line(exc: BaseException) -> click.ClickException:
+    message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+    return click.ClickException(message.splitlines()[0] if message else type(exc).__name__)
+
+
+@click.command()
+@click.argument("strategy")
+@click.option(
+    "--tape",
+    "tape_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Tape file (default: the embedded 2024 election sample).",
+)
+@click.option(
+    "--starts",
+    help="Every Sunday 00:00 UTC in FROM..TO, one cohort each "
+    "(default: every Sunday the tape offers a full universe).",
+)
+@click.option(
+    "--against",
+    default=",".join(DEFAULT_AGAINST),
+    show_default=True,
+    help="Comma-separated agent specs to compare with, each named by its kind.",
+)
+@click.option("--jobs", type=int, default=0, help="Worker processes (default: CPU cores).")
+@click.option("--rules", type=click.Choice(["v1", "v2"]), default="v1", show_default=True)
+@click.option("--cash", type=float, default=10_000.0, show_default=True)
+@click.option(
+    "--universe", type=int, default=500, show_default=True, help="Top N markets by volume."
+)
+@click.option(
+    "--decisions",
+    "decision_cadence",
+    default="weekly",
+    show_default=True,
+    help="weekly, daily, hourly, tick, or e.g. 6h.",
+)
+@click.option(
+    "--marks",
+    "mark_cadence",
+    default="daily",
+    show_default=True,
+    help="Mark cadence (the equity curves' resolution).",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Event log to write (default: a new temporary file).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write DIR/index.html (tables, equity curves, reliability) and DIR/results.json.",
+)
+def backtest(
+    strategy: str,
+    tape_path: Path | None,
+    starts: str | None,
+    against: str,
+    jobs: int,
+    rules: str,
+    cash: float,
+    universe: int,
+    decision_cadence: str,
+    mark_cadence: str,
+    seed: int,
+    db: Path | None,
+    as_json: bool,
+    report_dir: Path | None,
+) -> None:
+    """Backtest STRATEGY against baseline agents over many weekly cohorts.
+
+    STRATEGY is an agent spec: a built-in or plugin name, module:Class or path/to/file.py:Class,
+    with settings as a query string. It trades as "strategy"; each comparison agent trades
+    under its kind, in the same cohorts. The same command gives the same numbers.
+
+    \b
+    Examples:
+      arena backtest favourite
+      arena backtest ./my.py:Mine --starts 2024-09-01..2024-10-27 --against hold,random
+      arena backtest 'random?bets=4' --universe 50 --report out/ --json
+    """
+    console = Console(stderr=as_json)
+    path = tape_path or sample_path()
+    try:
+        chosen = parse_starts(None, starts) if starts else None
+        tape = load_tape(path)
+        plan = plan_backtest(
+            strategy,
+            [spec.strip() for spec in against.split(",") if spec.strip()],
+            tape,
+            path,
+            chosen,
+            universe=universe,
+            cash=cash,
+            rules=rules,
+            decision_cadence=decision_cadence,
+            mark_cadence=mark_cadence,
+            seed=seed,
+        )
+    except (click.ClickException, BacktestError, StrategyError, TapeError) as exc:
+        raise _one_line(exc) from None
+    if db is None:
+        db = Path(tempfile.mkdtemp(prefix="arena-backtest-")) / "backtest.db"
+    workers = jobs or min(len(plan.starts), os.cpu_count() or 1)
+    progress = Progress(
+        TextColumn("[bold]backtesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True, disable=as_json,
+    )  # fmt: skip
+    try:
+        with progress:
+            task = progress.add_task("cohorts", total=len(plan.starts))
+            result = run_backtest(plan, db, jobs=workers, on_done=lambda _: progress.advance(task))
+    except (LedgerError, TapeError, StrategyError, BacktestError) as exc:
+        raise _one_line(exc) from None
+    data = results_data(result)
+    if report_dir is not None:
+        try:
+            write_report(report_dir, result, data)
+        except OSError as exc:
+            raise click.ClickException(f"{report_dir}: cannot write the report: {exc}") from None
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    console.print(cohort_table(data))
+    console.print(summary_table(data))
+    if data["beliefs"]:
+        console.print(beliefs_table(data["beliefs"]))
+    console.print(
+        f"[dim]{STRATEGY} = {plan.strategy} · {len(plan.starts)} cohort(s) in {db} · "
+        f"tape {plan.tape_hash[:12]} · arena {data['package_version']}[/]"
+    )
+    console.print(f"digest [bold]{data['digest']}[/]")
+    if report_dir is not None:
+        console.print(f"report [bold]{report_dir / 'index.html'}[/]")

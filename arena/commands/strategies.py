@@ -1,0 +1,119 @@
+"""``arena strategies``: every strategy that can be named in an agent spec, and its settings.
+
+The settings come straight from each strategy's pydantic ``Settings`` model, so this listing
+cannot drift from what ``NAME=KIND?key=value`` actually accepts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+import click
+import pydantic
+from rich.console import Console
+from rich.table import Table
+
+from strategies.api import Strategy
+from strategies.loader import BUILTINS, available, strategy_class
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _plain(value: Any) -> Any:
+    """A default as JSON can carry it (anything exotic as its text)."""
+    return value if isinstance(value, str | int | float | bool | None) else str(value)
+
+
+def settings_rows(model: type[pydantic.BaseModel]) -> list[dict[str, Any]]:
+    """name, type, default and description of every field of a Settings model."""
+    rows = []
+    for name, field in model.model_fields.items():
+        required = field.is_required()
+        rows.append(
+            {
+                "name": name,
+                "type": _type_name(field.annotation),
+                "default": None
+                if required
+                else _plain(field.get_default(call_default_factory=True)),
+                "required": required,
+                "description": field.description or "",
+            }
+        )
+    return rows
+
+
+def _summary(cls: type[Strategy]) -> str:
+    doc = inspect.getdoc(cls) or ""
+    return cls.description or doc.split("\n\n")[0].replace("\n", " ")
+
+
+def catalogue() -> list[dict[str, Any]]:
+    """One entry per available strategy. A plugin that fails to import is listed with its error
+    instead of breaking the list: the listing is where a user goes to find out why."""
+    entries = []
+    for name, target in available().items():
+        entry: dict[str, Any] = {
+            "name": name,
+            "target": target,
+            "source": "builtin" if BUILTINS.get(name) == target else "plugin",
+            "description": "",
+            "argument": None,
+            "settings": [],
+            "error": None,
+        }
+        try:
+            cls = strategy_class(name)
+        except Exception as exc:  # a broken plugin must not hide the others
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            entry["description"] = _summary(cls)
+            if "path" in inspect.signature(cls.__init__).parameters:
+                entry["argument"] = "path"
+            entry["settings"] = settings_rows(cls.Settings)
+        entries.append(entry)
+    return entries
+
+
+def _show(console: Console, entries: list[dict[str, Any]]) -> None:
+    table = Table(title="strategies", show_lines=False)
+    for column in ("strategy", "setting", "type", "default", "description"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        name = entry["name"] + (":PATH" if entry["argument"] else "")
+        if entry["error"]:
+            table.add_row(f"[bold]{name}[/]", "", "", "", f"[red]cannot load: {entry['error']}[/]")
+        else:
+            table.add_row(f"[bold]{name}[/]", "", "", "", entry["description"])
+        for s in entry["settings"]:
+            default = "required" if s["required"] else repr(s["default"])
+            table.add_row("", s["name"], s["type"], default, s["description"])
+        table.add_section()
+    console.print(table)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def strategies(as_json: bool) -> None:
+    """List the built-in and installed strategies with their settings.
+
+    Settings go in an agent spec's query string: NAME=KIND?key=value&key=value.
+
+    \b
+    Examples:
+      arena strategies
+      arena strategies --json
+      arena replay --agent 's=sign?B=1000&forecaster=file:preds.csv'
+    """
+    entries = catalogue()
+    console = Console()
+    if as_json:
+        console.out(json.dumps(entries, ensure_ascii=False), highlight=False)
+        return
+    _show(console, entries)

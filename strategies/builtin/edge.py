@@ -1,0 +1,215 @@
+"""``sign`` and ``linear``: forecastbench's trading rules (origins §2.4) as agents.
+
+At every decision the agent asks its forecaster for p = P(YES) and compares it with the price q
+of each open binary market. The rule gives a position b in dollars:
+
+* ``sign``:   b = B·sign(p − q)            (no trade when p == q)
+* ``linear``: b = clip(B·(p − q), −B, B)
+
+b > 0 is b dollars of YES at q; b < 0 is |b| dollars of NO at 1 − q. forecastbench charges a
+transaction cost c per dollar, so a trade's expected P/L under the forecast is
+|b|·(|p − q| − c). Our broker charges no fees; c therefore acts as a hurdle instead: a market is
+traded only when |p − q| − c > ``min_edge``. Sizing stays forecastbench's.
+
+b is a *target* for the dollars at stake on a side: the cost basis of a side already held
+counts toward it and only the shortfall is bet (``sign`` never bets the same side twice;
+``linear`` tops up when its edge grows). When the forecast comes to favour the other side of a
+held position, the agent sells all of that position first (sells execute before bets) and may
+bet the other side in the same decision.
+
+Every bet must pass the broker: one below the minimum is skipped, one above the maximum is cut
+to it, and the reasoning says which. The maximum is 25% of cash (``view.max_bet``) per bet,
+checked against the running cash under rules v1 and against the decision's total under v2;
+sell proceeds are not counted, so a cut is never too small for the broker. Markets with the
+largest |p − q| get the budget first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pydantic
+
+from ledger.metrics import TradingMode, positions
+from strategies.api import Bet, Context, Decision, MarketsView, Sell, Strategy, View
+from strategies.forecasters import DEFAULT_COLUMN, Forecaster, forecaster_from_setting
+
+EDGE_TOLERANCE = 1e-9
+"""Prices and forecasts are compared with a tolerance (forecastbench trades float32 copies)."""
+
+
+class TraderSettings(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    B: float = pydantic.Field(default=500.0, gt=0, description="largest position per market ($)")
+    c: float = pydantic.Field(
+        default=0.0, ge=0, lt=1, description="transaction cost per dollar: a hurdle on |p − q|"
+    )
+    min_edge: float = pydantic.Field(
+        default=0.0, ge=0, lt=1, description="trade only when |p − q| − c exceeds this"
+    )
+
+
+class EdgeSettings(TraderSettings):
+    forecaster: str = pydantic.Field(
+        default="extremized",
+        description="market | extremized | file:PATH.csv | file:PATH.jsonl",
+    )
+    column: str = pydantic.Field(
+        default=DEFAULT_COLUMN, description="probability column of a file forecaster"
+    )
+
+
+@dataclass
+class _Budget:
+    """How much the broker will still accept in this decision (origins §1.7 caps)."""
+
+    cash: float
+    max_fraction: float
+    max_bet: float
+    whole_decision: bool
+    spent: float = 0.0
+
+    def cap(self) -> float:
+        if self.whole_decision:
+            room = self.max_bet - self.spent
+        else:
+            room = min(self.max_bet, self.max_fraction * (self.cash - self.spent))
+        return math.floor(max(room, 0.0) * 100) / 100
+
+
+def _cents(dollars: float) -> float:
+    """Down to whole cents, so a bet never exceeds its target; the slack keeps B·(0.6 − 0.5)
+    = 99.99999999999999 at $100.00 rather than $99.99."""
+    return math.floor(dollars * 100 + 1e-6) / 100
+
+
+def _binary_mask(markets: MarketsView) -> np.ndarray:
+    return np.array([markets.meta(m).is_binary for m in markets.ids], dtype=bool)
+
+
+def _favoured(edge: float) -> str | None:
+    if edge > EDGE_TOLERANCE:
+        return "YES"
+    if edge < -EDGE_TOLERANCE:
+        return "NO"
+    return None
+
+
+class EdgeTrader(Strategy):
+    """Trades the gap between a forecaster and the price with a forecastbench rule; subclasses
+    choose the rule (``mode``) and the forecaster."""
+
+    Settings: ClassVar[type[pydantic.BaseModel]] = TraderSettings
+    mode: ClassVar[TradingMode] = "sign"
+    settings: TraderSettings
+
+    def __init__(self, settings: pydantic.BaseModel | None = None, **values: Any) -> None:
+        super().__init__(settings, **values)
+        self.forecaster = self.make_forecaster()
+        self._rules = "v1"
+        self._binary: tuple[tuple[str, ...], np.ndarray] | None = None
+
+    def make_forecaster(self) -> Forecaster:
+        raise NotImplementedError
+
+    def setup(self, context: Context) -> None:
+        super().setup(context)
+        self._rules = context.rules
+
+    def _is_binary(self, markets: MarketsView) -> np.ndarray:
+        if self._binary is None or self._binary[0] is not markets.ids:
+            self._binary = (markets.ids, _binary_mask(markets))
+        return self._binary[1]
+
+    def decide(self, view: View) -> Decision:
+        markets = view.markets
+        s = self.settings
+        q = np.asarray(markets.yes, dtype=np.float64)
+        p = np.asarray(self.forecaster.forecast(view), dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            tradable = markets.open & self._is_binary(markets) & (q > 0) & (q < 1)
+        tradable &= np.isfinite(p)
+        edge = np.where(tradable, p - q, 0.0)
+        target = np.where(tradable, positions(np.where(tradable, p, q), q, s.B, self.mode), 0.0)
+        wanted = (np.abs(edge) - s.c > s.min_edge + EDGE_TOLERANCE) & (target != 0)
+
+        notes: list[str] = []
+        sells: list[Sell] = []
+        held: dict[tuple[str, str], float] = {}
+        for position in view.positions:
+            i = markets.index(position.market)
+            favoured = _favoured(float(edge[i])) if tradable[i] else None
+            if (
+                favoured is not None
+                and position.side in ("YES", "NO")
+                and position.side != favoured
+            ):
+                sells.append(Sell(percentage=100.0, position_id=position.id))
+                notes.append(
+                    f"sold all {position.side} on {position.market}: forecast {p[i]:.3f} "
+                    f"now favours {favoured} at price {q[i]:.3f}"
+                )
+            else:
+                held[(position.market, position.side)] = position.cost
+
+        budget = _Budget(view.cash, view.max_fraction, view.max_bet, self._rules == "v2")
+        bets: list[Bet] = []
+        small: list[str] = []
+        candidates = np.flatnonzero(wanted)
+        for i in candidates[np.argsort(-np.abs(edge[candidates]), kind="stable")]:
+            market = markets.ids[i]
+            side = "YES" if target[i] > 0 else "NO"
+            shortfall = _cents(abs(float(target[i])) - held.get((market, side), 0.0))
+            if shortfall < view.min_bet:
+                if shortfall > 0:
+                    small.append(f"{market} {side} ${shortfall:.2f}")
+                continue
+            cap = budget.cap()
+            if cap < view.min_bet:
+                notes.append(f"no room left under the maximum bet for {market} {side}")
+                break
+            amount = min(shortfall, cap)
+            budget.spent += amount
+            belief = float(p[i]) if side == "YES" else 1.0 - float(p[i])
+            bets.append(Bet(market=market, side=side, amount=amount, belief=belief))
+            cut = (
+                f", cut from ${shortfall:.2f} to the ${cap:.2f} maximum"
+                if amount < shortfall
+                else ""
+            )
+            notes.append(
+                f"{side} ${amount:.2f} on {market} (forecast {p[i]:.3f} vs price {q[i]:.3f}{cut})"
+            )
+        if small:
+            notes.append(f"skipped below the ${view.min_bet:.2f} minimum: {', '.join(small)}")
+        if not notes:
+            notes.append(f"no market with |p − q| − c above {s.min_edge:g}")
+        return Decision(bets=bets, sells=sells, reasoning="; ".join(notes))
+
+
+class ForecasterTrader(EdgeTrader):
+    """An edge trader whose forecaster is named by its ``forecaster`` setting."""
+
+    Settings = EdgeSettings
+    settings: EdgeSettings
+
+    def make_forecaster(self) -> Forecaster:
+        return forecaster_from_setting(self.settings.forecaster, column=self.settings.column)
+
+
+class Sign(ForecasterTrader):
+    """Stakes B dollars on whichever side the forecast favours (forecastbench ``sign``)."""
+
+    mode = "sign"
+    description = "forecastbench sign rule: B dollars on the side the forecaster favours"
+
+
+class Linear(ForecasterTrader):
+    """Stakes B·|p − q| dollars, at most B, on the side the forecast favours (``linear``)."""
+
+    mode = "linear"
+    description = "forecastbench linear rule: B·(p − q) dollars, capped at B"

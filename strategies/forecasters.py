@@ -1,0 +1,191 @@
+"""Where a trading agent's probabilities come from: the market itself, a stretch of it, or a file.
+
+A forecaster answers one question per decision: P(YES) for every market of the universe, NaN
+where it has no opinion. Keeping the source apart from the trading rule lets ``sign`` and
+``linear`` trade any forecasts the same way, as forecastbench's ``pm_eval`` scores any
+predictions column against the same market column (origins §2.4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ledger.metrics import asymmetric_extremize
+from strategies.api import MarketsView, StrategyError, View
+
+DEFAULT_COLUMN = "pred_prob"
+ID_COLUMN = "market_id"
+DAY = 86_400
+NOT_YET = ("diffusion", "llm")
+MIN_SPREAD_POINTS = 2
+
+
+class Forecaster(Protocol):
+    """P(YES) per universe market at the view's instant (NaN where there is no forecast)."""
+
+    def forecast(self, view: View) -> np.ndarray: ...
+
+
+class MarketForecaster:
+    """p := q, the price itself. An edge rule never trades on it, so an agent built on it must
+    end with its starting cash: the sanity baseline for the trading machinery."""
+
+    def forecast(self, view: View) -> np.ndarray:
+        return np.array(view.markets.yes, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ExtremizedForecaster:
+    """K-Fish's asymmetric extremization (origins §3.2) applied to the market price.
+
+    K-Fish stretches an ensemble's median by how much its members agree. A market has no
+    ensemble, so the spread ``s`` is the (population) standard deviation of the market's own
+    prices over the last ``window`` seconds: a price that has sat still is treated as a crowd in
+    agreement and pushed away from 0.5, a price that has swung is pulled toward it. A fixed
+    ``spread`` replaces the measured one. Markets with fewer than two points in the window get
+    no forecast rather than the boldest stretch.
+    """
+
+    a: float = 0.5
+    spread: float | None = None
+    window: int = 7 * DAY
+
+    def forecast(self, view: View) -> np.ndarray:
+        q = np.asarray(view.markets.yes, dtype=np.float64)
+        s = self.spreads(view.markets) if self.spread is None else np.full(q.size, self.spread)
+        p = np.full(q.size, np.nan)
+        known = np.isfinite(q) & np.isfinite(s)
+        if known.any():
+            p[known] = asymmetric_extremize(q[known], s[known], self.a)
+        return p
+
+    def spreads(self, markets: MarketsView) -> np.ndarray:
+        """Std of each open market's outcome-0 price over the window (NaN if too few points)."""
+        out = np.full(len(markets), np.nan)
+        for i in np.flatnonzero(markets.open & np.isfinite(markets.yes)):
+            times, values = markets.history(markets.ids[i])
+            recent = np.asarray(values, dtype=np.float64)[times >= markets.ts - self.window]
+            column = recent.reshape(recent.shape[0], -1)[:, 0]
+            if column.size >= MIN_SPREAD_POINTS:
+                out[i] = float(np.std(column))
+        return out
+
+
+class FileForecaster:
+    """Predictions from a file keyed by market id, read once when the agent is built.
+
+    A ``.csv`` (with a header) or ``.jsonl`` file with a ``market_id`` column and a probability
+    column (``pred_prob`` by default, forecastbench's name). Ids that are not in the universe are
+    ignored, so one file can serve many cohorts; a blank probability means "no forecast".
+    """
+
+    def __init__(self, path: str | Path, column: str = DEFAULT_COLUMN) -> None:
+        self.path = Path(path)
+        self.column = column
+        self.predictions = read_predictions(self.path, column)
+        self._aligned: tuple[tuple[str, ...], np.ndarray] | None = None
+
+    def forecast(self, view: View) -> np.ndarray:
+        ids = view.markets.ids
+        if self._aligned is None or self._aligned[0] is not ids:
+            p = np.array([self.predictions.get(m, np.nan) for m in ids], dtype=np.float64)
+            p.setflags(write=False)
+            self._aligned = (ids, p)
+        return self._aligned[1]
+
+
+def _rows(path: Path, column: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of a predictions file, after checking its columns."""
+    if path.suffix not in (".csv", ".jsonl"):
+        raise StrategyError(f"forecaster file {path}: expected a .csv or .jsonl file")
+    try:
+        handle = path.open(encoding="utf-8", newline="")
+    except OSError as exc:
+        raise StrategyError(f"forecaster file {path}: cannot read: {exc.strerror}") from None
+    with handle:
+        if path.suffix == ".csv":
+            reader = csv.DictReader(handle)
+            names = reader.fieldnames or []
+            missing = [c for c in (ID_COLUMN, column) if c not in names]
+            if missing:
+                raise StrategyError(
+                    f"forecaster file {path}: no column {missing[0]!r} "
+                    f"(columns: {', '.join(names) or 'none'})"
+                )
+            for record in reader:
+                yield reader.line_num, record
+            return
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise StrategyError(f"forecaster file {path} line {line_no}: {exc.msg}") from None
+            if not isinstance(record, dict):
+                raise StrategyError(f"forecaster file {path} line {line_no}: not a JSON object")
+            for key in (ID_COLUMN, column):
+                if key not in record:
+                    raise StrategyError(f"forecaster file {path} line {line_no}: no {key!r}")
+            yield line_no, record
+
+
+def _probability(raw: Any, where: str, column: str) -> float:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return math.nan
+    value = math.nan
+    if not isinstance(raw, bool):
+        with contextlib.suppress(TypeError, ValueError):
+            value = float(raw)
+    if not 0.0 <= value <= 1.0:
+        raise StrategyError(f"{where}: {column} {raw!r} is not a probability in [0, 1]")
+    return value
+
+
+def read_predictions(path: Path, column: str = DEFAULT_COLUMN) -> dict[str, float]:
+    """market id -> P(YES); a missing or malformed file is a one-line StrategyError naming the
+    file and the line, because a silently skipped row would change what the agent trades."""
+    predictions: dict[str, float] = {}
+    first_seen: dict[str, int] = {}
+    for line_no, record in _rows(path, column):
+        where = f"forecaster file {path} line {line_no}"
+        raw_id = record.get(ID_COLUMN)
+        market = str(raw_id).strip() if raw_id is not None else ""
+        if not market:
+            raise StrategyError(f"{where}: empty {ID_COLUMN}")
+        if market in first_seen:
+            raise StrategyError(
+                f"{where}: market {market} already has a forecast on line {first_seen[market]}"
+            )
+        first_seen[market] = line_no
+        predictions[market] = _probability(record.get(column), where, column)
+    if not predictions:
+        raise StrategyError(f"forecaster file {path}: no predictions")
+    return predictions
+
+
+def forecaster_from_setting(text: str, *, column: str = DEFAULT_COLUMN) -> Forecaster:
+    """``market``, ``extremized`` or ``file:PATH.csv|.jsonl`` to a forecaster."""
+    name = text.strip()
+    if name == "market":
+        return MarketForecaster()
+    if name == "extremized":
+        return ExtremizedForecaster()
+    if name.startswith("file:"):
+        return FileForecaster(name.removeprefix("file:"), column)
+    if name in NOT_YET:
+        raise StrategyError(
+            f"forecaster {name!r} is not available yet; use market, extremized or file:PATH.csv"
+        )
+    raise StrategyError(
+        f"unknown forecaster {text!r}: use market, extremized or file:PATH.csv (or .jsonl)"
+    )

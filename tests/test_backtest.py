@@ -1,0 +1,353 @@
+"""``arena backtest``: the JSON's shape and numbers, reproducibility, the HTML report, bad input.
+
+The CLI runs use the embedded sample with ``--universe 10`` and three Sundays, so each replay
+takes about a second; the expensive runs are module fixtures shared by several tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from hypothesis import given
+from hypothesis import strategies as st
+
+from arena.backtest import CohortRecord, belief_scores, default_starts, mean_equity
+from arena.commands.backtest import backtest
+from arena.html_report import nice_ticks
+from ledger.events import CohortOpened
+from ledger.projection import BrierRow, CohortState
+from replays.samples import sample_path
+from replays.tapefile import load_tape
+
+SMALL = ("--universe", "10", "--starts", "2024-09-01..2024-09-15")
+AGENTS = ["strategy", "hold", "favourite", "random"]
+T_975_DF2 = 4.302652729911275  # Student t, 0.975 quantile, 2 degrees of freedom (tables)
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(backtest, list(args))
+
+
+def run_json(*args: str) -> dict[str, Any]:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("backtest")
+
+
+@pytest.fixture(scope="module")
+def data(workdir: Path) -> dict[str, Any]:
+    return run_json("favourite", *SMALL, "--jobs", "1", "--db", str(workdir / "one.db"))
+
+
+@pytest.fixture(scope="module")
+def report(workdir: Path) -> tuple[Path, dict[str, Any]]:
+    out = workdir / "report"
+    args = ("favourite", *SMALL, "--jobs", "2", "--db", str(workdir / "two.db"))
+    return out, run_json(*args, "--report", str(out))
+
+
+# -- the JSON ------------------------------------------------------------------------------------
+
+
+def test_json_shape(data: dict[str, Any]) -> None:
+    assert list(data) == [
+        "strategy", "against", "tape", "package_version", "settings", "cohorts", "summary",
+        "paired", "beliefs", "digest", "db",
+    ]  # fmt: skip
+    assert data["strategy"] == "favourite"
+    assert data["against"] == ["hold", "favourite", "random"]
+    assert data["tape"] == load_tape(sample_path()).hash
+    assert data["package_version"] == version("arena")
+    settings = data["settings"]
+    assert settings["agents"] == {
+        "strategy": "favourite", "hold": "hold", "favourite": "favourite", "random": "random",
+    }  # fmt: skip
+    assert settings["starts"] == [
+        "2024-09-01T00:00:00Z", "2024-09-08T00:00:00Z", "2024-09-15T00:00:00Z",
+    ]  # fmt: skip
+    assert (settings["universe"], settings["cash"], settings["rules"]) == (10, 10_000.0, "v1")
+    assert (settings["decision_cadence"], settings["mark_cadence"], settings["seed"]) == (
+        "weekly", "daily", 0,
+    )  # fmt: skip
+    assert [c["start"] for c in data["cohorts"]] == settings["starts"]
+    for cohort in data["cohorts"]:
+        assert cohort["markets"] == 10
+        assert list(cohort["agents"]) == AGENTS
+        for agent in cohort["agents"].values():
+            assert {"return_pct", "brier", "win_rate"} <= set(agent)
+    assert list(data["summary"]) == AGENTS
+    assert list(data["paired"]) == AGENTS[1:]
+    assert set(data["paired"]["random"]) == {"mean", "ci_low", "ci_high", "significant"}
+
+
+def test_returns_are_pnl_over_cash(data: dict[str, Any]) -> None:
+    for cohort in data["cohorts"]:
+        for agent in cohort["agents"].values():
+            # return % = (total value − 10,000) / 10,000 × 100
+            assert agent["return_pct"] == pytest.approx((agent["total_value"] - 10_000) / 100)
+
+
+def test_hold_is_the_zero_line(data: dict[str, Any]) -> None:
+    for cohort in data["cohorts"]:
+        hold = cohort["agents"]["hold"]
+        assert (hold["return_pct"], hold["brier"], hold["win_rate"]) == (0.0, None, None)
+    # strategy − hold = strategy per cohort, so the paired difference is the strategy's mean
+    strategy, paired = data["summary"]["strategy"], data["paired"]["hold"]
+    assert paired["mean"] == pytest.approx(strategy["return_mean"])
+    assert paired["ci_low"] == pytest.approx(strategy["return_ci_low"])
+    assert paired["ci_high"] == pytest.approx(strategy["return_ci_high"])
+
+
+def test_identical_agents_differ_by_exactly_zero(data: dict[str, Any]) -> None:
+    # the strategy is favourite, so it trades exactly like the favourite baseline
+    assert data["paired"]["favourite"] == {
+        "mean": 0.0, "ci_low": 0.0, "ci_high": 0.0, "significant": False,
+    }  # fmt: skip
+
+
+def test_mean_and_interval_by_hand(data: dict[str, Any]) -> None:
+    for name in AGENTS:
+        r = [c["agents"][name]["return_pct"] for c in data["cohorts"]]
+        # mean ± t(0.975, df=2) · s / √3 with the sample standard deviation s
+        mean = sum(r) / 3
+        s = math.sqrt(sum((x - mean) ** 2 for x in r) / 2)
+        summary = data["summary"][name]
+        assert summary["return_mean"] == pytest.approx(mean)
+        assert summary["return_ci_low"] == pytest.approx(mean - T_975_DF2 * s / math.sqrt(3))
+        assert summary["return_ci_high"] == pytest.approx(mean + T_975_DF2 * s / math.sqrt(3))
+    strategy = [c["agents"]["strategy"]["return_pct"] for c in data["cohorts"]]
+    rand = [c["agents"]["random"]["return_pct"] for c in data["cohorts"]]
+    d = [a - b for a, b in zip(strategy, rand, strict=True)]
+    mean = sum(d) / 3
+    half = T_975_DF2 * math.sqrt(sum((x - mean) ** 2 for x in d) / 2) / math.sqrt(3)
+    paired = data["paired"]["random"]
+    assert paired["mean"] == pytest.approx(mean)
+    assert (paired["ci_low"], paired["ci_high"]) == pytest.approx((mean - half, mean + half))
+    assert paired["significant"] == (mean - half > 0 or mean + half < 0)
+
+
+def test_beliefs_only_for_agents_that_state_them(data: dict[str, Any]) -> None:
+    beliefs = data["beliefs"]
+    assert set(beliefs) == {"strategy", "favourite"}  # hold never bets, random states none
+    resolved = sum(c["agents"]["strategy"]["n_resolved"] for c in data["cohorts"])
+    assert beliefs["strategy"]["n"] == resolved
+    assert beliefs["strategy"]["implied_brier"] == pytest.approx(
+        data["summary"]["strategy"]["brier"]
+    )
+
+
+def test_no_beliefs_is_null(workdir: Path) -> None:
+    out = run_json("hold", "--universe", "5", "--starts", "2024-09-01..2024-09-01",
+                   "--against", "random", "--db", str(workdir / "null.db"))  # fmt: skip
+    assert out["beliefs"] is None
+    assert list(out["paired"]) == ["random"]
+    # one cohort: no interval and never significant
+    assert out["paired"]["random"]["ci_low"] is None
+    assert out["paired"]["random"]["significant"] is False
+
+
+def test_belief_scores_by_hand() -> None:
+    def row(confidence: float, won: int, belief: float | None) -> BrierRow:
+        return BrierRow("o", "m", "YES", confidence, won, 0.5, belief)
+
+    rows = [row(0.2, 1, 0.8), row(0.5, 0, 0.4), row(1.0, 1, None)]
+    scores = belief_scores(rows)
+    assert scores is not None
+    assert scores["n"] == 2
+    # Brier ((0.8 − 1)² + (0.4 − 0)²)/2 = (0.04 + 0.16)/2 = 0.1
+    assert scores["brier"] == pytest.approx(0.1)
+    # log loss −(ln 0.8 + ln 0.6)/2 = (0.2231436 + 0.5108256)/2 = 0.3669846
+    assert scores["log_loss"] == pytest.approx(0.3669846, abs=1e-7)
+    # each belief alone in its bin: ECE = (0.2 + 0.4)/2 = 0.3
+    assert scores["ece"] == pytest.approx(0.3)
+    # singleton bins: REL = Brier = 0.1; base rate 0.5: RES = 0.25, UNC = 0.25
+    assert scores["murphy"] == pytest.approx(
+        {"reliability": 0.1, "resolution": 0.25, "uncertainty": 0.25}
+    )
+    # implied confidence on the same two bets: ((0.2 − 1)² + (0.5 − 0)²)/2 = (0.64 + 0.25)/2
+    assert scores["implied_brier"] == pytest.approx(0.445)
+    assert belief_scores([row(0.3, 1, None)]) is None
+
+
+# -- reproducibility -----------------------------------------------------------------------------
+
+
+def _without_db(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != "db"}
+
+
+def test_same_command_twice_is_identical(data: dict[str, Any], workdir: Path) -> None:
+    again = run_json("favourite", *SMALL, "--jobs", "1", "--db", str(workdir / "again.db"))
+    assert again["db"] != data["db"]
+    assert _without_db(again) == _without_db(data)
+
+
+def test_two_jobs_equal_one(data: dict[str, Any], report: tuple[Path, dict[str, Any]]) -> None:
+    assert _without_db(report[1]) == _without_db(data)
+
+
+def test_rerun_into_the_same_db_resumes_to_the_same_result(
+    data: dict[str, Any], workdir: Path
+) -> None:
+    assert run_json("favourite", *SMALL, "--jobs", "1", "--db", data["db"]) == data
+
+
+def test_a_plugin_file_trades_as_strategy(tmp_path: Path) -> None:
+    plugin = tmp_path / "mine.py"
+    plugin.write_text(
+        "from strategies.api import Decision, Strategy\n"
+        "class Mine(Strategy):\n"
+        "    def decide(self, view):\n"
+        "        return Decision.hold('mine')\n"
+    )
+    out = run_json(f"{plugin}:Mine", "--universe", "3", "--starts", "2024-09-01..2024-09-08",
+                   "--against", "hold", "--db", str(tmp_path / "p.db"))  # fmt: skip
+    assert out["settings"]["agents"] == {"strategy": f"{plugin}:Mine", "hold": "hold"}
+    # it never bets either: the same returns as hold, cohort by cohort
+    assert [c["agents"]["strategy"]["return_pct"] for c in out["cohorts"]] == [0.0, 0.0]
+    assert out["paired"]["hold"]["mean"] == 0.0
+
+
+# -- the HTML report -----------------------------------------------------------------------------
+
+
+def test_report_writes_page_and_results(report: tuple[Path, dict[str, Any]]) -> None:
+    out, data = report
+    assert json.loads((out / "results.json").read_text()) == data
+    page = (out / "index.html").read_text()
+    # one combined equity chart, one per agent, and one reliability diagram per agent
+    assert page.count("<svg") == 1 + 2 * len(AGENTS)
+    assert page.count("<polyline") > len(AGENTS)
+    for needle in (data["tape"], data["digest"], data["package_version"], "favourite"):
+        assert needle in page
+    for external in ("<script", "<link", "src=", "href=", "@import", "url("):
+        assert external not in page
+
+
+def test_human_output(workdir: Path) -> None:
+    result = run("favourite", *SMALL, "--db", str(workdir / "human.db"))
+    assert result.exit_code == 0, result.output
+    assert "Per cohort" in result.output
+    assert "Stated beliefs" in result.output
+    assert "digest" in result.output
+
+
+# -- default starts ------------------------------------------------------------------------------
+
+
+def test_default_starts_are_the_full_universe_sundays() -> None:
+    tape = load_tape(sample_path())
+    # all 101 markets are listed and open from 2024-05-12; the first Sunday of November after
+    # the election is the last with every one still open: (Nov 3 − May 12)/7 + 1 = 175/7 + 1
+    starts = default_starts(tape, 500)
+    assert len(starts) == 26
+    assert (starts[0], starts[-1]) == (
+        datetime(2024, 5, 12, tzinfo=UTC), datetime(2024, 11, 3, tzinfo=UTC),
+    )  # fmt: skip
+    # ten markets are open from 2024-03-24 (twelve that day): (Nov 3 − Mar 24)/7 + 1 = 33
+    ten = default_starts(tape, 10)
+    assert (len(ten), ten[0]) == (33, datetime(2024, 3, 24, tzinfo=UTC))
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("nosuch",), "unknown strategy 'nosuch'"),
+        (("favourite", "--against", "hold,nosuch"), "unknown strategy 'nosuch'"),
+        (("favourite", "--against", "hold,hold"), "'hold' twice"),
+        (("favourite", "--starts", "2024-09-01"), "FROM..TO"),
+        (("favourite", "--starts", "2024-09-02..2024-09-03"), "no Sunday"),
+        (("favourite", "--starts", "soon..later"), "not an ISO-8601"),
+        (("favourite", "--starts", "2020-01-05..2020-01-12"), "no market is open"),
+        (("favourite", "--decisions", "sometimes"), "cadence"),
+        (("favourite", "--cash", "-1"), "cash"),
+        (("favourite", "--universe", "0"), "universe must be at least 1"),
+        (("random?bets=x",), "bets"),
+    ],
+)
+def test_bad_input_is_one_line(args: tuple[str, ...], fragment: str, tmp_path: Path) -> None:
+    result = run(*args, "--db", str(tmp_path / "x.db"))
+    assert result.exit_code != 0
+    assert result.output.count("\n") == 1, result.output
+    assert result.output.startswith("Error: ")
+    assert fragment in result.output
+    assert not (tmp_path / "x.db").exists()  # nothing was run
+
+
+def test_bad_tape_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tape"
+    bad.write_text("not a tape")
+    result = run("favourite", "--tape", str(bad))
+    assert result.exit_code != 0
+    assert result.output == f"Error: {bad}: not a tape (neither a .tape zip nor JSON lines)\n"
+
+
+# -- invariants ----------------------------------------------------------------------------------
+
+
+def _record(offsets: list[int], values: list[float], cash: float = 100.0) -> CohortRecord:
+    state = CohortState("c")
+    state.apply(
+        CohortOpened(
+            cohort="c",
+            ts=0,
+            start=0,
+            rules="v1",
+            cash=cash,
+            agents=["a"],
+            agent_specs={"a": "hold"},
+            universe=[],
+            tape="t",
+            decision_cadence="weekly",
+            mark_cadence="daily",
+            seed=0,
+            settings={},
+        )
+    )
+    return CohortRecord(state, 0, offsets, {"a": values})
+
+
+def test_mean_equity_carries_a_finished_cohort_forward() -> None:
+    long = _record([0, 86_400, 172_800], [100.0, 110.0, 120.0])
+    short = _record([0, 86_400], [100.0, 90.0])
+    grid, mean = mean_equity([long, short], "a")
+    assert grid.tolist() == [0, 86_400, 172_800]
+    # day 2: the short cohort ended at 90, so (120 + 90)/2 = 105
+    assert mean.tolist() == [100.0, 100.0, 105.0]
+
+
+@given(st.lists(st.lists(st.floats(0, 1e6), min_size=1, max_size=8), min_size=1, max_size=5))
+def test_mean_equity_lies_between_the_cohorts(series: list[list[float]]) -> None:
+    records = [_record([k * 86_400 for k in range(len(v))], v) for v in series]
+    grid, mean = mean_equity(records, "a")
+    assert grid.tolist() == [k * 86_400 for k in range(max(map(len, series)))]
+    for k, m in enumerate(mean):
+        carried = [v[min(k, len(v) - 1)] for v in series]
+        assert min(carried) - 1e-6 <= m <= max(carried) + 1e-6
+
+
+@given(st.floats(-1e6, 1e6), st.floats(1e-3, 1e6))
+def test_nice_ticks_are_round_and_inside(low: float, width: float) -> None:
+    high = low + width
+    ticks = nice_ticks(low, high)
+    assert 2 <= len(ticks) <= 11
+    assert all(low - 1e-9 * width <= t <= high + 1e-9 * width for t in ticks)
+    steps = {round((b - a) / width, 6) for a, b in itertools.pairwise(ticks)}
+    assert len(steps) == 1

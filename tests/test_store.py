@@ -1,0 +1,319 @@
+"""The event store: round trips, optimistic concurrency, append-only enforcement, the hash chain,
+the digest, and clear errors for files that are not (readable) arena logs."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger.errors import ConcurrencyError, IntegrityError, LedgerError
+from ledger.events import Event, Marked, OrderPlaced
+from ledger.schema import SCHEMA_VERSION
+from ledger.store import GENESIS, EventStore, link_hash
+
+
+def marked(ts: int, price: float = 0.5, cohort: str = "c") -> Marked:
+    return Marked(cohort=cohort, ts=ts, markets=["m1"], prices=[[price, 1 - price]])
+
+
+def placed(ts: int, amount: float = 100.0, cohort: str = "c") -> OrderPlaced:
+    return OrderPlaced(
+        cohort=cohort,
+        ts=ts,
+        agent="a",
+        order_id=f"o{ts}",
+        kind="buy",
+        market="m1",
+        side="YES",
+        amount=amount,
+    )
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "log.db"
+
+
+def test_append_then_read_back_in_order(db: Path) -> None:
+    events = [marked(1), placed(2), marked(3)]
+    with EventStore.open(db) as store:
+        assert store.append("s1", events) == 3
+        assert store.append("s2", [placed(4)]) == 1
+        assert store.append("s1", [marked(5)]) == 4
+        assert list(store.read()) == [*events, placed(4), marked(5)]
+        assert list(store.read("s1")) == [*events, marked(5)]
+        assert store.stream_version("s1") == 4
+        assert store.stream_version("nope") == 0
+        assert store.streams() == ["s1", "s2"]
+        assert store.last_seq() == 5
+
+
+def test_read_with_seq_and_after_seq(db: Path) -> None:
+    with EventStore.open(db) as store:
+        store.append("a", [marked(1), marked(2)])
+        store.append("b", [placed(3)])
+        store.append("a", [marked(4)])
+        rows = list(store.read_with_seq(batch=2))
+        assert [(seq, stream, version) for seq, stream, version, _ in rows] == [
+            (1, "a", 1),
+            (2, "a", 2),
+            (3, "b", 1),
+            (4, "a", 3),
+        ]
+        assert rows[3][3] == marked(4)
+        assert list(store.read(after_seq=2)) == [placed(3), marked(4)]
+        assert list(store.read("a", after_seq=1, batch=1)) == [marked(2), marked(4)]
+        assert list(store.read("a", after_seq=4)) == []
+
+
+def test_columns_are_queryable_from_sql(db: Path) -> None:
+    with EventStore.open(db) as store:
+        store.append("s", [placed(7, amount=42.5)])
+    conn = sqlite3.connect(db)
+    row = conn.execute(
+        "SELECT stream, version, type, ts, json_extract(payload, '$.amount') FROM events"
+    ).fetchone()
+    assert row == ("s", 1, "OrderPlaced", 7, 42.5)
+
+
+def test_expected_version_guards_the_stream(db: Path) -> None:
+    with EventStore.open(db) as store:
+        assert store.append("s", [marked(1)], expected_version=0) == 1
+        assert store.append("s", [marked(2)], expected_version=1) == 2
+        with pytest.raises(ConcurrencyError, match="version 2"):
+            store.append("s", [marked(3), marked(4)], expected_version=1)
+        assert store.last_seq() == 2
+        assert list(store.read("s")) == [marked(1), marked(2)]
+        assert store.append("s", [marked(3)], expected_version=2) == 3
+
+
+def test_empty_append_returns_current_version(db: Path) -> None:
+    with EventStore.open(db) as store:
+        store.append("s", [marked(1)])
+        assert store.append("s", []) == 1
+        assert store.last_seq() == 1
+
+
+def test_bad_stream_keys_and_foreign_events_are_rejected(db: Path) -> None:
+    class Stray(Event, tag=True):
+        pass
+
+    with EventStore.open(db) as store:
+        for key in ("", "a\x00b"):
+            with pytest.raises(LedgerError, match="invalid stream key"):
+                store.append(key, [marked(1)])
+        with pytest.raises(LedgerError, match="Stray"):
+            store.append("s", [marked(1), Stray(cohort="c", ts=1)])
+        assert store.last_seq() == 0
+
+
+def test_large_append_spans_several_insert_chunks(db: Path) -> None:
+    events = [marked(i, price=i / 20_000) for i in range(10_000)]
+    with EventStore.open(db) as store:
+        assert store.append("s", events) == 10_000
+        assert list(store.read(batch=3_000)) == events
+        assert store.verify_chain() == 10_000
+
+
+@pytest.mark.parametrize("statement", ["UPDATE events SET ts = 0", "DELETE FROM events"])
+def test_database_rejects_update_and_delete(db: Path, statement: str) -> None:
+    with EventStore.open(db) as store:
+        store.append("s", [marked(1)])
+    conn = sqlite3.connect(db)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute(statement)
+    assert conn.execute("SELECT count(*) FROM events").fetchone() == (1,)
+
+
+def _tamper(db: Path, statement: str) -> None:
+    conn = sqlite3.connect(db)
+    conn.executescript("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete;" + statement)
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("statement", "bad_seq"),
+    [
+        ("UPDATE events SET payload = replace(payload, '0.5', '0.6') WHERE seq = 3", 3),
+        ("UPDATE events SET ts = 99 WHERE seq = 2", 2),
+        ("UPDATE events SET type = 'Marked' WHERE seq = 4", 4),
+        ("UPDATE events SET version = 9 WHERE seq = 1", 1),
+        ("DELETE FROM events WHERE seq = 2", 3),
+        ("UPDATE events SET prev_hash = hash WHERE seq = 5", 5),
+    ],
+)
+def test_verify_chain_finds_the_first_altered_event(db: Path, statement: str, bad_seq: int) -> None:
+    with EventStore.open(db) as store:
+        store.append("a", [marked(1), marked(2)])
+        store.append("b", [marked(3), placed(4), marked(5)])
+        assert store.verify_chain() == 5
+    _tamper(db, statement)
+    with EventStore.open(db, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+        store.verify_chain()
+    assert caught.value.seq == bad_seq
+
+
+def test_chain_links_rows_with_link_hash(db: Path) -> None:
+    with EventStore.open(db) as store:
+        store.append("s", [marked(1)])
+    conn = sqlite3.connect(db)
+    prev, stored, payload = conn.execute(
+        "SELECT prev_hash, hash, CAST(payload AS BLOB) FROM events"
+    ).fetchone()
+    assert prev == GENESIS
+    assert stored == link_hash(GENESIS, "s", 1, "Marked", 1, payload)
+
+
+def test_readonly_store_refuses_writes(db: Path) -> None:
+    with EventStore.open(db) as store:
+        store.append("s", [marked(1)])
+    with EventStore.open(db, readonly=True) as store:
+        assert list(store.read()) == [marked(1)]
+        with pytest.raises(LedgerError, match="append failed"):
+            store.append("s", [marked(2)])
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_missing_file_is_a_clear_error(db: Path) -> None:
+    with pytest.raises(LedgerError, match="no such event log"):
+        EventStore.open(db, readonly=True)
+    with pytest.raises(LedgerError, match="no such event log"):
+        EventStore.open(db, create=False)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (os.urandom(4096), "not a SQLite database"),
+        (b"", "empty database"),
+    ],
+)
+def test_foreign_files_are_clear_errors(db: Path, content: bytes, reason: str) -> None:
+    _write(db, content)
+    with pytest.raises(LedgerError, match=reason) as caught:
+        EventStore.open(db, create=False)
+    assert str(db) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_foreign_sqlite_database_is_rejected(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE people (name TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(LedgerError, match="not an arena event log"):
+        EventStore.open(db)
+
+
+@pytest.mark.parametrize("kept", [0.1, 0.5, 0.95])
+def test_truncated_log_is_a_clear_error(db: Path, kept: float) -> None:
+    with EventStore.open(db) as store:
+        store.append("s", [marked(i) for i in range(5_000)])
+    assert not Path(f"{db}-wal").exists()  # closing checkpointed everything into the file
+    data = db.read_bytes()
+    _write(db, data[: int(len(data) * kept)])
+    with pytest.raises(LedgerError, match=r"truncated|malformed") as caught:
+        EventStore.open(db, readonly=True)
+    assert str(caught.value).startswith(f"{db}: ")
+
+
+def _set_schema_version(db: Path, version: int) -> None:
+    with EventStore.open(db):
+        pass
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    conn.commit()
+    conn.close()
+
+
+def test_newer_schema_version_names_both_versions(db: Path) -> None:
+    _set_schema_version(db, SCHEMA_VERSION + 1)
+    with pytest.raises(LedgerError, match=f"version {SCHEMA_VERSION + 1}.*{SCHEMA_VERSION}"):
+        EventStore.open(db)
+
+
+def test_older_schema_version_names_both_versions(db: Path) -> None:
+    _set_schema_version(db, SCHEMA_VERSION - 1)
+    with pytest.raises(LedgerError, match=f"version {SCHEMA_VERSION - 1}.*{SCHEMA_VERSION}"):
+        EventStore.open(db, readonly=True)
+
+
+def test_reopening_keeps_appending_the_same_chain(db: Path) -> None:
+    with EventStore.open(db) as store:
+        store.append("s", [marked(1)])
+    with EventStore.open(db) as store:
+        assert store.append("s", [marked(2)], expected_version=1) == 2
+        assert store.verify_chain() == 2
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+Appends = list[tuple[str, list[Event]]]
+_finite = st.floats(min_value=0, max_value=1, allow_nan=False)
+_events = st.one_of(
+    st.builds(marked, st.integers(-(2**40), 2**40), _finite),
+    st.builds(placed, st.integers(0, 2**31), st.floats(allow_nan=False, allow_infinity=False)),
+)
+_appends = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "ç/流"]), st.lists(_events, max_size=5)), max_size=8
+)
+_settings = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@_settings
+@given(appends=_appends)
+def test_any_appends_read_back_identically(tmp_path: Path, appends: Appends) -> None:
+    path = tmp_path / f"{os.urandom(6).hex()}.db"
+    with EventStore.open(path) as store:
+        for stream, events in appends:
+            store.append(stream, events)
+        assert list(store.read()) == [e for _, events in appends for e in events]
+        for stream in {stream for stream, _ in appends}:
+            expected = [e for s, events in appends if s == stream for e in events]
+            assert list(store.read(stream)) == expected
+            assert store.stream_version(stream) == len(expected)
+        assert store.verify_chain() == store.last_seq()
+
+
+@_settings
+@given(appends=_appends, data=st.data())
+def test_digest_ignores_how_streams_interleave(
+    tmp_path: Path, appends: Appends, data: st.DataObject
+) -> None:
+    """Re-append the same per-stream sequences in another global order: same digest."""
+    shuffled = data.draw(st.permutations(appends))
+    # a random interleaving that keeps each stream's own order: the shuffle decides which
+    # stream goes next, the stream's queue decides which of its appends
+    queues = {stream: iter([a for a in appends if a[0] == stream]) for stream, _ in appends}
+    reordered = [next(queues[stream]) for stream, _ in shuffled]
+    digests = []
+    for order in (appends, reordered):
+        path = tmp_path / f"{os.urandom(6).hex()}.db"
+        with EventStore.open(path) as store:
+            for stream, events in order:
+                store.append(stream, events)
+            digests.append(store.digest())
+    assert digests[0] == digests[1]
+
+
+def test_digest_changes_with_content_and_can_select_streams(db: Path) -> None:
+    with EventStore.open(db) as store:
+        store.append("a", [marked(1)])
+        store.append("b", [marked(2)])
+        both, only_a = store.digest(), store.digest(["a"])
+        assert store.digest(["b", "a"]) == both
+        assert only_a != both
+        store.append("a", [marked(3)])
+        assert store.digest(["a"]) != only_a

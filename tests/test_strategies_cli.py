@@ -1,0 +1,52 @@
+"""``arena strategies`` lists every strategy with the settings its pydantic model accepts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from arena.cli import cli
+from strategies import loader
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(cli, ["strategies", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_json_lists_every_builtin_with_its_settings() -> None:
+    entries = {e["name"]: e for e in json.loads(run("--json"))}
+    assert set(loader.BUILTINS) <= set(entries)
+    sign = entries["sign"]
+    assert sign["source"] == "builtin" and sign["error"] is None
+    settings = {s["name"]: s for s in sign["settings"]}
+    assert settings["B"] == {
+        "name": "B",
+        "type": "float",
+        "default": 500.0,
+        "required": False,
+        "description": "largest position per market ($)",
+    }
+    assert settings["forecaster"]["default"] == "extremized"
+    assert {s["name"] for s in entries["extremized"]["settings"]} >= {"a", "spread", "min_edge"}
+    assert entries["extremized"]["settings"][2]["default"] == 0.05
+    assert entries["hold"]["settings"] == []
+    assert entries["scripted"]["argument"] == "path"
+
+
+def test_table_shows_descriptions_and_settings() -> None:
+    out = run()
+    assert "contrarian" in out and "bets on the underdog" in out
+    assert "window_days" in out and "scripted:PATH" in out
+
+
+def test_a_broken_plugin_is_listed_with_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "_plugin_names", lambda: {"broken": "no_such_module_xyz:Thing"})
+    entries = {e["name"]: e for e in json.loads(run("--json"))}
+    assert entries["broken"]["source"] == "plugin"
+    assert "no_such_module_xyz" in entries["broken"]["error"]
+    assert entries["sign"]["error"] is None
+    assert "cannot load" in run()
