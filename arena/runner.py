@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import numbers
 import signal
-import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -63,6 +62,7 @@ from strategies.api import (
     ResolvedMarket,
     Strategy,
     StrategyError,
+    Trace,
     View,
 )
 from strategies.loader import build_strategy
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from ledger.store import EventStore
 
 FLUSH_EVERY = 20_000
+_NO_TRACE = Trace()
 
 
 class DecisionTimeout(Exception):
@@ -195,6 +196,8 @@ def _checked(decision: object) -> Decision:
         )
     if not isinstance(decision.reasoning, str):
         raise TypeError("reasoning must be a string")
+    if decision.trace is not None and not isinstance(decision.trace, Trace):
+        raise TypeError("trace must be a strategies.api.Trace")
     return Decision(bets=bets, sells=sells, reasoning=str(decision.reasoning))
 
 
@@ -313,9 +316,6 @@ class CohortRunner:
         return CohortRun(self.cohort, state, writer.version, writer.appended)
 
     def _opened(self) -> CohortOpened:
-        """The cadences are interned because msgspec's ``omit_defaults`` compares by identity:
-        an equal string that came from argv or a worker's pickle would otherwise be written
-        where the literal default is omitted, and the same cohort would log different bytes."""
         c = self.config
         return CohortOpened(
             cohort=self.cohort,
@@ -327,8 +327,8 @@ class CohortRunner:
             agent_specs=dict(c.agents),
             universe=list(self.ids),
             tape=self.tape.hash,
-            decision_cadence=sys.intern(c.decision_cadence),
-            mark_cadence=sys.intern(c.mark_cadence),
+            decision_cadence=c.decision_cadence,
+            mark_cadence=c.mark_cadence,
             seed=c.seed,
             settings={"universe_size": c.universe, "min_bet": self.rules.min_bet},
         )
@@ -461,6 +461,7 @@ class CohortRunner:
                     decision = _checked(strategy.decide(view))
             except Exception as exc:
                 decision, error = Decision.hold(), _error_text(exc)
+            trace = decision.trace or _NO_TRACE
             emit(
                 [
                     DecisionMade(
@@ -472,7 +473,15 @@ class CohortRunner:
                         reasoning=decision.reasoning,
                         bets=list(decision.bets),
                         sells=list(decision.sells),
-                        error=error,
+                        prompt=trace.prompt,
+                        raw_response=trace.raw_response,
+                        model=trace.model,
+                        tokens_in=trace.tokens_in,
+                        tokens_out=trace.tokens_out,
+                        cost=trace.cost,
+                        latency_ms=trace.latency_ms,
+                        retries=trace.retries,
+                        error=error or trace.error,
                     )
                 ]
             )

@@ -10,7 +10,10 @@ Conventions shared by every event:
   seconds (tapes are recorded at second resolution, so an integer is exact and fast).
 * Money and shares are floats; the projections hold their identities to 1e-9.
 * Fields that only some producers fill (the LLM bookkeeping of a decision, say) default to
-  ``None`` and are omitted from the JSON when unset, which keeps the log small.
+  ``None`` and are omitted from the JSON when unset, which keeps the log small. Defaults are
+  only ever None, empty containers, "" or small ints: msgspec omits a default by identity,
+  so a float or string default would be written or not depending on where the value came
+  from (a pickled argument, say), and identical runs could log different bytes.
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ class CohortOpened(Event, tag=True, frozen=True):
     rules: str
     cash: float
     agents: list[str]
+    decision_cadence: str
+    mark_cadence: str
     agent_specs: dict[str, str] = {}
     universe: list[str] = []
     tape: str = ""
-    decision_cadence: str = "weekly"
-    mark_cadence: str = "daily"
     seed: int = 0
     settings: dict[str, Any] = {}
 
@@ -62,8 +65,8 @@ class MarketListed(Event, tag=True, frozen=True):
     market: str
     question: str
     outcomes: list[str]
+    volume: float
     category: str | None = None
-    volume: float = 0.0
     open_ts: int | None = None
     close_ts: int | None = None
 
@@ -126,8 +129,8 @@ class OrderPlaced(Event, tag=True, frozen=True):
     kind: OrderKind
     market: str
     side: str
-    amount: float = 0.0
-    percentage: float = 0.0
+    amount: float | None = None
+    percentage: float | None = None
     position_id: str | None = None
 
 
@@ -164,8 +167,8 @@ class OrderRejected(Event, tag=True, frozen=True):
     market: str
     side: str
     reason: str
-    amount: float = 0.0
-    percentage: float = 0.0
+    amount: float | None = None
+    percentage: float | None = None
 
 
 class MarketResolved(Event, tag=True, frozen=True):

@@ -70,10 +70,10 @@ def _money(x: float) -> str:
     return f"${math.trunc(x * 100) / 100:,.2f}"
 
 
-def _loggable(x: float) -> float:
-    """``x``, or 0.0 if it is NaN or infinite: JSON stores those as null, which would not
-    decode back into the event; the rejection reason still quotes the original value."""
-    return x if math.isfinite(x) else 0.0
+def _loggable(x: float) -> float | None:
+    """``x``, or None if it is NaN or infinite: JSON cannot carry those as numbers; the
+    rejection reason still quotes the original value."""
+    return x if math.isfinite(x) else None
 
 
 class Broker:
@@ -176,9 +176,7 @@ class Broker:
             amount=_loggable(bet.amount),
         )
 
-    def _reject(
-        self, placed: OrderPlaced, reason: str, out: list[Event], percentage: float = 0.0
-    ) -> None:
+    def _reject(self, placed: OrderPlaced, reason: str, out: list[Event]) -> None:
         self._emit(
             OrderRejected(
                 cohort=placed.cohort,
@@ -190,17 +188,18 @@ class Broker:
                 side=placed.side,
                 reason=reason,
                 amount=placed.amount,
-                percentage=_loggable(percentage),
+                percentage=placed.percentage,
             ),
             out,
         )
 
     def _fill_buy(
-        self, placed: OrderPlaced, side: str, price: float, belief: float | None, out: list[Event]
+        self, placed: OrderPlaced, bet: BetIntent, side: str, price: float, out: list[Event]
     ) -> None:
         book = self.state.book(placed.agent)
         cash = book.cash
-        amount = placed.amount
+        amount = bet.amount
+        belief = bet.belief
         limit = self.rules.max_fraction * cash
         position = book.positions.get((placed.market, side))
         position_id = (
@@ -240,7 +239,7 @@ class Broker:
             self._reject(placed, f"bet {_money(bet.amount)} exceeds cash {_money(cash)}", out)
             return
         side, price = checked
-        self._fill_buy(placed, side, price, bet.belief, out)
+        self._fill_buy(placed, bet, side, price, out)
 
     def _bet_batch(
         self, agent: str, ts: int, bets: Sequence[BetIntent], quote: Quote, out: list[Event]
@@ -267,7 +266,7 @@ class Broker:
             return
         for order, bet, checked in zip(placed, bets, checks, strict=True):
             assert not isinstance(checked, str)
-            self._fill_buy(order, checked[0], checked[1], bet.belief, out)
+            self._fill_buy(order, bet, checked[0], checked[1], out)
 
     # -- sells -------------------------------------------------------------------------------
 
@@ -306,18 +305,18 @@ class Broker:
         self._emit(placed, out)
         pct = sell.percentage
         if isinstance(found, str):
-            self._reject(placed, found, out, pct)
+            self._reject(placed, found, out)
             return
         if not (math.isfinite(pct) and 1.0 <= pct <= 100.0):
-            self._reject(placed, f"percentage {pct!r} must be between 1 and 100", out, pct)
+            self._reject(placed, f"percentage {pct!r} must be between 1 and 100", out)
             return
         reason = self._tradable(market, ts)
         if reason:
-            self._reject(placed, reason, out, pct)
+            self._reject(placed, reason, out)
             return
         price = self._side_price(market, found.outcome, quote)
         if price is None or not (math.isfinite(price) and 0.0 <= price <= 1.0):
-            self._reject(placed, f"no valid price for {side} on market {market}", out, pct)
+            self._reject(placed, f"no valid price for {side} on market {market}", out)
             return
         whole = pct >= 100.0
         shares = found.shares if whole else found.shares * pct / 100.0

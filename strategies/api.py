@@ -46,12 +46,32 @@ class LookAheadError(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
+class Trace:
+    """How a model-backed decision was reached, kept in the log beside the decision itself.
+
+    ``error`` notes a problem the strategy recovered from (e.g. an unparseable answer that
+    became HOLD); API keys never belong here.
+    """
+
+    prompt: str | None = None
+    raw_response: str | None = None
+    model: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    latency_ms: float | None = None
+    retries: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """What a strategy wants to do now: sells (executed first), bets, and why."""
 
     bets: Sequence[BetIntent] = ()
     sells: Sequence[SellIntent] = ()
     reasoning: str = ""
+    trace: Trace | None = None
 
     @classmethod
     def hold(cls, reasoning: str = "") -> Decision:

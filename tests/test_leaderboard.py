@@ -33,13 +33,25 @@ class Trader:
         self.prices: dict[str, list[float]] = {}
         ledger.apply(
             CohortOpened(
-                cohort=cohort, ts=0, start=0, rules="v1", cash=10_000.0, agents=agents or AGENTS
+                cohort=cohort,
+                ts=0,
+                start=0,
+                rules="v1",
+                cash=10_000.0,
+                agents=agents or AGENTS,
+                decision_cadence="weekly",
+                mark_cadence="daily",
             )
         )
         for market in ("bin", "other"):
             ledger.apply(
                 MarketListed(
-                    cohort=cohort, ts=0, market=market, question="?", outcomes=["Yes", "No"]
+                    cohort=cohort,
+                    ts=0,
+                    market=market,
+                    question="?",
+                    outcomes=["Yes", "No"],
+                    volume=0.0,
                 )
             )
 

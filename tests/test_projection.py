@@ -97,7 +97,16 @@ class Run:
 
     def __post_init__(self) -> None:
         self.record(
-            CohortOpened(cohort="c", ts=0, start=0, rules=self.rules, cash=CASH, agents=AGENTS)
+            CohortOpened(
+                cohort="c",
+                ts=0,
+                start=0,
+                rules=self.rules,
+                cash=CASH,
+                agents=AGENTS,
+                decision_cadence="weekly",
+                mark_cadence="daily",
+            )
         )
         for name, outcomes in MARKETS.items():
             self.record(
@@ -108,6 +117,7 @@ class Run:
                     question=name,
                     outcomes=outcomes,
                     close_ts=CLOSE_TS if name == "c" else None,
+                    volume=0.0,
                 )
             )
             self.reprice(name, [1.0 / len(outcomes)] * 3)

@@ -37,7 +37,16 @@ CLOSE_TS = 1_000
 def make_state(cash: float = 10_000.0, rules: str = "v1") -> CohortState:
     state = CohortState("c1")
     state.apply(
-        CohortOpened(cohort="c1", ts=0, start=0, rules=rules, cash=cash, agents=["alice", "bob"])
+        CohortOpened(
+            cohort="c1",
+            ts=0,
+            start=0,
+            rules=rules,
+            cash=cash,
+            agents=["alice", "bob"],
+            decision_cadence="weekly",
+            mark_cadence="daily",
+        )
     )
     for market, outcomes, close_ts in (
         ("bin", ["Yes", "No"], None),
@@ -52,6 +61,7 @@ def make_state(cash: float = 10_000.0, rules: str = "v1") -> CohortState:
                 question=f"{market}?",
                 outcomes=outcomes,
                 close_ts=close_ts,
+                volume=0.0,
             )
         )
     return state
@@ -506,8 +516,8 @@ def test_unresolved_buys_are_not_scored(state: CohortState, prices: Prices) -> N
 def test_non_finite_numbers_are_rejected_and_still_round_trip(
     state: CohortState, prices: Prices
 ) -> None:
-    """JSON has no NaN or infinity (msgspec writes null), so the events carry 0 instead and the
-    reason quotes what was asked; a NaN belief on a valid bet is dropped."""
+    """JSON has no NaN or infinity (msgspec writes null), so the events carry None instead and
+    the reason quotes what was asked; a NaN belief on a valid bet is dropped."""
     run(state, prices, [bet("bin", "YES", 1_000)])
     events = Broker(state, rules_for("v1")).execute(
         "alice",
@@ -523,5 +533,5 @@ def test_non_finite_numbers_are_rejected_and_still_round_trip(
     nan_sell, inf_bet, good = outcomes(events)
     assert rejected(nan_sell).reason == "percentage nan must be between 1 and 100"
     assert rejected(inf_bet).reason == "amount inf must be a positive number of dollars"
-    assert (rejected(inf_bet).amount, rejected(nan_sell).percentage) == (0.0, 0.0)
+    assert (rejected(inf_bet).amount, rejected(nan_sell).percentage) == (None, None)
     assert filled(good).belief is None

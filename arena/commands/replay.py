@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from datetime import datetime
 from pathlib import Path
 
@@ -26,10 +27,28 @@ DEFAULT_START = "2024-09-01"
 DEFAULT_AGENTS = ("hold=hold", "favourite=favourite", "random=random")
 
 
-def parse_agents(specs: tuple[str, ...]) -> dict[str, str]:
-    """``NAME=SPEC`` pairs, in order; a malformed or repeated name is a usage error."""
-    agents: dict[str, str] = {}
-    for item in specs or DEFAULT_AGENTS:
+def read_agents_file(path: Path) -> dict[str, str]:
+    """``{name: spec}`` from a TOML or JSON file (optionally under an ``agents`` key)."""
+    try:
+        raw = path.read_bytes()
+        data = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--agents-file") from None
+    table = data.get("agents", data) if isinstance(data, dict) else None
+    if not isinstance(table, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in table.items()
+    ):
+        raise click.BadParameter(
+            f'{path}: expected a table of NAME = "SPEC" strings', param_hint="--agents-file"
+        )
+    return dict(table)
+
+
+def parse_agents(specs: tuple[str, ...], from_file: dict[str, str] | None = None) -> dict[str, str]:
+    """``NAME=SPEC`` pairs, in order (after any from a file); a malformed or repeated name is a
+    usage error."""
+    agents: dict[str, str] = dict(from_file or {})
+    for item in specs or (() if from_file else DEFAULT_AGENTS):
         name, sep, spec = item.partition("=")
         if not sep or not name or not spec:
             raise click.BadParameter(f"{item!r} is not NAME=SPEC", param_hint="--agent")
@@ -71,6 +90,11 @@ def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
     multiple=True,
     metavar="NAME=SPEC",
     help="An agent (repeatable), e.g. fav=favourite, alice=scripted:d.json.",
+)
+@click.option(
+    "--agents-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TOML or JSON table of NAME = SPEC, for many agents.",
 )
 @click.option("--rules", type=click.Choice(["v1", "v2"]), default="v1", show_default=True)
 @click.option("--cash", type=float, default=10_000.0, show_default=True)
@@ -116,6 +140,7 @@ def replay(
     start: str | None,
     starts: str | None,
     agents: tuple[str, ...],
+    agents_file: Path | None,
     rules: str,
     cash: float,
     universe: int,
@@ -136,7 +161,7 @@ def replay(
       arena replay --tape my.tape --start 2024-09-01 --agent me=./mine.py:Mine --json
     """
     console = Console(stderr=as_json)
-    agent_specs = parse_agents(agents)
+    agent_specs = parse_agents(agents, read_agents_file(agents_file) if agents_file else None)
     try:
         for spec in agent_specs.values():
             build_strategy(spec)  # fail fast, before any worker starts

@@ -1,0 +1,44 @@
+"""The weekly-cohort workload: every Sunday of the embedded election sample, five agents.
+
+26 cohorts (2024-05-12 .. 2024-11-03), agents hold, favourite, contrarian, random and sign,
+replayed into a fresh log in parallel over the CPU cores, timed from the first worker start to
+the last commit (tape loading and process start-up included).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from arena.cohort import CohortConfig, parse_instant, sundays
+from arena.replay import replay_cohorts
+from replays.samples import sample_path
+
+AGENTS = {
+    "hold": "hold",
+    "favourite": "favourite",
+    "contrarian": "contrarian",
+    "random": "random",
+    "sign": "sign",
+}
+
+
+def bench_cohorts(jobs: int = 0) -> dict[str, Any]:
+    starts = sundays(parse_instant("2024-05-12"), parse_instant("2024-11-03"))
+    configs = [CohortConfig(start=s, agents=AGENTS) for s in starts]
+    workers = jobs or os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp:
+        began = time.perf_counter()
+        done = replay_cohorts(sample_path(), configs, Path(tmp) / "cohorts.db", jobs=workers)
+        seconds = time.perf_counter() - began
+    return {
+        "cohorts": len(done),
+        "agents": len(AGENTS),
+        "events": sum(d.events for d in done),
+        "jobs": workers,
+        "seconds": round(seconds, 3),
+        "target_seconds": 5.0,
+    }

@@ -1,0 +1,122 @@
+"""How fast every projection is rebuilt from a large log.
+
+The log is made by the real broker, so it is a log the simulator could have written: five
+agents trading 200 binary markets, a decision per agent per step (buys when flat, sells when
+long, the odd bet below the minimum that is rejected), a mark every 50 steps, and every
+market resolved at the end. Making it is not timed; reading and folding it is.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ledger.events import (
+    BetIntent,
+    CohortOpened,
+    DecisionMade,
+    Event,
+    Marked,
+    MarketListed,
+    SellIntent,
+)
+from ledger.projection import CohortState
+from ledger.rebuild import rebuild
+from ledger.rules import Broker, rules_for, settle
+from ledger.store import EventStore
+
+AGENTS = ("alpha", "bravo", "charlie", "delta", "echo")
+
+
+def make_log(store: EventStore, n_events: int, seed: int = 0, markets: int = 200) -> int:
+    """Append a coherent cohort of at least ``n_events`` events; returns the count."""
+    rng = np.random.default_rng(seed)
+    cohort = "bench-rebuild"
+    state = CohortState(cohort)
+    ids = [f"m{i:04d}" for i in range(markets)]
+    head: list[Event] = [
+        CohortOpened(
+            cohort=cohort,
+            ts=0,
+            start=0,
+            rules="v1",
+            cash=1e9,
+            agents=list(AGENTS),
+            decision_cadence="tick",
+            mark_cadence="50s",
+        ),
+        *(
+            MarketListed(
+                cohort=cohort,
+                ts=0,
+                market=m,
+                question=f"Will {m} happen?",
+                outcomes=["Yes", "No"],
+                volume=float(i),
+            )  # fmt: skip
+            for i, m in enumerate(ids)
+        ),
+    ]
+    for event in head:
+        state.apply(event)
+    pending = list(head)
+    written = version = 0
+    broker = Broker(state, rules_for("v1"))
+    prices = rng.uniform(0.05, 0.95, markets)
+    step = 0
+    while written + len(pending) < n_events:
+        step += 1
+        prices = np.clip(prices + rng.normal(0, 0.02, markets), 0.02, 0.98).round(3)
+        quote_of = {m: (float(p), 1.0 - float(p)) for m, p in zip(ids, prices, strict=True)}
+        if step % 50 == 0:
+            mark = Marked(cohort=cohort, ts=step, markets=ids,
+                          prices=[list(quote_of[m]) for m in ids])  # fmt: skip
+            state.apply(mark)
+            pending.append(mark)
+        for agent in AGENTS:
+            book = state.books[agent]
+            picks = rng.choice(markets, size=3, replace=False)
+            bets, sells = [], []
+            for i in picks:
+                market = ids[i]
+                if (market, "YES") in book.positions:
+                    sells.append(SellIntent(percentage=100.0, market=market, side="YES"))
+                else:
+                    amount = 40.0 if rng.random() < 0.05 else 50.0
+                    bets.append(BetIntent(market=market, side="YES", amount=amount))
+            decision = DecisionMade(cohort=cohort, ts=step, agent=agent, week=1, action="MIXED",
+                                    bets=bets, sells=sells)  # fmt: skip
+            state.apply(decision)
+            pending.append(decision)
+            pending += broker.execute(agent, step, bets, sells, quote_of.get)
+        if len(pending) >= 50_000:
+            version = store.append(cohort, pending, expected_version=version)
+            written += len(pending)
+            pending = []
+    for market in ids:
+        pending += settle(state, market, step + 1, "Yes" if rng.random() < 0.5 else "No")
+    store.append(cohort, pending, expected_version=version)
+    return written + len(pending)
+
+
+def bench_rebuild(n_events: int = 1_000_000, seed: int = 0) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rebuild.db"
+        with EventStore.open(path) as store:
+            made = make_log(store, n_events, seed)
+        with EventStore.open(path, readonly=True) as store:
+            began = time.perf_counter()
+            ledger = rebuild(store.read_pages())
+            seconds = time.perf_counter() - began
+    state = ledger.cohorts["bench-rebuild"]
+    return {
+        "events": made,
+        "seconds": round(seconds, 4),
+        "events_per_s": round(made / seconds),
+        "agents": len(state.books),
+        "brier_rows": sum(len(b.brier_rows) for b in state.books.values()),
+    }

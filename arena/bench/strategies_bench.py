@@ -1,0 +1,68 @@
+"""Per-decision cost of the plugin boundary: building the view and checking the decision.
+
+A strategy that returns the same HOLD is driven through the runner's decision step (view,
+frozen clock, decision check, the DecisionMade event) at every tick of synthetic tapes with
+different universe sizes; a straight line through the per-decision times gives the fixed cost
+and the cost per market, against the target of 20 µs + 0.2 µs per market.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from arena.cohort import DECISION, CohortConfig
+from arena.runner import CohortRunner
+from replays.synthetic import random_walk_tape
+from replays.tape import Tape
+from strategies.api import Decision, Strategy, View
+
+_HOLD = Decision()
+
+
+class Still(Strategy):
+    """Returns one prebuilt HOLD, so only the boundary is measured."""
+
+    def decide(self, view: View) -> Decision:
+        return _HOLD
+
+
+def _run_seconds(tape: Tape, cadence: str, markets: int) -> tuple[float, int]:
+    config = CohortConfig(
+        start=datetime.fromtimestamp(tape.span()[0], UTC),
+        agents={"still": "hold"},
+        universe=markets,
+        decision_cadence=cadence,
+        mark_cadence="weekly",
+    )
+    runner = CohortRunner(tape, config, strategies={"still": Still()})
+    decisions = sum(1 for step in runner.timeline.steps if step[1] == DECISION)
+    began = time.perf_counter()
+    runner.run(None)
+    return time.perf_counter() - began, decisions
+
+
+def per_decision_us(markets: int, steps: int = 2_000, seed: int = 0) -> float:
+    """Time per decision, net of everything a cohort costs without decisions (set-up, clock,
+    resolutions): the difference between a decision every tick and a single decision."""
+    tape = random_walk_tape(markets, steps, seed=seed, step_seconds=1)
+    _run_seconds(tape, "weekly", markets)  # warm caches and imports
+    many, n_many = _run_seconds(tape, "tick", markets)
+    one, n_one = _run_seconds(tape, "weekly", markets)
+    return (many - one) / (n_many - n_one) * 1e6
+
+
+def bench_strategies(sizes: tuple[int, ...] = (10, 100, 500), seed: int = 0) -> dict[str, Any]:
+    micros = [per_decision_us(n, seed=seed) for n in sizes]
+    slope, intercept = np.polyfit(np.array(sizes, float), np.array(micros), 1)
+    return {
+        "universe_sizes": list(sizes),
+        "us_per_decision": [round(m, 2) for m in micros],
+        "fixed_us": round(float(intercept), 2),
+        "per_market_us": round(float(slope), 4),
+        "target": "20 us + 0.2 us per market",
+        "within_target": bool(all(m <= 20 + 0.2 * n for m, n in zip(micros, sizes, strict=True))),
+    }

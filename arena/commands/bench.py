@@ -1,0 +1,110 @@
+"""``arena bench``: the speed figures the issues ask for, measured, never asserted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+
+def _show(title: str, figures: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
+        return
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for key, value in figures.items():
+        shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
+        table.add_row(key, str(shown))
+    Console().print(table)
+
+
+def _run(title: str, work: Callable[[], dict[str, Any]], as_json: bool) -> None:
+    console = Console(stderr=True)
+    with console.status(f"measuring {title} …", spinner="dots"):
+        figures = work()
+    _show(title, figures, as_json)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.group()
+def bench() -> None:
+    """Measure speed: ledger appends and rebuilds, the replay peer workload, tapes, plugins.
+
+    \b
+    Examples:
+      arena bench replay --json
+      arena bench ledger --events 1000000
+    """
+
+
+@bench.command()
+@click.option("--events", type=int, default=1_000_000, show_default=True)
+@click.option("--batch", type=int, default=10_000, show_default=True)
+@json_option
+def ledger(events: int, batch: int, as_json: bool) -> None:
+    """Append events to a fresh log in batches, then rebuild every projection from it."""
+    from arena.bench.ledger_bench import bench_append
+    from arena.bench.rebuild_bench import bench_rebuild
+
+    def work() -> dict[str, Any]:
+        return {"append": bench_append(events, batch), "rebuild": bench_rebuild(events)}
+
+    console = Console(stderr=True)
+    with console.status("measuring the ledger …", spinner="dots"):
+        figures = work()
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
+        return
+    _show("ledger append", figures["append"], False)
+    _show("ledger rebuild", figures["rebuild"], False)
+
+
+@bench.command()
+@click.option("--markets", type=int, default=500, show_default=True)
+@click.option("--steps", type=int, default=2_000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@json_option
+def replay(markets: int, steps: int, seed: int, as_json: bool) -> None:
+    """The peer workload: N markets x T one-second steps, a decision every step, log included."""
+    from arena.bench.replay_bench import bench_replay
+
+    _run("replay (peer workload)", lambda: bench_replay(markets, steps, seed), as_json)
+
+
+@bench.command()
+@click.option("--markets", type=int, default=500, show_default=True)
+@click.option("--points", type=int, default=10_080, show_default=True,
+              help="Points per market (10,080 = one week of minutes).")  # fmt: skip
+@json_option
+def tapes(markets: int, points: int, as_json: bool) -> None:
+    """Load a columnar tape of N markets x P points in a fresh process: time and memory."""
+    from replays.synthetic import bench_tape_load
+
+    _run("tape load", lambda: bench_tape_load(markets, points), as_json)
+
+
+@bench.command()
+@json_option
+def strategies(as_json: bool) -> None:
+    """Per-decision overhead of the plugin boundary at several universe sizes."""
+    from arena.bench.strategies_bench import bench_strategies
+
+    _run("plugin boundary", bench_strategies, as_json)
+
+
+@bench.command()
+@click.option("--jobs", type=int, default=0, help="Worker processes (default: CPU cores).")
+@json_option
+def cohorts(jobs: int, as_json: bool) -> None:
+    """All 26 weekly cohorts of the embedded election sample with five non-LLM agents."""
+    from arena.bench.cohorts_bench import bench_cohorts
+
+    _run("weekly cohorts", lambda: bench_cohorts(jobs), as_json)

@@ -1,0 +1,168 @@
+"""``arena step DB``: walk through one agent's decisions in a terminal view."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+
+from arena.step import Frame, Portfolio, frames
+from ledger.errors import LedgerError
+from ledger.events import (
+    MarketResolved,
+    MarketVoided,
+    OrderFilled,
+    OrderRejected,
+    PositionRefunded,
+    PositionSettled,
+)
+from ledger.store import EventStore
+
+
+def _money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def _change(before: float, after: float) -> str:
+    delta = after - before
+    colour = "green" if delta > 0 else "red" if delta < 0 else "dim"
+    return f"{_money(after)} [{colour}]({delta:+,.2f})[/]"
+
+
+def _brier(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def _portfolio_table(before: Portfolio, after: Portfolio) -> Table:
+    table = Table(title="portfolio", title_justify="left", show_header=True, header_style="bold")
+    for name in ("", "before", "after"):
+        table.add_column(name, justify="left" if not name else "right")
+    table.add_row("cash", _money(before.cash), _change(before.cash, after.cash))
+    table.add_row("positions", _money(before.positions_value),
+                  _change(before.positions_value, after.positions_value))  # fmt: skip
+    table.add_row("total", _money(before.total_value),
+                  _change(before.total_value, after.total_value))  # fmt: skip
+    table.add_row("Brier (resolved bets)", f"{_brier(before.brier)} ({before.n_resolved})",
+                  f"{_brier(after.brier)} ({after.n_resolved})")  # fmt: skip
+    return table
+
+
+def _outcome_lines(frame: Frame) -> Table:
+    table = Table(title="what happened", title_justify="left", show_header=False, box=None)
+    table.add_column()
+    if not frame.outcomes:
+        table.add_row("[dim]nothing filled, nothing settled[/]")
+    for e in frame.outcomes:
+        if isinstance(e, OrderFilled):
+            verb = "bought" if e.kind == "buy" else "sold"
+            extra = (
+                f" conf {e.confidence:.2f}" if e.confidence is not None
+                else f" realized {e.realized:+,.2f}" if e.realized is not None else ""
+            )  # fmt: skip
+            table.add_row(
+                f"[green]✓ {verb}[/] {e.shares:,.2f} {e.side} of {e.market} at {e.price:.3f} "
+                f"for {_money(e.amount)}{extra}"
+            )
+        elif isinstance(e, OrderRejected):
+            table.add_row(f"[red]✗ rejected[/] {e.kind} {e.side} on {e.market}: {e.reason}")
+        elif isinstance(e, PositionSettled):
+            mark = "[green]won[/]" if e.won else "[red]lost[/]"
+            table.add_row(f"  {mark} {e.side} on {e.market}: paid {_money(e.payout)} "
+                          f"(P/L {e.realized:+,.2f})")  # fmt: skip
+        elif isinstance(e, PositionRefunded):
+            table.add_row(f"  refunded {_money(e.refund)} on voided {e.market}")
+        elif isinstance(e, MarketResolved):
+            table.add_row(f"[dim]  market {e.market} resolved {e.winner}[/]")
+        elif isinstance(e, MarketVoided):
+            table.add_row(f"[dim]  market {e.market} voided[/]")
+    return table
+
+
+def _render(frame: Frame, total: int, agent: str) -> Panel:
+    d = frame.decision
+    when = datetime.fromtimestamp(d.ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    head = Table.grid(padding=(0, 2))
+    head.add_row(f"[bold]{d.action}[/]", f"week {d.week}", when)
+    orders = Table(title="decision", title_justify="left", show_header=False, box=None)
+    orders.add_column()
+    for b in d.bets:
+        seen = frame.seen.get(b.market)
+        price = f" (YES seen at {seen:.3f})" if seen is not None else ""
+        orders.add_row(f"bet {_money(b.amount)} on {b.side} of {b.market}{price}")
+    for s in d.sells:
+        target = s.position_id or f"{s.side} of {s.market}"
+        orders.add_row(f"sell {s.percentage:g}% of {target}")
+    if d.reasoning:
+        orders.add_row(f"[italic]“{d.reasoning}”[/]")
+    if d.error:
+        orders.add_row(f"[red]error: {d.error.splitlines()[0]}[/]")
+    assert frame.after is not None
+    body = Group(head, orders, _outcome_lines(frame), _portfolio_table(frame.before, frame.after))
+    return Panel(body, title=f"{agent} · decision {frame.index + 1}/{total}", title_align="left")
+
+
+@click.command()
+@click.argument("db", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--cohort", help="Cohort id (default: the first in the log).")
+@click.option("--agent", help="Agent name (default: the cohort's first agent).")
+@click.option("--no-input", is_flag=True, help="Print every frame without waiting for keys.")
+@click.option("--json", "as_json", is_flag=True, help="Print the frames as JSON.")
+def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_json: bool) -> None:
+    """Step through one agent's decisions: what it saw, decided, filled, and how it scored.
+
+    Keys: n/enter next, p previous, g first, G last, q quit.
+
+    \b
+    Example:
+      arena step arena.db --agent favourite
+    """
+    try:
+        with EventStore.open(db, readonly=True) as store:
+            streams = store.streams()
+            if not streams:
+                raise click.ClickException(f"{db} holds no cohorts")
+            cohort = cohort or streams[0]
+            if cohort not in streams:
+                raise click.ClickException(f"{db} has no cohort {cohort}")
+            events = list(store.read(stream=cohort))
+    except LedgerError as exc:
+        raise click.ClickException(str(exc)) from None
+    opened = events[0]
+    names = list(getattr(opened, "agents", []))
+    agent = agent or (names[0] if names else "")
+    if agent not in names:
+        raise click.ClickException(f"cohort {cohort} has no agent {agent!r} ({', '.join(names)})")
+    cut = frames(events, cohort, agent)
+    if as_json:
+        click.echo(json.dumps([f.as_dict() for f in cut], indent=2))
+        return
+    console = Console()
+    if not cut:
+        console.print(f"{agent} made no decision in {cohort}")
+        return
+    if no_input or not sys.stdin.isatty():
+        for frame in cut:
+            console.print(_render(frame, len(cut), agent))
+        return
+    k = 0
+    while True:
+        console.clear()
+        console.print(_render(cut[k], len(cut), agent))
+        console.print("[dim]n/enter next · p previous · g first · G last · q quit[/]")
+        key = click.getchar()
+        if key in ("q", "\x1b", "\x03"):
+            return
+        if key in ("n", "\r", "\n", " "):
+            k = min(k + 1, len(cut) - 1)
+        elif key == "p":
+            k = max(k - 1, 0)
+        elif key == "g":
+            k = 0
+        elif key == "G":
+            k = len(cut) - 1

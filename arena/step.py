@@ -1,0 +1,107 @@
+"""One decision at a time: what an agent saw, what it decided, what filled, what changed.
+
+Frames are cut from the log alone (folded with the same projection as everything else), so
+stepping through a finished run shows exactly what happened in it: each frame opens at one of
+the agent's decisions and runs until its next one, collecting the orders, rejections,
+settlements and refunds in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.events import (
+    DecisionMade,
+    Event,
+    MarketResolved,
+    MarketVoided,
+    OrderFilled,
+    OrderRejected,
+    PositionRefunded,
+    PositionSettled,
+)
+from ledger.projection import CohortState
+
+
+@dataclass(frozen=True)
+class Portfolio:
+    """The agent's account at one moment."""
+
+    cash: float
+    positions_value: float
+    total_value: float
+    brier: float | None
+    n_resolved: int
+    positions: tuple[tuple[str, str, float, float, float], ...]  # market, side, shares, cost, value
+
+
+@dataclass
+class Frame:
+    """One decision and its consequences until the next decision."""
+
+    index: int
+    decision: DecisionMade
+    seen: dict[str, float]  # YES (first-outcome) price the agent could see, per market
+    before: Portfolio
+    after: Portfolio | None = None
+    outcomes: list[Event] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        from msgspec import to_builtins
+
+        return {
+            "index": self.index,
+            "ts": self.decision.ts,
+            "week": self.decision.week,
+            "decision": to_builtins(self.decision),
+            "before": to_builtins(self.before),
+            "after": to_builtins(self.after),
+            "outcomes": [to_builtins(e) for e in self.outcomes],
+        }
+
+
+def _portfolio(state: CohortState, agent: str) -> Portfolio:
+    book = state.books[agent]
+    rows = tuple(
+        (p.market, p.side, p.shares, p.cost, p.shares * state.side_price(p))
+        for p in book.positions.values()
+    )
+    value = sum(r[4] for r in rows)
+    scored = book.brier_rows
+    return Portfolio(
+        cash=book.cash,
+        positions_value=value,
+        total_value=book.cash + value,
+        brier=sum(r.brier for r in scored) / len(scored) if scored else None,
+        n_resolved=len(scored),
+        positions=rows,
+    )
+
+
+def _concerns(event: Event, agent: str) -> bool:
+    if isinstance(event, MarketResolved | MarketVoided):
+        return True
+    own = (OrderFilled, OrderRejected, PositionSettled, PositionRefunded)
+    return isinstance(event, own) and event.agent == agent
+
+
+def frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
+    """Every decision of ``agent`` in ``cohort`` as a frame (empty if it never decided)."""
+    state = CohortState(cohort)
+    out: list[Frame] = []
+    current: Frame | None = None
+    for event in events:
+        if isinstance(event, DecisionMade) and event.agent == agent:
+            if current is not None:
+                current.after = _portfolio(state, agent)
+            seen = {m: prices[0] for m, prices in state.marks.items()}
+            current = Frame(len(out), event, seen, _portfolio(state, agent))
+            out.append(current)
+        elif current is not None and _concerns(event, agent):
+            current.outcomes.append(event)
+        state.apply(event)
+    if current is not None:
+        current.after = _portfolio(state, agent)
+    return out

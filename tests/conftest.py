@@ -1,0 +1,101 @@
+"""Shared fixtures: a hand-made tape whose every number is known, and a small synthetic one.
+
+The hand tape (``START`` is Sunday 2024-01-07 00:00 UTC, times are offsets from it)::
+
+    id        volume  points (offset: YES price)                    resolution
+    a            500  -1d 0.4, 0 0.5, +3d 0.6, +7d 0.75, +10d 0.9    Yes at +14d
+    b            300  -2d 0.2, +1d 0.3, +20d 0.1                    No  at +21d
+    tie-x        100  -1d 0.5                                        No  at +7d
+    tie-w        100  -1d 0.5                                        Yes at +7d
+    late       10000  +1d 0.5 (opens at +1d)                         Yes at +15d
+    closed      9000  -3d 0.5 (closes at -1d)                        Yes at +2d
+    gone        8000  -3d 0.5                                        No  at -1d
+    unpriced    7000  +1h 0.5 (opens at -1d, first price after START) Yes at +5d
+
+So the universe at START, by volume, is a, b, then the tie broken by id: tie-w before tie-x
+(listed after it on the tape, so tape order would give the other answer). The last point of the
+whole tape is b's at +20d, so trading ends at min(latest close +21d, last point + 1s) = +20d+1s
+and weekly decisions fall on 0, +7d and +14d.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arena.cohort import CohortConfig
+from replays.synthetic import random_walk_tape
+from replays.tape import MarketInfo, Resolution, Tape
+from replays.tapefile import save_tape
+
+START = 1_704_585_600  # Sunday 2024-01-07 00:00 UTC
+HOUR = 3_600
+DAY = 86_400
+WEEK = 7 * DAY
+
+_HAND: list[tuple[str, float, dict[str, Any], list[tuple[int, float]], str | None, int]] = [
+    # id, volume, extra MarketInfo fields, points, winner, resolution offset
+    ("a", 500, {}, [(-DAY, 0.4), (0, 0.5), (3 * DAY, 0.6), (WEEK, 0.75), (10 * DAY, 0.9)],
+     "Yes", 2 * WEEK),
+    ("b", 300, {}, [(-2 * DAY, 0.2), (DAY, 0.3), (20 * DAY, 0.1)], "No", 3 * WEEK),
+    ("tie-x", 100, {}, [(-DAY, 0.5)], "No", WEEK),
+    ("tie-w", 100, {}, [(-DAY, 0.5)], "Yes", WEEK),
+    ("late", 10_000, {"open_ts": START + DAY}, [(DAY, 0.5)], "Yes", 15 * DAY),
+    ("closed", 9_000, {"close_ts": START - DAY}, [(-3 * DAY, 0.5)], "Yes", 2 * DAY),
+    ("gone", 8_000, {}, [(-3 * DAY, 0.5)], "No", -DAY),
+    ("unpriced", 7_000, {"open_ts": START - DAY}, [(HOUR, 0.5)], "Yes", 5 * DAY),
+]  # fmt: skip
+
+
+def make_hand_tape() -> Tape:
+    markets, series, resolutions = [], {}, []
+    for mid, volume, extra, points, winner, resolved in _HAND:
+        markets.append(
+            MarketInfo(id=mid, question=f"{mid}?", outcomes=("Yes", "No"), volume=volume, **extra)
+        )
+        series[mid] = (
+            np.array([START + t for t, _ in points], dtype=np.int64),
+            np.array([p for _, p in points]),
+        )
+        resolutions.append(Resolution(market=mid, ts=START + resolved, winner=winner))
+    return Tape.from_series(markets, series, resolutions, source="hand")
+
+
+def hand_config(agents: dict[str, str], **overrides: Any) -> CohortConfig:
+    """A cohort on the hand tape at START: the three top markets, weekly decisions and marks."""
+    values: dict[str, Any] = {
+        "start": START,
+        "agents": agents,
+        "universe": 3,
+        "decision_cadence": "weekly",
+        "mark_cadence": "weekly",
+    }
+    return CohortConfig(**(values | overrides))
+
+
+@pytest.fixture(scope="session")
+def hand_tape() -> Tape:
+    return make_hand_tape()
+
+
+@pytest.fixture
+def hand_tape_file(tmp_path: Path, hand_tape: Tape) -> Path:
+    path = tmp_path / "hand.tape"
+    save_tape(hand_tape, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def synthetic_tape() -> Tape:
+    """Six binary markets priced daily from START - 1d to START + 28d, all resolving at +29d."""
+    return random_walk_tape(6, 30, seed=7, step_seconds=DAY, start_ts=START - DAY)
+
+
+@pytest.fixture
+def synthetic_tape_file(tmp_path: Path, synthetic_tape: Tape) -> Path:
+    path = tmp_path / "synthetic.tape"
+    save_tape(synthetic_tape, path)
+    return path
