@@ -16,17 +16,17 @@ from rich.table import Table
 
 from ledger.leaderboard import AgentStanding, LeaderboardRow, cohort_standings, leaderboard
 from ledger.projection import CohortState, Ledger
+from ledger.rebuild import rebuild
 from ledger.store import EventStore
 
 
 def load_ledger(store: EventStore, cohorts: Iterable[str] | None = None) -> Ledger:
     """Fold the log (or only the given cohort streams) into projections."""
-    ledger = Ledger()
     if cohorts is None:
-        ledger.apply_all(store.read())
-    else:
-        for cohort in cohorts:
-            ledger.apply_all(store.read(stream=cohort))
+        return rebuild(store)
+    ledger = Ledger()
+    for cohort in cohorts:
+        ledger.apply_all(store.read(stream=cohort))
     return ledger
 
 

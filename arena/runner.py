@@ -198,7 +198,7 @@ def _checked(decision: object) -> Decision:
         raise TypeError("reasoning must be a string")
     if decision.trace is not None and not isinstance(decision.trace, Trace):
         raise TypeError("trace must be a strategies.api.Trace")
-    return Decision(bets=bets, sells=sells, reasoning=str(decision.reasoning))
+    return Decision(bets=bets, sells=sells, reasoning=str(decision.reasoning), trace=decision.trace)
 
 
 class CohortRunner:

@@ -72,19 +72,6 @@ class Position(msgspec.Struct):
         return self.cost / self.shares if self.shares else 0.0
 
 
-class Buy(msgspec.Struct, frozen=True):
-    """A filled buy, kept until its market resolves so it can be scored."""
-
-    order_id: str
-    market: str
-    side: str
-    amount: float
-    price: float
-    confidence: float
-    belief: float | None
-    ts: int
-
-
 class BrierRow(msgspec.Struct, frozen=True):
     """One scored buy (origins §1.9): the confidence in the traded side against the result."""
 
@@ -109,7 +96,7 @@ class Book(msgspec.Struct):
     initial_cash: float
     positions: dict[tuple[str, str], Position] = msgspec.field(default_factory=dict)
     realized: float = 0.0
-    buys: dict[str, list[Buy]] = msgspec.field(default_factory=dict)
+    buys: dict[str, list[OrderFilled]] = msgspec.field(default_factory=dict)
     brier_rows: list[BrierRow] = msgspec.field(default_factory=list)
     n_bets: int = 0
     n_sells: int = 0
@@ -129,7 +116,6 @@ class CohortState:
         self.markets: dict[str, MarketListed] = {}
         self.marks: dict[str, list[float]] = {}
         self.resolutions: dict[str, str | None] = {}
-        self.last_ts = 0
         self.n_orders = 0
         self.n_positions: dict[tuple[str, str, str], int] = {}
         self._sides: dict[tuple[str, str], tuple[str, int] | None] = {}
@@ -161,8 +147,7 @@ class CohortState:
 
     # -- the fold ----------------------------------------------------------------------------
 
-    def apply(self, event: Event) -> None:
-        self.last_ts = event.ts
+    def apply(self, event: Event | PlacedFacts | DecisionFacts) -> None:
         _HANDLERS[type(event)](self, event)
 
     def _opened(self, e: CohortOpened) -> None:
@@ -180,13 +165,13 @@ class CohortState:
         for market, prices in zip(e.markets, e.prices, strict=True):
             marks[market] = prices
 
-    def _decided(self, e: DecisionMade) -> None:
+    def _decided(self, e: DecisionMade | DecisionFacts) -> None:
         book = self.books[e.agent]
         book.n_decisions += 1
         if e.error is not None:
             book.n_errors += 1
 
-    def _placed(self, e: OrderPlaced) -> None:
+    def _placed(self, e: OrderPlaced | PlacedFacts) -> None:
         self.n_orders += 1
 
     def _rejected(self, e: OrderRejected) -> None:
@@ -202,33 +187,16 @@ class CohortState:
             if position is None:
                 outcome = self.side_of(e.market, e.side)
                 position = Position(
-                    id=e.position_id,
-                    market=e.market,
-                    side=e.side,
-                    outcome=outcome[1] if outcome else 0,
-                    shares=0.0,
-                    cost=0.0,
-                    last_price=e.price,
-                    opened_ts=e.ts,
-                )
+                    e.position_id, e.market, e.side, outcome[1] if outcome else 0,
+                    0.0, 0.0, e.price, e.ts,
+                )  # fmt: skip
                 book.positions[key] = position
                 counter = (e.agent, e.market, e.side)
                 self.n_positions[counter] = self.n_positions.get(counter, 0) + 1
             position.shares += e.shares
             position.cost += e.amount
             position.last_price = e.price
-            book.buys.setdefault(e.market, []).append(
-                Buy(
-                    order_id=e.order_id,
-                    market=e.market,
-                    side=e.side,
-                    amount=e.amount,
-                    price=e.price,
-                    confidence=e.confidence if e.confidence is not None else 0.0,
-                    belief=e.belief,
-                    ts=e.ts,
-                )
-            )
+            book.buys.setdefault(e.market, []).append(e)
             return
         book.cash += e.amount
         book.n_sells += 1
@@ -248,13 +216,13 @@ class CohortState:
             for buy in book.buys.pop(e.market, ()):
                 book.brier_rows.append(
                     BrierRow(
-                        order_id=buy.order_id,
-                        market=buy.market,
-                        side=buy.side,
-                        confidence=buy.confidence,
-                        won=int(buy.side.upper() == winner),
-                        price=buy.price,
-                        belief=buy.belief,
+                        buy.order_id,
+                        buy.market,
+                        buy.side,
+                        buy.confidence or 0.0,
+                        int(buy.side.upper() == winner),
+                        buy.price,
+                        buy.belief,
                     )
                 )
 
@@ -305,7 +273,7 @@ class CohortState:
                         (p.id, p.shares, p.cost, p.last_price) for p in b.positions.values()
                     ),
                     "pending_buys": sorted(
-                        (x.order_id, x.confidence) for xs in b.buys.values() for x in xs
+                        (x.order_id, x.confidence or 0.0) for xs in b.buys.values() for x in xs
                     ),
                     "brier_rows": [(r.order_id, r.confidence, r.won) for r in b.brier_rows],
                     "counts": (b.n_bets, b.n_sells, b.n_rejected, b.n_decisions, b.n_errors),
@@ -315,7 +283,7 @@ class CohortState:
         }
 
 
-_HANDLERS: dict[type[Event], Any] = {
+_HANDLERS: dict[type[msgspec.Struct], Any] = {
     CohortOpened: CohortState._opened,
     CohortClosed: CohortState._closed,
     MarketListed: CohortState._listed,
@@ -331,13 +299,48 @@ _HANDLERS: dict[type[Event], Any] = {
 }
 
 
+class PlacedFacts(msgspec.Struct, frozen=True, tag="OrderPlaced", tag_field="type"):
+    """What the fold reads of an ``OrderPlaced``: only that it happened."""
+
+    cohort: str
+
+
+class DecisionFacts(msgspec.Struct, frozen=True, tag="DecisionMade", tag_field="type"):
+    """What the fold reads of a ``DecisionMade``: whose it was and whether it failed."""
+
+    cohort: str
+    agent: str
+    error: str | None = None
+
+
+FoldEvent = (
+    CohortOpened
+    | CohortClosed
+    | MarketListed
+    | Marked
+    | DecisionFacts
+    | PlacedFacts
+    | OrderFilled
+    | OrderRejected
+    | MarketResolved
+    | MarketVoided
+    | PositionSettled
+    | PositionRefunded
+)
+"""The log as a rebuild decodes it: the two most numerous event types, which the fold only
+counts, decode to their facts and skip the rest of their JSON (a big share of the cost)."""
+
+_HANDLERS[PlacedFacts] = CohortState._placed
+_HANDLERS[DecisionFacts] = CohortState._decided
+
+
 class Ledger:
     """The projections of a whole log: one ``CohortState`` per cohort stream."""
 
     def __init__(self) -> None:
         self.cohorts: dict[str, CohortState] = {}
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event | PlacedFacts | DecisionFacts) -> None:
         state = self.cohorts.get(event.cohort)
         if state is None:
             state = self.cohorts[event.cohort] = CohortState(event.cohort)

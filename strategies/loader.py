@@ -33,6 +33,7 @@ BUILTINS: dict[str, str] = {
     "extremized": "strategies.builtin.extremized:Extremized",
     "sign": "strategies.builtin.edge:Sign",
     "linear": "strategies.builtin.edge:Linear",
+    "llm": "strategies.builtin.llm:LLMAgent",
 }
 
 
@@ -103,6 +104,15 @@ def strategy_class(kind: str) -> type[Strategy]:
     return _import_target(available().get(kind, kind))
 
 
+def validation_summary(exc: pydantic.ValidationError) -> str:
+    """pydantic's multi-line report as one line: ``field: message; field: message``."""
+    return "; ".join(
+        f"{'.'.join(str(x) for x in e['loc']) or 'settings'}: "
+        f"{e['msg'].removeprefix('Value error, ')}"
+        for e in exc.errors()
+    )
+
+
 def build_strategy(spec: str) -> Strategy:
     """A ready strategy from its spec, or a one-line StrategyError saying what is wrong."""
     parsed = AgentSpec.parse(spec)
@@ -110,10 +120,7 @@ def build_strategy(spec: str) -> Strategy:
     try:
         settings = cls.Settings(**parsed.settings)
     except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
-        raise StrategyError(f"{parsed.kind}: bad settings: {problems}") from None
+        raise StrategyError(f"{parsed.kind}: bad settings: {validation_summary(exc)}") from None
     kwargs: dict[str, Any] = {"settings": settings}
     if parsed.arg:
         if "path" not in inspect.signature(cls.__init__).parameters:

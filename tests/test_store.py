@@ -3,16 +3,19 @@ the digest, and clear errors for files that are not (readable) arena logs."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ledger import store as store_module
 from ledger.errors import ConcurrencyError, IntegrityError, LedgerError
-from ledger.events import Event, Marked, OrderPlaced
+from ledger.events import Event, Marked, OrderPlaced, decode
 from ledger.schema import SCHEMA_VERSION
 from ledger.store import GENESIS, EventStore, link_hash
 
@@ -76,9 +79,13 @@ def test_columns_are_queryable_from_sql(db: Path) -> None:
         store.append("s", [placed(7, amount=42.5)])
     conn = sqlite3.connect(db)
     row = conn.execute(
-        "SELECT stream, version, type, ts, json_extract(payload, '$.amount') FROM events"
+        "SELECT stream, version, type, ts, json_extract(payload, '$.amount') FROM events_view"
     ).fetchone()
     assert row == ("s", 1, "OrderPlaced", 7, 42.5)
+    assert conn.execute("SELECT typeof(payload), payload ->> '$.agent' FROM events").fetchone() == (
+        "text",
+        "a",
+    )
 
 
 def test_expected_version_guards_the_stream(db: Path) -> None:
@@ -120,31 +127,96 @@ def test_large_append_spans_several_insert_chunks(db: Path) -> None:
         assert store.verify_chain() == 10_000
 
 
-@pytest.mark.parametrize("statement", ["UPDATE events SET ts = 0", "DELETE FROM events"])
+def test_read_pages_yields_raw_rows_in_read_order(db: Path) -> None:
+    with EventStore.open(db) as store:
+        store.append("a", [marked(1), placed(2)])
+        store.append("b", [placed(3)])
+        store.append("a", [marked(4)])
+        pages = list(store.read_pages(batch=3))
+        assert [len(page) for page in pages] == [3, 1]
+        rows = [row for page in pages for row in page]
+        assert [(stream, kind) for stream, kind, _ in rows] == [
+            ("a", "Marked"),
+            ("a", "OrderPlaced"),
+            ("b", "OrderPlaced"),
+            ("a", "Marked"),
+        ]
+        assert [decode(payload) for _, _, payload in rows] == list(store.read())
+        assert all(type(payload) is bytes for _, _, payload in rows)
+        only_a = [row for page in store.read_pages("a", after_seq=1, batch=1) for row in page]
+        assert [decode(payload) for _, _, payload in only_a] == [placed(2), marked(4)]
+        assert list(store.read_pages("nope")) == []
+        assert list(store.read_pages(after_seq=4)) == []
+
+
+def test_failure_between_chunks_writes_nothing(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first chunk is already inserted by the pipeline's worker when the third fails."""
+    calls = 0
+    real = store_module._chunk_params
+
+    def failing(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise RuntimeError("boom")
+        return real(*args)
+
+    events = [marked(i) for i in range(3 * store_module._CHUNK)]
+    with EventStore.open(db) as store:
+        store.append("s", [marked(0)])
+        monkeypatch.setattr(store_module, "_chunk_params", failing)
+        with pytest.raises(RuntimeError, match="boom"):
+            store.append("s", events)
+        monkeypatch.undo()
+        assert store.last_seq() == 1
+        assert store.append("s", events, expected_version=1) == 1 + len(events)
+        assert store.verify_chain() == 1 + len(events)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE events SET version = 0",
+        "DELETE FROM events",
+        "UPDATE streams SET key = 'x'",
+        "DELETE FROM streams",
+    ],
+)
 def test_database_rejects_update_and_delete(db: Path, statement: str) -> None:
     with EventStore.open(db) as store:
         store.append("s", [marked(1)])
     conn = sqlite3.connect(db)
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         conn.execute(statement)
-    assert conn.execute("SELECT count(*) FROM events").fetchone() == (1,)
+    assert conn.execute("SELECT count(*) FROM events_view").fetchone() == (1,)
 
 
 def _tamper(db: Path, statement: str) -> None:
     conn = sqlite3.connect(db)
-    conn.executescript("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete;" + statement)
+    drops = (
+        f"DROP TRIGGER {t}_no_{v};" for t in ("events", "streams") for v in ("update", "delete")
+    )
+    conn.executescript("".join(drops) + statement)
     conn.close()
 
 
+# streams a (id 1) and b (id 2); a holds seqs 1, 2 and b seqs 3, 4, 5
 @pytest.mark.parametrize(
     ("statement", "bad_seq"),
     [
         ("UPDATE events SET payload = replace(payload, '0.5', '0.6') WHERE seq = 3", 3),
-        ("UPDATE events SET ts = 99 WHERE seq = 2", 2),
-        ("UPDATE events SET type = 'Marked' WHERE seq = 4", 4),
+        ("UPDATE events SET payload = json_set(payload, '$.ts', 99) WHERE seq = 2", 2),
         ("UPDATE events SET version = 9 WHERE seq = 1", 1),
+        ("UPDATE events SET version = 4 WHERE seq = 4", 4),  # b reads 1, 4, 3
         ("DELETE FROM events WHERE seq = 2", 3),
-        ("UPDATE events SET prev_hash = hash WHERE seq = 5", 5),
+        ("DELETE FROM events WHERE seq = 1", 2),
+        ("UPDATE events SET hash = zeroblob(32) WHERE seq = 5", 5),
+        # the last event moved to the end of the other stream: versions still count up (a: 1,
+        # 2, 3), so only the hash, which covers the stream key, can tell
+        ("UPDATE events SET stream_id = 1, version = 3 WHERE seq = 5", 5),
+        ("UPDATE streams SET key = 'c' WHERE id = 2", 3),
+        ("UPDATE events SET stream_id = 7 WHERE seq = 4", 4),
+        ("UPDATE events SET seq = 9 WHERE seq = 5", 9),
     ],
 )
 def test_verify_chain_finds_the_first_altered_event(db: Path, statement: str, bad_seq: int) -> None:
@@ -156,17 +228,21 @@ def test_verify_chain_finds_the_first_altered_event(db: Path, statement: str, ba
     with EventStore.open(db, readonly=True) as store, pytest.raises(IntegrityError) as caught:
         store.verify_chain()
     assert caught.value.seq == bad_seq
+    assert f"event {bad_seq} " in str(caught.value)
 
 
 def test_chain_links_rows_with_link_hash(db: Path) -> None:
     with EventStore.open(db) as store:
         store.append("s", [marked(1)])
+        store.append("t", [marked(2)])
     conn = sqlite3.connect(db)
-    prev, stored, payload = conn.execute(
-        "SELECT prev_hash, hash, CAST(payload AS BLOB) FROM events"
-    ).fetchone()
-    assert prev == GENESIS
-    assert stored == link_hash(GENESIS, "s", 1, "Marked", 1, payload)
+    (first, body1), (second, body2) = conn.execute(
+        "SELECT hash, CAST(payload AS BLOB) FROM events ORDER BY seq"
+    ).fetchall()
+    assert first == link_hash(GENESIS, "s", body1)
+    assert second == link_hash(first, "t", body2)
+    # the framing by hand: sha256(previous hash || key || NUL || payload)
+    assert second == hashlib.sha256(first + b"t\x00" + body2).digest()
 
 
 def test_readonly_store_refuses_writes(db: Path) -> None:

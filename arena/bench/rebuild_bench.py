@@ -57,7 +57,7 @@ def make_log(store: EventStore, n_events: int, seed: int = 0, markets: int = 200
                 question=f"Will {m} happen?",
                 outcomes=["Yes", "No"],
                 volume=float(i),
-            )  # fmt: skip
+            )
             for i, m in enumerate(ids)
         ),
     ]
@@ -110,7 +110,7 @@ def bench_rebuild(n_events: int = 1_000_000, seed: int = 0) -> dict[str, Any]:
             made = make_log(store, n_events, seed)
         with EventStore.open(path, readonly=True) as store:
             began = time.perf_counter()
-            ledger = rebuild(store.read_pages())
+            ledger = rebuild(store)
             seconds = time.perf_counter() - began
     state = ledger.cohorts["bench-rebuild"]
     return {

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 import click
+import pydantic
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -21,7 +22,7 @@ from replays.errors import TapeError
 from replays.samples import sample_path
 from replays.tapefile import load_tape
 from strategies.api import StrategyError
-from strategies.loader import build_strategy
+from strategies.loader import build_strategy, validation_summary
 
 DEFAULT_START = "2024-09-01"
 DEFAULT_AGENTS = ("hold=hold", "favourite=favourite", "random=random")
@@ -178,6 +179,8 @@ def replay(
             )
             for when in parse_starts(start, starts)
         ]
+    except pydantic.ValidationError as exc:
+        raise click.ClickException(validation_summary(exc)) from None
     except (StrategyError, ValueError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None
     path = tape_path or sample_path()

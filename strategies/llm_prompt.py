@@ -1,0 +1,197 @@
+"""The Forecaster Arena v1 prompt, built from a strategy's view of one decision instant.
+
+The user prompt reproduces the original layout line for line (origins §1.5), numbers included:
+the original formats with JavaScript's ``toFixed`` and ``toLocaleString("en-US")``, which round
+ties away from zero where Python's ``format`` rounds them to even, so both are re-done here.
+
+Two places knowingly differ from the v1 code, which had bugs there: a position's "Current"
+price is the price of *its* side (v1 showed the YES price for NO positions and 50% for every
+multi-outcome position), and the positions value counts every open position, as marks do (v1
+left out positions on markets that had closed but not yet resolved).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+import numpy as np
+
+from strategies.api import MarketsView, PositionView, View
+
+SYSTEM_TEMPLATE = """\
+You are an AI forecaster taking part in Forecaster Arena (v1), a paper-trading competition on \
+Polymarket prediction markets. Your goal is to forecast accurately and to grow your portfolio.
+
+Each week you see your portfolio, your open positions and the markets you can trade. Answer \
+with exactly one of these JSON objects.
+
+To place bets:
+{{"action": "BET", "bets": [{{"market_id": "<market ID>", "side": "YES", "amount": 500.00}}], \
+"reasoning": "<why>"}}
+
+To sell positions:
+{{"action": "SELL", "sells": [{{"position_id": "<position ID>", "percentage": 100}}], \
+"reasoning": "<why>"}}
+
+To do nothing this week:
+{{"action": "HOLD", "reasoning": "<why>"}}
+
+MARKET TYPES:
+- Binary markets: "side" is "YES" or "NO".
+- Multi-outcome markets: "side" is the exact name of one outcome. For example, with
+  Outcomes: ["Trump","Harris"] and Prices: {{"Trump":0.55,"Harris":0.45}}, bet "side": "Harris".
+
+RULES:
+1. Every bet is at least ${min_bet:.2f}.
+2. No bet is more than {max_pct:g}% of your current cash.
+3. You hold at most one position per market and side; a new bet on the same side adds to it.
+4. One decision may contain several bets, or several sells.
+5. The size of a bet states your confidence in it.
+
+SCORING:
+- Accuracy is scored with the Brier score (lower is better).
+- Your implied confidence is the bet amount divided by the largest bet you could have made: a \
+bet of {max_pct:g}% of cash means 100% confidence.
+- Profit and loss of the portfolio are tracked as well.
+
+Reply with valid JSON only: no markdown, no code fences, nothing before or after the object."""
+
+RETRY_LIMIT = 500
+"""Characters of the previous answer echoed back in the retry prompt."""
+
+
+def system_prompt(min_bet: float = 50.0, max_fraction: float = 0.25) -> str:
+    """The fixed instructions, with the betting limits of the cohort's rules."""
+    return SYSTEM_TEMPLATE.format(min_bet=min_bet, max_pct=max_fraction * 100)
+
+
+def user_prompt(view: View, *, initial_cash: float = 10_000.0, markets: int = 500) -> str:
+    """What the agent sees this week: date, portfolio, positions, the top markets by volume."""
+    positions = tuple(reversed(view.positions))  # newest first: the view lists them as opened
+    positions_value = sum(p.value for p in positions)
+    total = view.cash + positions_value
+    pnl = total - initial_cash
+    pnl_pct = pnl / initial_cash * 100
+    lines = [
+        f"CURRENT DATE: {view.time:%Y-%m-%d}",
+        f"DECISION WEEK: {view.week}",
+        "",
+        "YOUR PORTFOLIO:",
+        f"- Cash Balance: ${fixed(view.cash, 2)}",
+        f"- Maximum Bet Size: ${fixed(view.max_bet, 2)} ({view.max_fraction * 100:g}% of cash)",
+        f"- Positions Value: ${fixed(positions_value, 2)}",
+        f"- Total Portfolio: ${fixed(total, 2)}",
+        f"- P/L: ${fixed(pnl, 2)} ({'+' if pnl >= 0 else ''}{fixed(pnl_pct, 2)}%)",
+        "",
+    ]
+    if positions:
+        lines.append("YOUR CURRENT POSITIONS:")
+        for p in positions:
+            lines += _position_lines(p, view.markets)
+    else:
+        lines += ["YOUR CURRENT POSITIONS: None", ""]
+    shown = top_markets(view.markets, markets)
+    lines.append(f"AVAILABLE MARKETS (Top {len(shown)} by volume):")
+    for i in shown:
+        lines += _market_lines(view.markets, i)
+    lines.append("What is your decision? Respond with valid JSON only.")
+    return "\n".join(lines)
+
+
+def retry_prompt(original: str, error: str, previous: str) -> str:
+    """The original prompt again, with why the last answer failed and what it said."""
+    echoed = previous[:RETRY_LIMIT] + ("..." if len(previous) > RETRY_LIMIT else "")
+    return (
+        f"{original}\n\n---\n"
+        f"Your previous response could not be used: {error}\n\n"
+        f"Your previous response was:\n{echoed}\n\n"
+        "Answer again with valid JSON only: no code fences and no text outside the JSON object."
+    )
+
+
+def top_markets(markets: MarketsView, n: int) -> list[int]:
+    """Indices of the ``n`` tradeable markets with the most volume (universe order on ties)."""
+    tradeable = np.flatnonzero(markets.open)
+    order = np.argsort(-markets.volume[tradeable], kind="stable")
+    return [int(i) for i in tradeable[order][:n]]
+
+
+def _position_lines(p: PositionView, markets: MarketsView) -> list[str]:
+    try:
+        question = markets.meta(p.market).question
+    except KeyError:
+        question = p.market
+    return [
+        f"- ID: {p.id}",
+        f'  Market: "{question}"',
+        f"  Side: {p.side} | Shares: {fixed(p.shares, 2)}",
+        f"  Entry: {fixed(p.avg_entry * 100, 1)}% | Current: {fixed(p.price * 100, 1)}%",
+        f"  Value: ${fixed(p.value, 2)} | P/L: ${fixed(p.pnl, 2)}",
+        "",
+    ]
+
+
+def _market_lines(markets: MarketsView, i: int) -> list[str]:
+    meta = markets.meta(markets.ids[i])
+    lines = [
+        f"- ID: {meta.id}",
+        f'  Question: "{meta.question}"',
+        f"  Category: {meta.category or 'General'}",
+    ]
+    if meta.is_binary:
+        yes = float(markets.yes[i])
+        lines += [
+            "  Type: Binary (YES/NO)",
+            f"  Prices: {fixed(yes * 100, 1)}% YES / {fixed((1 - yes) * 100, 1)}% NO",
+        ]
+    else:
+        quote = markets.prices(meta.id) or ()
+        prices = {
+            outcome: _js_number(p)
+            for outcome, p in zip(meta.outcomes, quote, strict=False)
+            if 0 <= p <= 1  # NaN fails too: the original lists only valid prices
+        }
+        lines += [
+            "  Type: Multi-outcome",
+            f"  Outcomes: {_js_json(list(meta.outcomes))}",
+            f"  Prices: {_js_json(prices)}",
+        ]
+    volume = meta.volume
+    shown = locale_number(volume) if volume and math.isfinite(volume) else "N/A"
+    closes = (
+        "N/A" if meta.close_ts is None else f"{datetime.fromtimestamp(meta.close_ts, UTC):%Y-%m-%d}"
+    )
+    lines += [f"  Volume: ${shown}", f"  Closes: {closes}", ""]
+    return lines
+
+
+def fixed(x: float, digits: int) -> str:
+    """JavaScript's ``x.toFixed(digits)``: the exact binary value, ties away from zero."""
+    if x == 0:
+        x = 0.0  # JS prints -0 as "0.00"
+    return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def locale_number(x: float) -> str:
+    """JavaScript's ``x.toLocaleString("en-US")``: grouped, at most three decimals.
+
+    ICU rounds the shortest decimal that prints as ``x`` (its ``repr``), not the exact binary
+    value, so 1.0005 shows as 1.001 here as in a browser."""
+    value = Decimal(repr(float(x))).quantize(Decimal("0.001"), rounding=ROUND_HALF_UP)
+    text = f"{value:,f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def _js_number(x: float) -> int | float:
+    """A price as ``JSON.stringify`` writes it: 1, not 1.0."""
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _js_json(value: object) -> str:
+    """``JSON.stringify``: no spaces, non-ASCII kept as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

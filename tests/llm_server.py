@@ -1,0 +1,133 @@
+"""A fake OpenAI-compatible chat-completions server on 127.0.0.1, for the llm agent's tests.
+
+Tests start it on an ephemeral port, queue replies (an answer text, an HTTP status, a stall
+longer than the client's timeout), and read back every request it received, headers included,
+to check what the agent sent. A 401 quotes the key it was sent, as some real providers do, so
+tests can check that the client scrubs it. With nothing queued it answers with
+``responder(request)``. It is a helper for tests, not a test module.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HOLD = '{"action": "HOLD", "reasoning": "nothing stands out"}'
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One queued answer: ``content`` as the model's text, or an error ``status``; ``stall``
+    seconds before answering (past the client's timeout, the client sees a timeout)."""
+
+    content: str = HOLD
+    status: int = 200
+    stall: float = 0.0
+    usage: dict[str, Any] = field(
+        default_factory=lambda: {"prompt_tokens": 1200, "completion_tokens": 40, "cost": 0.0021}
+    )
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def user_prompt(self) -> str:
+        return str(self.body["messages"][-1]["content"])
+
+
+class FakeLLM:
+    """The server, its queue of replies and its request log. Use as a context manager."""
+
+    def __init__(self, responder: Callable[[Received], str] | None = None) -> None:
+        self.responder = responder or (lambda _: HOLD)
+        self.received: list[Received] = []
+        self._replies: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        """The base URL, as a client's ``base_url`` (``/chat/completions`` is appended)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __enter__(self) -> FakeLLM:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def queue(self, *replies: Reply | str) -> None:
+        """Answer the next requests with these, in order (a string is a 200 with that text)."""
+        with self._lock:
+            self._replies.extend(Reply(r) if isinstance(r, str) else r for r in replies)
+
+    def _next(self, request: Received) -> Reply:
+        with self._lock:
+            self.received.append(request)
+            if self._replies:
+                return self._replies.popleft()
+        return Reply(self.responder(request))
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                request = Received(self.path, dict(self.headers.items()), body)
+                reply = fake._next(request)
+                if reply.stall:
+                    time.sleep(reply.stall)
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": "no such route"}})
+                elif reply.status == 401:  # as some providers do: quote the refused key
+                    key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                    self._send(401, {"error": {"message": f"Incorrect API key provided: {key}"}})
+                elif reply.status != 200:
+                    self._send(reply.status, {"error": {"message": f"injected {reply.status}"}})
+                else:
+                    message = {"role": "assistant", "content": reply.content}
+                    self._send(
+                        200,
+                        {
+                            "id": f"fake-{len(fake.received)}",
+                            "model": body.get("model"),
+                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                            "usage": reply.usage,
+                        },
+                    )
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a stall past its timeout): nothing to answer
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass  # the request log above is what tests read; keep pytest output clean
+
+        return Handler
