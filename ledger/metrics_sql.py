@@ -113,3 +113,40 @@ def murphy_sql(
         squared_error += sum_sq
     stats = BinStats(edges[:-1], edges[1:], count, sum_forecast, sum_outcome)
     return murphy_from_bins(stats, squared_error / int(total))
+
+
+BRIER_ROWS_SQL = """(
+    SELECT f.stream AS cohort,
+           f.payload ->> '$.agent' AS agent,
+           f.payload ->> '$.confidence' AS prob,
+           upper(f.payload ->> '$.side') = upper(r.payload ->> '$.winner') AS outcome
+    FROM events_view AS f
+    JOIN events_view AS r
+      ON r.stream = f.stream
+     AND r.type = 'MarketResolved'
+     AND r.payload ->> '$.market' = f.payload ->> '$.market'
+    WHERE f.type = 'OrderFilled' AND f.payload ->> '$.kind' = 'buy'
+)"""
+"""The implied-confidence Brier rows of an event log, straight from its events: one row per
+filled buy on a resolved market (voided markets have no ``MarketResolved``, so no row), the
+confidence in the traded side against whether that side won, matched case-insensitively as
+settlement matches it."""
+
+
+def log_murphy_sql(
+    conn: sqlite3.Connection,
+    *,
+    agent: str | None = None,
+    bins: int = MURPHY_BINS,
+    right_closed: bool = False,
+) -> Murphy:
+    """Murphy decomposition of an event log's Brier rows (one agent's, or everyone's), computed
+    entirely in SQLite: the warehouse-side twin of ``murphy`` over the folded projections."""
+    source = BRIER_ROWS_SQL
+    if agent is not None:
+        source = f"(SELECT * FROM {BRIER_ROWS_SQL} WHERE agent = {_literal(agent)})"
+    return murphy_sql(conn, source, bins=bins, right_closed=right_closed)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
