@@ -12,7 +12,6 @@ how to reproduce itself.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,8 +26,7 @@ import pydantic
 from arena.cohort import CohortConfig, select_universe, sundays
 from arena.replay import CohortDone, replay_cohorts
 from ledger.events import Marked
-from ledger.leaderboard import cohort_standings, leaderboard, paired_difference
-from ledger.metrics import brier, ece, log_loss, murphy
+from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_difference
 from ledger.projection import BrierRow, CohortState
 from ledger.store import EventStore
 from replays.tape import Tape
@@ -258,29 +256,6 @@ def mean_equity(records: Sequence[CohortRecord], agent: str) -> tuple[np.ndarray
 
 
 # -- results as data -----------------------------------------------------------------------------
-
-
-def belief_scores(rows: Sequence[BrierRow]) -> dict[str, Any] | None:
-    """Proper scores of the beliefs an agent stated, against the implied-confidence Brier of the
-    same bets; None when it stated none (a belief is its P(the bet's side wins))."""
-    stated = [r for r in rows if r.belief is not None]
-    if not stated:
-        return None
-    p = np.array([r.belief for r in stated], dtype=np.float64)
-    won = np.array([r.won for r in stated], dtype=np.float64)
-    decomposition = murphy(p, won)
-    return {
-        "n": len(stated),
-        "brier": brier(p, won),
-        "log_loss": log_loss(p, won),
-        "ece": ece(p, won),
-        "murphy": {
-            "reliability": decomposition.reliability,
-            "resolution": decomposition.resolution,
-            "uncertainty": decomposition.uncertainty,
-        },
-        "implied_brier": math.fsum(r.brier for r in stated) / len(stated),
-    }
 
 
 def results_data(result: BacktestResult) -> dict[str, Any]:

@@ -6,15 +6,22 @@ Reports are always computed from the log itself, never from the runner's memory,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ledger.leaderboard import AgentStanding, LeaderboardRow, cohort_standings, leaderboard
+from ledger.leaderboard import (
+    AgentStanding,
+    LeaderboardRow,
+    belief_scores,
+    cohort_standings,
+    leaderboard,
+)
 from ledger.projection import CohortState, Ledger
 from ledger.rebuild import rebuild
 from ledger.store import EventStore
@@ -34,6 +41,29 @@ def _iso(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def open_positions(state: CohortState) -> list[dict[str, Any]]:
+    """Every open position with its marked value and unrealized P/L."""
+    rows = []
+    for agent, book in sorted(state.books.items()):
+        for p in book.positions.values():
+            price = state.side_price(p)
+            rows.append({
+                "agent": agent, "position_id": p.id, "market": p.market, "side": p.side,
+                "shares": p.shares, "cost": p.cost, "avg_entry": p.avg_entry, "price": price,
+                "value": p.shares * price, "unrealized_pnl": p.shares * price - p.cost,
+            })  # fmt: skip
+    return rows
+
+
+def stated_beliefs(state: CohortState) -> dict[str, dict[str, object]]:
+    """Proper scores of the probabilities agents stated with their bets, where they did."""
+    return {
+        agent: scores
+        for agent, book in sorted(state.books.items())
+        if (scores := belief_scores(book.brier_rows)) is not None
+    }
+
+
 def cohort_summary(state: CohortState) -> dict[str, Any]:
     opened = state.opened
     return {
@@ -45,6 +75,8 @@ def cohort_summary(state: CohortState) -> dict[str, Any]:
         "closed": state.closed is not None,
         "close_reason": state.closed.reason if state.closed else None,
         "agents": [msgspec.to_builtins(s) for s in cohort_standings(state)],
+        "positions": open_positions(state),
+        "beliefs": stated_beliefs(state),
     }
 
 
@@ -66,53 +98,83 @@ def _signed(x: float, suffix: str = "") -> str:
     return f"[{colour}]{x:+,.2f}{suffix}[/]"
 
 
+def _table(title: str) -> Table:
+    """The house style: light rules, so that twelve columns still fit 80 characters."""
+    return Table(
+        title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+        pad_edge=False, padding=(0, 1), collapse_padding=True,
+    )  # fmt: skip
+
+
 def standings_table(title: str, rows: Sequence[AgentStanding]) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for name, justify in [
-        ("agent", "left"),
-        ("cash", "right"),
-        ("positions", "right"),
-        ("total", "right"),
-        ("P/L", "right"),
-        ("return", "right"),
-        ("Brier", "right"),
-        ("resolved", "right"),
-        ("win rate", "right"),
-        ("bets", "right"),
-        ("rejected", "right"),
-        ("errors", "right"),
-    ]:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    """One row per agent; columns that are zero for everyone (open positions, rejections,
+    errors) are left out, so the table fits a narrow terminal."""
+    columns: list[tuple[str, Callable[[AgentStanding], str]]] = [
+        ("cash", lambda s: _num(s.cash, "{:,.0f}")),
+        ("pos.", lambda s: _num(s.positions_value, "{:,.0f}")),
+        ("total", lambda s: _num(s.total_value, "{:,.0f}")),
+        ("P/L", lambda s: _signed(s.pnl)),
+        ("return", lambda s: _signed(s.return_pct, "%")),
+        ("Brier", lambda s: _num(s.brier, "{:.3f}")),
+        ("res.", lambda s: str(s.n_resolved)),
+        ("win", lambda s: _num(s.win_rate, "{:.0%}")),
+        ("bets", lambda s: str(s.n_bets)),
+        ("rej.", lambda s: str(s.n_rejected)),
+        ("err.", lambda s: str(s.n_errors)),
+    ]
+    optional = {
+        "pos.": lambda s: s.positions_value != 0,
+        "rej.": lambda s: s.n_rejected > 0,
+        "err.": lambda s: s.n_errors > 0,
+    }
+    shown = [(n, f) for n, f in columns if n not in optional or any(map(optional[n], rows))]
+    table = _table(title)
+    table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
+    for name, _ in shown:
+        table.add_column(name, justify="right", no_wrap=True)
     for s in rows:
+        table.add_row(s.agent, *(cell(s) for _, cell in shown))
+    return table
+
+
+def positions_table(rows: Sequence[dict[str, Any]]) -> Table:
+    table = _table("Open positions (marked)")
+    for name in ("agent", "market", "side", "shares", "avg entry", "price", "value",
+                 "unrealized"):  # fmt: skip
+        left = name in ("agent", "market", "side")
+        table.add_column(name, justify="left" if left else "right", no_wrap=True)
+    for r in rows:
         table.add_row(
-            s.agent,
-            _num(s.cash),
-            _num(s.positions_value),
-            _num(s.total_value),
-            _signed(s.pnl),
-            _signed(s.return_pct, "%"),
-            _num(s.brier, "{:.4f}"),
-            str(s.n_resolved),
-            _num(s.win_rate, "{:.1%}"),
-            str(s.n_bets),
-            str(s.n_rejected),
-            str(s.n_errors),
-        )
+            r["agent"], r["market"], r["side"], f"{r['shares']:,.2f}", f"{r['avg_entry']:.3f}",
+            f"{r['price']:.3f}", _num(r["value"]), _signed(r["unrealized_pnl"]),
+        )  # fmt: skip
+    return table
+
+
+def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
+    table = _table("Stated probabilities, scored (implied-confidence Brier beside)")
+    for name in ("agent", "n", "Brier", "log loss", "ECE", "reliability", "resolution",
+                 "implied Brier"):  # fmt: skip
+        table.add_column(name, justify="left" if name == "agent" else "right", no_wrap=True)
+    for agent, b in beliefs.items():
+        m = b["murphy"]
+        table.add_row(
+            agent, str(b["n"]), f"{b['brier']:.4f}", f"{b['log_loss']:.4f}", f"{b['ece']:.4f}",
+            f"{m['reliability']:.4f}", f"{m['resolution']:.4f}", f"{b['implied_brier']:.4f}",
+        )  # fmt: skip
     return table
 
 
 def leaderboard_table(rows: Sequence[LeaderboardRow]) -> Table:
-    table = Table(
-        title="Leaderboard across cohorts (mean return with 95% interval)",
-        title_justify="left",
-        header_style="bold",
-    )
-    for name in ["agent", "cohorts", "total P/L", "P/L %", "mean return", "95% CI", "Brier",
-                 "win rate"]:  # fmt: skip
-        table.add_column(name, justify="left" if name == "agent" else "right")
+    """Across cohorts: summed P/L, mean return per cohort with its 95% interval, pooled
+    (trade-weighted) Brier and win rate."""
+    table = _table("Leaderboard across cohorts (mean return with 95% interval)")
+    table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
+    for name in ("cohorts", "total P/L", "mean return", "95% interval", "Brier", "win"):
+        table.add_column(name, justify="right", no_wrap=True)
     for r in rows:
         interval = (
-            f"[{r.return_ci_low:+.2f}, {r.return_ci_high:+.2f}]%"
+            f"{r.return_ci_low:+.2f} .. {r.return_ci_high:+.2f}%"
             if r.return_ci_low is not None and r.return_ci_high is not None
             else "—"
         )
@@ -120,11 +182,10 @@ def leaderboard_table(rows: Sequence[LeaderboardRow]) -> Table:
             r.agent,
             str(r.cohorts),
             _signed(r.total_pnl),
-            _signed(r.pnl_pct, "%"),
             _signed(r.return_mean, "%"),
             interval,
-            _num(r.brier, "{:.4f}"),
-            _num(r.win_rate, "{:.1%}"),
+            _num(r.brier, "{:.3f}"),
+            _num(r.win_rate, "{:.0%}"),
         )
     return table
 
@@ -138,5 +199,11 @@ def print_report(console: Console, ledger: Ledger, *, per_cohort: bool = True) -
             status = state.closed.reason if state.closed else "still open"
             title = f"Cohort {state.cohort} — start {start}, {len(state.markets)} markets, {status}"
             console.print(standings_table(title, cohort_standings(state)))
+            positions = open_positions(state)
+            if positions:
+                console.print(positions_table(positions))
+            beliefs = stated_beliefs(state)
+            if beliefs:
+                console.print(beliefs_table(beliefs))
     if len(states) > 1 or not per_cohort:
         console.print(leaderboard_table(leaderboard(states)))

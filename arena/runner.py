@@ -70,7 +70,7 @@ from strategies.loader import build_strategy
 if TYPE_CHECKING:
     from ledger.store import EventStore
 
-FLUSH_EVERY = 20_000
+FLUSH_EVERY = 50_000
 _NO_TRACE = Trace()
 
 

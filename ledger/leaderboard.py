@@ -16,8 +16,10 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import msgspec
+import numpy as np
 
 from ledger.errors import LedgerError
+from ledger.metrics import brier, ece, log_loss, murphy
 from ledger.projection import BrierRow, CohortState, Ledger
 
 RANDOM_BRIER = 0.25
@@ -256,3 +258,26 @@ def leaderboard(source: Ledger | Iterable[CohortState]) -> list[LeaderboardRow]:
         )
     board.sort(key=lambda r: (-r.total_pnl, r.agent))
     return board
+
+
+def belief_scores(rows: Sequence[BrierRow]) -> dict[str, object] | None:
+    """Proper scores of the beliefs an agent stated, against the implied-confidence Brier of the
+    same bets; None when it stated none (a belief is its P(the bet's side wins))."""
+    stated = [r for r in rows if r.belief is not None]
+    if not stated:
+        return None
+    p = np.array([r.belief for r in stated], dtype=np.float64)
+    won = np.array([r.won for r in stated], dtype=np.float64)
+    decomposition = murphy(p, won)
+    return {
+        "n": len(stated),
+        "brier": brier(p, won),
+        "log_loss": log_loss(p, won),
+        "ece": ece(p, won),
+        "murphy": {
+            "reliability": decomposition.reliability,
+            "resolution": decomposition.resolution,
+            "uncertainty": decomposition.uncertainty,
+        },
+        "implied_brier": math.fsum(r.brier for r in stated) / len(stated),
+    }

@@ -19,10 +19,11 @@ from click.testing import CliRunner, Result
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.backtest import CohortRecord, belief_scores, default_starts, mean_equity
+from arena.backtest import CohortRecord, default_starts, mean_equity
 from arena.commands.backtest import backtest
 from arena.html_report import nice_ticks
 from ledger.events import CohortOpened
+from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, CohortState
 from replays.samples import sample_path
 from replays.tapefile import load_tape

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -22,6 +21,7 @@ from arena.backtest import (
     run_backtest,
 )
 from arena.commands.replay import parse_starts
+from arena.console import make_console
 from arena.html_report import write_report
 from ledger.errors import LedgerError
 from replays.errors import TapeError
@@ -195,7 +195,7 @@ def backtest(
       arena backtest ./my.py:Mine --starts 2024-09-01..2024-10-27 --against hold,random
       arena backtest 'random?bets=4' --universe 50 --report out/ --json
     """
-    console = Console(stderr=as_json)
+    console = make_console(stderr=as_json)
     path = tape_path or sample_path()
     try:
         chosen = parse_starts(None, starts) if starts else None
@@ -220,7 +220,7 @@ def backtest(
     workers = jobs or min(len(plan.starts), os.cpu_count() or 1)
     progress = Progress(
         TextColumn("[bold]backtesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True, disable=as_json,
+        console=make_console(stderr=True), transient=True, disable=as_json,
     )  # fmt: skip
     try:
         with progress:

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
+
+from arena.console import make_console
 
 
 def _show(title: str, figures: dict[str, Any], as_json: bool) -> None:
@@ -21,11 +22,11 @@ def _show(title: str, figures: dict[str, Any], as_json: bool) -> None:
     for key, value in figures.items():
         shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
         table.add_row(key, str(shown))
-    Console().print(table)
+    make_console().print(table)
 
 
 def _run(title: str, work: Callable[[], dict[str, Any]], as_json: bool) -> None:
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     with console.status(f"measuring {title} …", spinner="dots"):
         figures = work()
     _show(title, figures, as_json)
@@ -47,7 +48,7 @@ def bench() -> None:
 
 @bench.command()
 @click.option("--events", type=int, default=1_000_000, show_default=True)
-@click.option("--batch", type=int, default=10_000, show_default=True)
+@click.option("--batch", type=int, default=50_000, show_default=True)
 @json_option
 def ledger(events: int, batch: int, as_json: bool) -> None:
     """Append events to a fresh log in batches, then rebuild every projection from it."""
@@ -57,7 +58,7 @@ def ledger(events: int, batch: int, as_json: bool) -> None:
     def work() -> dict[str, Any]:
         return {"append": bench_append(events, batch), "rebuild": bench_rebuild(events)}
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     with console.status("measuring the ledger …", spinner="dots"):
         figures = work()
     if as_json:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import click
 import pydantic
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from arena.cohort import CohortConfig, parse_instant, sundays
+from arena.console import make_console
 from arena.replay import replay_cohorts
 from arena.report import load_ledger, print_report, report_data
 from ledger.errors import LedgerError
@@ -161,7 +161,7 @@ def replay(
       arena replay --starts 2024-05-12..2024-11-03 --agent fav=favourite --agent h=hold
       arena replay --tape my.tape --start 2024-09-01 --agent me=./mine.py:Mine --json
     """
-    console = Console(stderr=as_json)
+    console = make_console(stderr=as_json)
     agent_specs = parse_agents(agents, read_agents_file(agents_file) if agents_file else None)
     try:
         for spec in agent_specs.values():

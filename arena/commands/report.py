@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 
+from arena.console import make_console
 from arena.report import load_ledger, print_report, report_data
 from ledger.errors import LedgerError
 from ledger.store import EventStore
@@ -36,4 +36,4 @@ def report(db: Path, cohorts: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report_data(ledger), indent=2))
         return
-    print_report(Console(), ledger)
+    print_report(make_console(), ledger)

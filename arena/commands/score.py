@@ -19,10 +19,10 @@ from typing import Any, TextIO
 
 import click
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from arena.console import make_console
 from ledger.metrics import (
     BinStats,
     MetricInputError,
@@ -327,7 +327,7 @@ def score(
         report, stats = score_report(data, bins, mode, B, cost)
     except MetricInputError as exc:
         raise click.ClickException(f"{file}: {exc}") from None
-    console = Console()
+    console = make_console()
     if as_json:
         console.print_json(json.dumps(report))
         return

@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
-from rich.console import Console, Group
+from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 
+from arena.console import make_console
 from arena.step import Frame, Portfolio, frames
 from ledger.errors import LedgerError
 from ledger.events import (
@@ -108,7 +109,7 @@ def _render(frame: Frame, total: int, agent: str) -> Panel:
 
 
 @click.command()
-@click.argument("db", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("db", type=click.Path(path_type=Path))  # the store says what is wrong
 @click.option("--cohort", help="Cohort id (default: the first in the log).")
 @click.option("--agent", help="Agent name (default: the cohort's first agent).")
 @click.option("--no-input", is_flag=True, help="Print every frame without waiting for keys.")
@@ -142,7 +143,7 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
     if as_json:
         click.echo(json.dumps([f.as_dict() for f in cut], indent=2))
         return
-    console = Console()
+    console = make_console()
     if not cut:
         console.print(f"{agent} made no decision in {cohort}")
         return

@@ -15,6 +15,7 @@ import pydantic
 from rich.console import Console
 from rich.table import Table
 
+from arena.console import make_console
 from strategies.api import Strategy
 from strategies.loader import BUILTINS, available, strategy_class
 
@@ -112,7 +113,7 @@ def strategies(as_json: bool) -> None:
       arena replay --agent 's=sign?B=1000&forecaster=file:preds.csv'
     """
     entries = catalogue()
-    console = Console()
+    console = make_console()
     if as_json:
         console.out(json.dumps(entries, ensure_ascii=False), highlight=False)
         return

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
+from arena.console import make_console
 from strategies.loader import BUILTINS
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
@@ -181,7 +181,7 @@ def new(name: str, directory: Path | None, force: bool, as_json: bool) -> None:
         return
     # Paths are the user's (--dir): escaped, so a "[" in one is not read as rich markup.
     where, edit, spec = (escape(x) for x in (_shown(target), _shown(strategy_file), file_spec))
-    console = Console()
+    console = make_console()
     console.print(f"[bold green]created[/] {where}/ with strategy [bold]{names.name}[/]")
     for path in written:
         console.print(f"  {escape(str(path.relative_to(target)))}", highlight=False)

@@ -15,10 +15,10 @@ from typing import Any
 import click
 import numpy as np
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from arena.commands.tapes_record import record
+from arena.console import make_console
 from replays.errors import TapeError
 from replays.importers import import_election2024_result, import_polymarket_result
 from replays.importers.election2024 import DEFAULT_DIR
@@ -30,7 +30,7 @@ from replays.tapefile import load_tape, save_tape, tape_kind
 SPARKS = "▁▂▃▄▅▆▇█"
 TAPE_SUFFIXES = (".tape", ".tape.jsonl", ".tape.jsonl.gz")
 
-console = Console()
+console = make_console()
 
 
 def _emit_json(data: Any) -> None:

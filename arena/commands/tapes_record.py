@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 import httpx
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from arena.console import make_console
 from replays import recorder
 from replays.errors import TapeError
 from replays.http import JsonFetcher, RetryPolicy
@@ -147,7 +147,7 @@ def _progress(quiet: bool) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=make_console(stderr=True),
         disable=quiet,
         transient=True,
     )
@@ -171,7 +171,7 @@ def _report(summary: RecordingSummary, out: Path, imported: ImportResult, as_jso
     if as_json:
         click.echo(json.dumps(facts, indent=2))
         return
-    console = Console()
+    console = make_console()
     console.print(
         f"[bold]{out}[/]: {facts['tape_markets']} markets, recorded in {summary.directory}"
     )

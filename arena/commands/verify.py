@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 
+from arena.console import make_console
 from arena.verify import verify_store
 from ledger.errors import IntegrityError, LedgerError
 from ledger.store import EventStore
@@ -39,7 +39,7 @@ def verify(db: Path, as_json: bool) -> None:
         click.echo(json.dumps({"ok": True, "events": result.events, "cohorts": result.cohorts,
                                "closed_cohorts_checked": result.closed}))  # fmt: skip
         return
-    Console().print(
+    make_console().print(
         f"[green]OK[/] {db}: {result.events:,} events, hash chain intact; "
         f"{result.cohorts} cohort(s) rebuilt, {result.closed} matched their recorded final state"
     )
