@@ -43,7 +43,7 @@ class Frame:
 
     index: int
     decision: DecisionMade
-    seen: dict[str, float]  # YES (first-outcome) price the agent could see, per market
+    seen: dict[str, float]  # latest marked YES (first-outcome) price, per unresolved market
     before: Portfolio
     after: Portfolio | None = None
     outcomes: list[Event] = field(default_factory=list)
@@ -68,7 +68,7 @@ def _portfolio(state: CohortState, agent: str) -> Portfolio:
         (p.market, p.side, p.shares, p.cost, p.shares * state.side_price(p))
         for p in book.positions.values()
     )
-    value = sum(r[4] for r in rows)
+    value = sum((r[4] for r in rows), 0.0)
     scored = book.brier_rows
     return Portfolio(
         cash=book.cash,
@@ -88,15 +88,22 @@ def _concerns(event: Event, agent: str) -> bool:
 
 
 def frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
-    """Every decision of ``agent`` in ``cohort`` as a frame (empty if it never decided)."""
+    """Every decision of ``agent`` in ``cohort`` as a frame (empty if it never decided).
+
+    ``events`` may be a whole log: other cohorts' events are skipped, since folding them would
+    reopen the cohort's books. A resolved market keeps its last mark in the projection, but the
+    agent no longer saw it, so ``seen`` leaves it out.
+    """
     state = CohortState(cohort)
     out: list[Frame] = []
     current: Frame | None = None
     for event in events:
+        if event.cohort != cohort:
+            continue
         if isinstance(event, DecisionMade) and event.agent == agent:
             if current is not None:
                 current.after = _portfolio(state, agent)
-            seen = {m: prices[0] for m, prices in state.marks.items()}
+            seen = {m: prices[0] for m, prices in state.marks.items() if m not in state.resolutions}
             current = Frame(len(out), event, seen, _portfolio(state, agent))
             out.append(current)
         elif current is not None and _concerns(event, agent):

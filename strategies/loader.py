@@ -26,10 +26,10 @@ ENTRY_POINT_GROUP = "arena.strategies"
 
 BUILTINS: dict[str, str] = {
     "hold": "strategies.builtin.hold:Hold",
-    "favourite": "strategies.builtin.favourite:Favourite",
+    "favourite": "strategies.builtin.price_side:Favourite",
     "random": "strategies.builtin.random_agent:RandomAgent",
     "scripted": "strategies.builtin.scripted:Scripted",
-    "contrarian": "strategies.builtin.contrarian:Contrarian",
+    "contrarian": "strategies.builtin.price_side:Contrarian",
     "extremized": "strategies.builtin.extremized:Extremized",
     "sign": "strategies.builtin.edge:Sign",
     "linear": "strategies.builtin.edge:Linear",

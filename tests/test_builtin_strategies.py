@@ -29,9 +29,9 @@ from strategies.api import (
     StrategyError,
     View,
 )
-from strategies.builtin.contrarian import Contrarian
 from strategies.builtin.edge import Linear, Sign
 from strategies.builtin.extremized import Extremized
+from strategies.builtin.price_side import Contrarian
 from strategies.forecasters import (
     ExtremizedForecaster,
     FileForecaster,

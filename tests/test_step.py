@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import START, WEEK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +47,6 @@ from ledger.events import (
 from ledger.store import EventStore
 from replays.tape import Tape
 from replays.tapefile import save_tape
-from conftest import START, WEEK
 
 SCRIPT = [
     {
@@ -125,7 +127,7 @@ def cut(log: tuple[str, list[Event]]) -> list[Frame]:
     return frames(events, cohort, "s")
 
 
-def own_outcomes(events: list[Event], agent: str) -> list[Event]:
+def own_outcomes(events: Iterable[Event], agent: str) -> list[Event]:
     kinds = (OrderFilled, OrderRejected, PositionSettled, PositionRefunded)
     return [e for e in events if isinstance(e, kinds) and e.agent == agent]
 
@@ -150,10 +152,13 @@ def test_portfolios_before_and_after_each_decision(cut: list[Frame]) -> None:
     start = Portfolio(10_000.0, 0.0, 10_000.0, None, 0, ())
     # after the BET, up to the SELL: cash 10,000 - 1,000 = 9,000; the 2,000 shares are marked
     # at +7d at 0.75 -> 1,500; total 10,500. The rejected $40 moves nothing.
-    long = Portfolio(9_000.0, 1_500.0, 10_500.0, None, 0, (("a", "YES", 2_000.0, 1_000.0, 1_500.0),))
+    long = Portfolio(
+        9_000.0, 1_500.0, 10_500.0, None, 0, (("a", "YES", 2_000.0, 1_000.0, 1_500.0),)
+    )
     # after the SELL, up to the HOLD: cash 9,000 + 750 (sold) + 1,000 (settled) = 10,750,
-    # nothing held; Brier of the one resolved buy (0.4 - 1)^2 = 0.36
-    flat = Portfolio(10_750.0, 0.0, 10_750.0, pytest.approx(0.36), 1, ())
+    # nothing held; Brier of the one resolved buy (0.4 - 1)^2 = 0.36 (exact in binary too:
+    # 1 - 0.4 rounds to the double nearest 0.6, whose square rounds to the one nearest 0.36)
+    flat = Portfolio(10_750.0, 0.0, 10_750.0, 0.36, 1, ())
     assert [(f.before, f.after) for f in cut] == [(start, long), (long, flat), (flat, flat)]
     for f in cut:
         assert f.after is not None
@@ -233,16 +238,15 @@ def test_a_whole_log_of_two_cohorts_gives_each_cohorts_frames(
 @given(seed=st.integers(0, 10_000))
 def test_frames_chain_and_account_for_every_dollar(synthetic_tape: Tape, seed: int) -> None:
     config = CohortConfig(
-        start=START,
+        start=datetime.fromtimestamp(START, UTC),
         agents={"rnd": "random?bets=3"},
         universe=6,
         seed=seed,
         decision_cadence="2d",
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        with EventStore.open(Path(tmp) / "run.db") as store:
-            run = CohortRunner(synthetic_tape, config).run(store)
-            events = list(store.read())
+    with tempfile.TemporaryDirectory() as tmp, EventStore.open(Path(tmp) / "run.db") as store:
+        run = CohortRunner(synthetic_tape, config).run(store)
+        events = list(store.read())
     cut = frames(events, run.cohort, "rnd")
     book = run.state.books["rnd"]
     assert len(cut) == book.n_decisions

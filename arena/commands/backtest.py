@@ -20,6 +20,7 @@ from arena.backtest import (
     results_data,
     run_backtest,
 )
+from arena.commands.options import cohort_options
 from arena.commands.replay import parse_starts
 from arena.console import make_console
 from arena.html_report import write_report
@@ -117,12 +118,7 @@ def _one_line(exc: BaseException) -> click.ClickException:
 
 @click.command()
 @click.argument("strategy")
-@click.option(
-    "--tape",
-    "tape_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Tape file (default: the embedded 2024 election sample).",
-)
+@cohort_options
 @click.option(
     "--starts",
     help="Every Sunday 00:00 UTC in FROM..TO, one cohort each "
@@ -134,27 +130,6 @@ def _one_line(exc: BaseException) -> click.ClickException:
     show_default=True,
     help="Comma-separated agent specs to compare with, each named by its kind.",
 )
-@click.option("--jobs", type=int, default=0, help="Worker processes (default: CPU cores).")
-@click.option("--rules", type=click.Choice(["v1", "v2"]), default="v1", show_default=True)
-@click.option("--cash", type=float, default=10_000.0, show_default=True)
-@click.option(
-    "--universe", type=int, default=500, show_default=True, help="Top N markets by volume."
-)
-@click.option(
-    "--decisions",
-    "decision_cadence",
-    default="weekly",
-    show_default=True,
-    help="weekly, daily, hourly, tick, or e.g. 6h.",
-)
-@click.option(
-    "--marks",
-    "mark_cadence",
-    default="daily",
-    show_default=True,
-    help="Mark cadence (the equity curves' resolution).",
-)
-@click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -13,6 +13,7 @@ import pydantic
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from arena.cohort import CohortConfig, parse_instant, sundays
+from arena.commands.options import cohort_options
 from arena.console import make_console
 from arena.replay import replay_cohorts
 from arena.report import load_ledger, print_report, report_data
@@ -77,12 +78,7 @@ def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
 
 
 @click.command()
-@click.option(
-    "--tape",
-    "tape_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Tape file (default: the embedded 2024 election sample).",
-)
+@cohort_options
 @click.option("--start", help="Cohort start, ISO-8601 (default 2024-09-01, a Sunday).")
 @click.option("--starts", help="Every Sunday 00:00 UTC in FROM..TO, one cohort each.")
 @click.option(
@@ -97,37 +93,12 @@ def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="TOML or JSON table of NAME = SPEC, for many agents.",
 )
-@click.option("--rules", type=click.Choice(["v1", "v2"]), default="v1", show_default=True)
-@click.option("--cash", type=float, default=10_000.0, show_default=True)
-@click.option(
-    "--universe",
-    type=int,
-    default=500,
-    show_default=True,
-    help="Top N markets by volume open at the start.",
-)
-@click.option(
-    "--decisions",
-    "decision_cadence",
-    default="weekly",
-    show_default=True,
-    help="weekly, daily, hourly, tick, or e.g. 6h.",
-)
-@click.option(
-    "--marks",
-    "mark_cadence",
-    default="daily",
-    show_default=True,
-    help="Mark cadence: weekly, daily, hourly, tick, or e.g. 6h.",
-)
-@click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("arena.db"),
     show_default=True,
 )
-@click.option("--jobs", type=int, default=0, help="Worker processes (default: CPU cores).")
 @click.option(
     "--timeout",
     "decision_timeout",

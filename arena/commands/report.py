@@ -14,7 +14,7 @@ from ledger.store import EventStore
 
 
 @click.command()
-@click.argument("db", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("db", type=click.Path(path_type=Path))
 @click.option("--cohort", "cohorts", multiple=True, help="Only these cohorts (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def report(db: Path, cohorts: tuple[str, ...], as_json: bool) -> None:

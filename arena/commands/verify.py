@@ -14,7 +14,7 @@ from ledger.store import EventStore
 
 
 @click.command()
-@click.argument("db", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("db", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def verify(db: Path, as_json: bool) -> None:
     """Prove a log was not altered: hash chain, checking fold, recorded state digests.

@@ -1,0 +1,37 @@
+"""Options shared by the commands that run cohorts (``replay`` and ``backtest``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., object])
+
+_COHORT_OPTIONS = (
+    click.option("--tape", "tape_path", type=click.Path(dir_okay=False, path_type=Path),
+                 help="Tape file (default: the embedded 2024 election sample)."),
+    click.option("--rules", type=click.Choice(["v1", "v2"]), default="v1", show_default=True,
+                 help="Betting rules: v1 caps each bet, v2 a decision's total (all or none)."),
+    click.option("--cash", type=float, default=10_000.0, show_default=True,
+                 help="Starting cash of every agent."),
+    click.option("--universe", type=int, default=500, show_default=True,
+                 help="Top N markets by volume open at the start."),
+    click.option("--decisions", "decision_cadence", default="weekly", show_default=True,
+                 help="Decision cadence: weekly, daily, hourly, tick, or e.g. 6h."),
+    click.option("--marks", "mark_cadence", default="daily", show_default=True,
+                 help="Mark cadence (snapshots, equity curves): weekly, daily, hourly, tick, 6h…"),
+    click.option("--seed", type=int, default=0, show_default=True,
+                 help="Seed of every agent's random generator."),
+    click.option("--jobs", type=int, default=0,
+                 help="Worker processes (default: CPU cores)."),
+)  # fmt: skip
+
+
+def cohort_options(command: F) -> F:
+    """Add the cohort settings (tape, rules, cash, universe, cadences, seed, jobs)."""
+    for option in reversed(_COHORT_OPTIONS):
+        command = option(command)
+    return command

@@ -1,0 +1,99 @@
+"""``arena bench`` smoke tests at toy sizes: the figures' shapes and counts, never their speed.
+
+Timing values (seconds, rates, memory) vary with the machine and are only checked to be numbers;
+the counts follow from the workload's sizes and are checked exactly where they can be.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from click.testing import CliRunner, Result
+
+from arena.commands.bench import bench
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(bench, list(args), env={"COLUMNS": "200"})
+
+
+def figures(*args: str) -> dict[str, Any]:
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    out: dict[str, Any] = json.loads(result.stdout)
+    return out
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def test_replay() -> None:
+    out = figures("replay", "--markets", "5", "--steps", "50")
+    assert set(out) == {"ticks", "orders", "fills", "rejected", "events", "seconds", "ticks_per_s"}
+    assert out["ticks"] == 250  # 5 markets x 50 one-second steps
+    # cash 1e12 and $50 bets: nothing is rejected, so every order fills
+    assert out["rejected"] == 0
+    assert out["fills"] == out["orders"] > 0
+    # the log holds a DecisionMade per step, and an OrderPlaced and an OrderFilled per order
+    assert out["events"] >= 50 + 2 * out["orders"]
+    assert is_number(out["seconds"]) and is_number(out["ticks_per_s"])
+
+
+def test_replay_as_a_table() -> None:
+    result = invoke("replay", "--markets", "5", "--steps", "50")
+    assert result.exit_code == 0, result.output
+    assert "replay (peer workload)" in result.output
+    assert "ticks_per_s" in result.output and "250" in result.output
+
+
+def test_tapes() -> None:
+    out = figures("tapes", "--markets", "3", "--points", "100")
+    assert set(out) == {"markets", "points", "load_seconds", "peak_rss_mb", "file_mb"}
+    assert (out["markets"], out["points"]) == (3, 300)  # points over the whole tape: 3 x 100
+    assert all(is_number(out[k]) and out[k] > 0 for k in ("load_seconds", "peak_rss_mb", "file_mb"))
+
+
+def test_strategies() -> None:
+    out = figures("strategies")
+    assert set(out) == {
+        "universe_sizes",
+        "us_per_decision",
+        "fixed_us",
+        "per_market_us",
+        "target",
+        "within_target",
+    }
+    assert out["universe_sizes"] == [10, 100, 500]
+    assert len(out["us_per_decision"]) == 3 and all(map(is_number, out["us_per_decision"]))
+    assert is_number(out["fixed_us"]) and is_number(out["per_market_us"])
+    assert out["target"] == "20 us + 0.2 us per market"
+    assert isinstance(out["within_target"], bool)
+
+
+def test_ledger() -> None:
+    out = figures("ledger", "--events", "2000", "--batch", "500")
+    assert set(out) == {"append", "rebuild"}
+    append, rebuild = out["append"], out["rebuild"]
+    assert set(append) == {
+        "events",
+        "seconds",
+        "cpu_seconds",
+        "events_per_s",
+        "file_mb_per_million",
+    }
+    assert append["events"] == 2000
+    assert set(rebuild) == {"events", "seconds", "events_per_s", "agents", "brier_rows"}
+    # the rebuilt log is written whole decisions at a time, so it holds at least the asked-for
+    # count: 1 CohortOpened + 200 MarketListed, then decisions, orders, marks, settlements
+    assert rebuild["events"] >= 2000
+    assert rebuild["agents"] == 5
+    assert rebuild["brier_rows"] > 0  # every market resolves at the end, scoring its buys
+    assert all(is_number(v) for v in (*append.values(), *rebuild.values()))
+
+
+def test_ledger_as_tables() -> None:
+    result = invoke("ledger", "--events", "500")
+    assert result.exit_code == 0, result.output
+    assert "ledger append" in result.output and "ledger rebuild" in result.output
