@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import signal
 import threading
 import traceback
@@ -141,9 +142,18 @@ def _time_limit(seconds: float) -> Iterator[None]:
 
 
 def _error_text(exc: BaseException) -> str:
-    """First line: the error; then the traceback, so the log explains what went wrong."""
-    tb = "".join(traceback.format_exception(exc))
-    return f"{type(exc).__name__}: {exc}\n{tb}"
+    """First line: the error; then the traceback, so the log explains what went wrong.
+
+    Frames name files without their directories: where the code happens to be installed must
+    not change the bytes of the log (the same inputs give the same log on any machine)."""
+    report = traceback.TracebackException.from_exception(exc)
+    pending = [report]
+    while pending:
+        link = pending.pop()
+        for frame in link.stack:
+            frame.filename = os.path.basename(frame.filename)
+        pending += [e for e in (link.__cause__, link.__context__) if e is not None]
+    return f"{type(exc).__name__}: {exc}\n{''.join(report.format())}"
 
 
 def _number(x: object) -> float | None:

@@ -302,6 +302,9 @@ def test_failing_decisions_become_recorded_holds(tmp_path: Path, hand_tape: Tape
         "RuntimeError: boom",
         "TypeError: decide() returned dict, not a Decision",
     ]
+    # the traceback is in the log, naming files without the directories they sit in here
+    assert 'File "test_runner.py", line' in made[0].error and "raise RuntimeError" in made[0].error
+    assert str(Path(__file__).parent) not in made[0].error
     assert first_line(made[2].error).startswith("TypeError: bet ")
     assert "needs a finite amount" in first_line(made[2].error)
     assert all((d.action, d.bets) == ("HOLD", []) for d in made[:3])

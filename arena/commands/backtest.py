@@ -148,6 +148,7 @@ def backtest(
     starts: str | None,
     against: str,
     jobs: int,
+    decision_timeout: float,
     rules: str,
     cash: float,
     universe: int,
@@ -200,7 +201,10 @@ def backtest(
     try:
         with progress:
             task = progress.add_task("cohorts", total=len(plan.starts))
-            result = run_backtest(plan, db, jobs=workers, on_done=lambda _: progress.advance(task))
+            result = run_backtest(
+                plan, db, jobs=workers, decision_timeout=decision_timeout,
+                on_done=lambda _: progress.advance(task),
+            )  # fmt: skip
     except (LedgerError, TapeError, StrategyError, BacktestError) as exc:
         raise _one_line(exc) from None
     data = results_data(result)

@@ -10,6 +10,10 @@ import click
 
 F = TypeVar("F", bound=Callable[..., object])
 
+DECISION_TIMEOUT = 300.0
+"""Long enough for an LLM agent's call with its retries, short enough that a hung plugin
+costs minutes, not the run."""
+
 _COHORT_OPTIONS = (
     click.option("--tape", "tape_path", type=click.Path(dir_okay=False, path_type=Path),
                  help="Tape file (default: the embedded 2024 election sample)."),
@@ -27,11 +31,15 @@ _COHORT_OPTIONS = (
                  help="Seed of every agent's random generator."),
     click.option("--jobs", type=int, default=0,
                  help="Worker processes (default: CPU cores)."),
+    click.option("--timeout", "decision_timeout", type=float, default=DECISION_TIMEOUT,
+                 show_default=True,
+                 help="Seconds a strategy may take per decision before it is recorded as an "
+                      "error and HOLD (0: no limit)."),
 )  # fmt: skip
 
 
 def cohort_options(command: F) -> F:
-    """Add the cohort settings (tape, rules, cash, universe, cadences, seed, jobs)."""
+    """Add the cohort settings (tape, rules, cash, universe, cadences, seed, jobs, timeout)."""
     for option in reversed(_COHORT_OPTIONS):
         command = option(command)
     return command

@@ -99,13 +99,6 @@ def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
     default=Path("arena.db"),
     show_default=True,
 )
-@click.option(
-    "--timeout",
-    "decision_timeout",
-    type=float,
-    default=0.0,
-    help="Seconds a strategy may take per decision (0: no limit).",
-)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def replay(
     tape_path: Path | None,
