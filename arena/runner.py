@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -75,6 +75,23 @@ FLUSH_EVERY = 50_000
 _NO_TRACE = Trace()
 
 
+class _Clock:
+    """freezegun's frozen clock, moved by whole seconds.
+
+    ``tick`` with a timedelta only adds it; ``move_to`` would parse and convert a datetime on
+    every decision, which was half of the per-decision cost of the plugin boundary.
+    """
+
+    def __init__(self, frozen: Any, ts: int) -> None:
+        self._frozen = frozen
+        self._ts = ts
+
+    def move_to(self, ts: int) -> None:
+        if ts != self._ts:
+            self._frozen.tick(timedelta(seconds=ts - self._ts))
+            self._ts = ts
+
+
 class DecisionTimeout(Exception):
     """A strategy ran past its per-decision time limit."""
 
@@ -122,23 +139,46 @@ class _Writer:
         self.pending = []
 
 
-@contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt a decision that runs longer than ``seconds`` (main thread only)."""
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class _Deadline:
+    """Interrupts a decision that runs past the time limit, with SIGALRM (main thread only).
 
-    def expire(signum: int, frame: Any) -> None:
-        raise DecisionTimeout(f"decision took longer than {seconds:g} s")
+    The handler is installed once for the whole run (``armed``); each decision only starts
+    and stops the timer, which keeps the per-decision cost of the limit to two system calls.
+    """
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.active = seconds > 0 and threading.current_thread() is threading.main_thread()
+
+    @contextmanager
+    def armed(self) -> Iterator[None]:
+        if not self.active:
+            yield
+            return
+
+        def expire(signum: int, frame: Any) -> None:
+            raise DecisionTimeout(f"decision took longer than {self.seconds:g} s")
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    def start(self) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def stop(self) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.setflags(write=False)
+    return view
 
 
 def _error_text(exc: BaseException) -> str:
@@ -242,6 +282,8 @@ class CohortRunner:
         self.meta = tuple(self._meta(m) for m in self.universe)
         width = max(len(meta.outcomes) for meta in self.meta)
         self.holdings = {name: np.zeros((len(self.ids), width)) for name in self.strategies}
+        # read-only views of the same memory: strategies see every update, and cannot write
+        self.shown_holdings = {name: _read_only(h) for name, h in self.holdings.items()}
         self._prepare_prices()
 
     def _meta(self, m: int) -> MarketMeta:
@@ -301,7 +343,9 @@ class CohortRunner:
         emit([self._opened()])
         emit([self._listed(j) for j in range(len(self.universe))])
         settled: set[int] = set()
-        with freeze_time(datetime.fromtimestamp(start, UTC)) as clock:
+        deadline = _Deadline(self.decision_timeout)
+        with freeze_time(datetime.fromtimestamp(start, UTC)) as frozen, deadline.armed():
+            clock = _Clock(frozen, start)
             self._setup(start)
             for ts, kind, payload in self.timeline.steps:
                 if kind == RESOLUTION:
@@ -312,7 +356,7 @@ class CohortRunner:
                 elif kind == MARK:
                     emit([self._mark(payload, ts, settled)])
                 else:
-                    self._decide(state, broker, writer, emit, payload, ts, clock)
+                    self._decide(state, broker, writer, emit, payload, ts, clock, deadline)
         reason = (
             "every market settled"
             if len(settled) == len(self.universe)
@@ -417,7 +461,8 @@ class CohortRunner:
         emit: Callable[[list[Event]], None],
         row: int,
         ts: int,
-        clock: Any,
+        clock: _Clock,
+        deadline: _Deadline,
     ) -> None:
         close = self.timeline.close
         yes = self.first_price[row]
@@ -440,11 +485,9 @@ class CohortRunner:
             return None if j is None else self._prices(row, j)
 
         week = week_of(self.config.start_ts, ts)
-        clock.move_to(datetime.fromtimestamp(ts, UTC))
+        clock.move_to(ts)
         for name, strategy in self.strategies.items():
             book = state.books[name]
-            shares = self.holdings[name].view()
-            shares.setflags(write=False)
             view = View(
                 ts=ts,
                 week=week,
@@ -452,7 +495,7 @@ class CohortRunner:
                 min_bet=self.rules.min_bet,
                 max_fraction=self.rules.max_fraction,
                 markets=markets,
-                shares=shares,
+                shares=self.shown_holdings[name],
                 _positions=lambda book=book: tuple(  # type: ignore[misc]
                     PositionView(
                         id=p.id,
@@ -467,8 +510,12 @@ class CohortRunner:
             )
             error = None
             try:
-                with _time_limit(self.decision_timeout):
-                    decision = _checked(strategy.decide(view))
+                deadline.start()
+                try:
+                    decided = strategy.decide(view)
+                finally:
+                    deadline.stop()
+                decision = _checked(decided)
             except Exception as exc:
                 decision, error = Decision.hold(), _error_text(exc)
             trace = decision.trace or _NO_TRACE
