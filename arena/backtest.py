@@ -25,6 +25,7 @@ import pydantic
 
 from arena.cohort import CohortConfig, select_universe, sundays
 from arena.replay import CohortDone, replay_cohorts
+from arena.report import iso_utc
 from ledger.events import Marked
 from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_difference
 from ledger.projection import BrierRow, CohortState
@@ -86,7 +87,7 @@ class BacktestPlan:
             "against": list(self.against),
             "agents": self.agents,
             "tape_path": str(self.tape_path),
-            "starts": [_iso(int(s.timestamp())) for s in self.starts],
+            "starts": [iso_utc(int(s.timestamp())) for s in self.starts],
             "universe": self.universe,
             "cash": self.cash,
             "rules": self.rules,
@@ -94,10 +95,6 @@ class BacktestPlan:
             "mark_cadence": self.mark_cadence,
             "seed": self.seed,
         }
-
-
-def _iso(ts: int) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def default_starts(tape: Tape, universe: int) -> list[datetime]:
@@ -148,7 +145,7 @@ def plan_backtest(
         raise BacktestError(f"tape {tape.hash[:12]} has no Sunday with an open, priced market")
     for start in chosen:
         if not select_universe(tape, int(start.timestamp()), universe):
-            first, last = (_iso(t)[:10] for t in tape.span())
+            first, last = (iso_utc(t)[:10] for t in tape.span())
             raise BacktestError(
                 f"no market is open with a price on {start:%Y-%m-%d} "
                 f"(the tape runs {first}..{last})"
@@ -286,7 +283,7 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
         cohorts.append(
             {
                 "cohort": record.state.cohort,
-                "start": _iso(record.start),
+                "start": iso_utc(record.start),
                 "markets": len(record.state.markets),
                 "agents": {name: agents[name] for name in names},
             }

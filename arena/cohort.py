@@ -44,13 +44,18 @@ def cadence_seconds(cadence: str) -> int | None:
     return int(match.group(1)) * _UNITS[match.group(2)]
 
 
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC; a naive time is taken as UTC already, since tapes are all in UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def parse_instant(text: str) -> datetime:
     """An ISO-8601 instant; a date or a naive time is taken as UTC."""
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"{text!r} is not an ISO-8601 date or instant") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return as_utc(value)
 
 
 def sundays(first: datetime, last: datetime) -> list[datetime]:
@@ -83,7 +88,7 @@ class CohortConfig(pydantic.BaseModel):
     @pydantic.field_validator("start")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return as_utc(value)
 
     @pydantic.field_validator("decision_cadence", "mark_cadence")
     @classmethod

@@ -37,7 +37,8 @@ def load_ledger(store: EventStore, cohorts: Iterable[str] | None = None) -> Ledg
     return ledger
 
 
-def _iso(ts: int) -> str:
+def iso_utc(ts: int) -> str:
+    """An instant as ``YYYY-MM-DDTHH:MM:SSZ``: the one spelling of time in reports and JSON."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -68,7 +69,7 @@ def cohort_summary(state: CohortState) -> dict[str, Any]:
     opened = state.opened
     return {
         "cohort": state.cohort,
-        "start": _iso(opened.start) if opened else None,
+        "start": iso_utc(opened.start) if opened else None,
         "rules": opened.rules if opened else None,
         "tape": opened.tape if opened else None,
         "markets": len(state.markets),
@@ -195,7 +196,7 @@ def print_report(console: Console, ledger: Ledger, *, per_cohort: bool = True) -
     if per_cohort:
         for state in states:
             opened = state.opened
-            start = _iso(opened.start)[:10] if opened else "?"
+            start = iso_utc(opened.start)[:10] if opened else "?"
             status = state.closed.reason if state.closed else "still open"
             title = f"Cohort {state.cohort} — start {start}, {len(state.markets)} markets, {status}"
             console.print(standings_table(title, cohort_standings(state)))

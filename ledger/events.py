@@ -18,7 +18,7 @@ Conventions shared by every event:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -224,23 +224,8 @@ AnyEvent = (
     | PositionRefunded
 )
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__name__: cls
-    for cls in (
-        CohortOpened,
-        CohortClosed,
-        MarketListed,
-        Marked,
-        DecisionMade,
-        OrderPlaced,
-        OrderFilled,
-        OrderRejected,
-        MarketResolved,
-        MarketVoided,
-        PositionSettled,
-        PositionRefunded,
-    )
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in get_args(AnyEvent)}
+"""Every type the log may hold, by its tag; derived from ``AnyEvent`` so the two cannot drift."""
 
 _encoder = msgspec.json.Encoder()
 _decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)

@@ -200,10 +200,11 @@ class Tape:
         block = self._prices[self._price_offsets[m] : self._price_offsets[m + 1]]
         return block.reshape(-1, self.markets[m].stored_columns)
 
-    def values(self, m: int) -> np.ndarray:
-        """``(n_points, n_outcomes)`` prices in outcome order; binary NO is derived as 1 - YES."""
+    def values(self, m: int, end: int | None = None) -> np.ndarray:
+        """``(n_points, n_outcomes)`` prices in outcome order (the first ``end`` points only, if
+        given); binary NO is derived as 1 - YES, so cutting first saves deriving what is cut."""
         market = self.markets[m]
-        stored = self._stored(m)
+        stored = self._stored(m)[:end]
         if not market.is_binary:
             return stored
         yes = stored[:, 0]
@@ -234,7 +235,7 @@ class Tape:
     def history(self, m: int, t: int) -> tuple[np.ndarray, np.ndarray]:
         """``(times, values)`` up to and including ``t``: nothing later can leak out."""
         end = int(np.searchsorted(self.times(m), t, side="right"))
-        return self.times(m)[:end], self.values(m)[:end]
+        return self.times(m)[:end], self.values(m, end)
 
     # -- whole-tape facts --------------------------------------------------------------------
 

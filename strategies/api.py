@@ -2,7 +2,7 @@
 
 A strategy is a small class::
 
-    from strategies import Strategy, Decision, Bet, View
+    from strategies.api import Bet, Decision, Strategy, View
 
     class Cheap(Strategy):
         \"\"\"Buy $50 of YES in anything priced under 20%.\"\"\"

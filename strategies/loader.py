@@ -94,6 +94,8 @@ def _import_target(target: str) -> type[Strategy]:
             module = importlib.import_module(where)
         except ImportError as exc:
             raise StrategyError(f"cannot import {where}: {exc}") from None
+        except Exception as exc:  # a plugin module that fails while it runs, as for files
+            raise StrategyError(f"{where}: {type(exc).__name__}: {exc}") from None
     cls = getattr(module, name, None)
     if not (inspect.isclass(cls) and issubclass(cls, Strategy)):
         raise StrategyError(f"{target} is not a Strategy subclass")
@@ -126,4 +128,9 @@ def build_strategy(spec: str) -> Strategy:
         if "path" not in inspect.signature(cls.__init__).parameters:
             raise StrategyError(f"{parsed.kind} takes no argument (got {parsed.arg!r})")
         kwargs["path"] = parsed.arg
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except StrategyError:
+        raise
+    except Exception as exc:  # a plugin's own __init__: its bug, reported as the spec's fault
+        raise StrategyError(f"{parsed.kind}: {type(exc).__name__}: {exc}") from None

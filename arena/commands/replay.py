@@ -61,6 +61,8 @@ def parse_agents(specs: tuple[str, ...], from_file: dict[str, str] | None = None
 
 
 def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
+    """``--start`` as given, or every Sunday 00:00 UTC in ``--starts``; a bad date is a usage
+    error that names the option it came from."""
     if start and starts:
         raise click.UsageError("give --start or --starts, not both")
     try:
@@ -74,7 +76,7 @@ def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
             return found
         return [parse_instant(start or DEFAULT_START)]
     except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(str(exc), param_hint="--starts" if starts else "--start") from None
 
 
 @click.command()
