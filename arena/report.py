@@ -29,12 +29,7 @@ from ledger.store import EventStore
 
 def load_ledger(store: EventStore, cohorts: Iterable[str] | None = None) -> Ledger:
     """Fold the log (or only the given cohort streams) into projections."""
-    if cohorts is None:
-        return rebuild(store)
-    ledger = Ledger()
-    for cohort in cohorts:
-        ledger.apply_all(store.read(stream=cohort))
-    return ledger
+    return rebuild(store, cohorts)
 
 
 def iso_utc(ts: int) -> str:

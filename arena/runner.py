@@ -14,6 +14,7 @@ appended. An interrupted replay therefore ends with the same log as an uninterru
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import os
@@ -72,7 +73,8 @@ if TYPE_CHECKING:
     from ledger.store import EventStore
 
 FLUSH_EVERY = 50_000
-_NO_TRACE = Trace()
+_TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(Trace))
+_NO_TRACE = {f: getattr(Trace(), f) for f in _TRACE_FIELDS}
 
 
 class _Clock:
@@ -311,11 +313,10 @@ class CohortRunner:
             first[:, j] = np.where(idx >= 0, column[np.maximum(idx, 0)], np.nan)
         self.yes_first = [self.tape.markets[m].yes_column == 0 for m in self.universe]
         self.point = rows
-        self.volume = np.array([meta.volume for meta in self.meta], dtype=np.float64)
         # strategies get views of these arrays: read-only, or one could rewrite a fill price
-        for array in (first, self.volume):
-            array.setflags(write=False)
-        self.first_price = first
+        self.volume = _read_only(np.array([meta.volume for meta in self.meta], dtype=np.float64))
+        self.binary = _read_only(np.array([meta.is_binary for meta in self.meta], dtype=bool))
+        self.first_price = _read_only(first)
 
     def _prices(self, row: int, j: int) -> tuple[float, ...] | None:
         i = int(self.point[row, j])
@@ -476,6 +477,7 @@ class CohortRunner:
             yes=yes,
             open_mask=open_mask,
             volume=self.volume,
+            binary=self.binary,
             prices=lambda j: self._prices(row, j),
             history=lambda j, t: self.tape.history(self.universe[j], t),
         )
@@ -518,7 +520,11 @@ class CohortRunner:
                 decision = _checked(decided)
             except Exception as exc:
                 decision, error = Decision.hold(), _error_text(exc)
-            trace = decision.trace or _NO_TRACE
+            # the model's bookkeeping, field for field (Trace mirrors DecisionMade's fields)
+            t = decision.trace
+            trace = {f: getattr(t, f) for f in _TRACE_FIELDS} if t else _NO_TRACE
+            if error:
+                trace = {**trace, "error": error}
             emit(
                 [
                     DecisionMade(
@@ -530,15 +536,7 @@ class CohortRunner:
                         reasoning=decision.reasoning,
                         bets=list(decision.bets),
                         sells=list(decision.sells),
-                        prompt=trace.prompt,
-                        raw_response=trace.raw_response,
-                        model=trace.model,
-                        tokens_in=trace.tokens_in,
-                        tokens_out=trace.tokens_out,
-                        cost=trace.cost,
-                        latency_ms=trace.latency_ms,
-                        retries=trace.retries,
-                        error=error or trace.error,
+                        **trace,
                     )
                 ]
             )

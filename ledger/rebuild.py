@@ -10,6 +10,8 @@ exactly (the tests compare snapshots).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from ledger.projection import CohortState, FoldEvent, Ledger
@@ -18,13 +20,21 @@ from ledger.store import EventStore
 _page_decoder: msgspec.json.Decoder[list[FoldEvent]] = msgspec.json.Decoder(list[FoldEvent])
 
 
-def rebuild(store: EventStore, batch: int = 100_000) -> Ledger:
-    """Every cohort's projections, folded from the whole log, ``batch`` events a page."""
+def rebuild(
+    store: EventStore, streams: Iterable[str] | None = None, batch: int = 100_000
+) -> Ledger:
+    """The projections of every cohort (or of the given cohort streams), folded from the log,
+    ``batch`` events a page."""
     ledger = Ledger()
     cohorts = ledger.cohorts
     name = ""
     state: CohortState | None = None
-    for page in store.payload_arrays(batch):
+    pages = (
+        store.payload_arrays(batch=batch)
+        if streams is None
+        else (page for stream in streams for page in store.payload_arrays(stream, batch))
+    )
+    for page in pages:
         for event in _page_decoder.decode(page):
             if event.cohort != name:
                 name = event.cohort

@@ -29,6 +29,7 @@ import numpy as np
 import pydantic
 
 from ledger.events import BetIntent, SellIntent
+from ledger.projection import side_index
 
 Bet = BetIntent
 """A bet: ``Bet(market=ID, side="YES"|"NO"|outcome, amount=dollars, belief=P(side wins))``."""
@@ -48,6 +49,8 @@ class LookAheadError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class Trace:
     """How a model-backed decision was reached, kept in the log beside the decision itself.
+
+    Its fields are ``DecisionMade``'s own, by name, so the runner copies them across whole.
 
     ``error`` notes a problem the strategy recovered from (e.g. an unparseable answer that
     became HOLD); API keys never belong here.
@@ -139,7 +142,9 @@ class MarketsView:
     NaN when the market has no price yet; ``open[i]`` says whether it can be traded now.
     """
 
-    __slots__ = ("_history", "_index", "_meta", "_prices", "ids", "open", "ts", "volume", "yes")
+    __slots__ = (
+        "_history", "_index", "_meta", "_prices", "binary", "ids", "open", "ts", "volume", "yes",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -151,6 +156,7 @@ class MarketsView:
         yes: np.ndarray,
         open_mask: np.ndarray,
         volume: np.ndarray,
+        binary: np.ndarray,
         prices: Prices,
         history: History,
     ) -> None:
@@ -161,6 +167,7 @@ class MarketsView:
         self.yes = yes
         self.open = open_mask
         self.volume = volume
+        self.binary = binary
         self._prices = prices
         self._history = history
 
@@ -225,8 +232,11 @@ class View:
         return self._positions()
 
     def position(self, market: str, side: str) -> PositionView | None:
-        side_key = side.upper() if side.lower() in ("yes", "no") else side
-        return next((p for p in self.positions if p.market == market and p.side == side_key), None)
+        """The open position on ``side`` of ``market`` (sides spelled as the broker takes them)."""
+        found = side_index(self.markets.meta(market).outcomes, side)
+        if found is None:
+            return None
+        return next((p for p in self.positions if p.market == market and p.side == found[0]), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ pydantic ``Settings``, so a typo or a wrong type is reported with the field's na
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -79,7 +80,8 @@ def _import_target(target: str) -> type[Strategy]:
         path = Path(where)
         if not path.is_file():
             raise StrategyError(f"strategy file {where} does not exist")
-        module_name = f"arena_plugin_{abs(hash(str(path.resolve())))}"
+        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+        module_name = f"arena_plugin_{digest}"
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise StrategyError(f"cannot load strategy file {where}")

@@ -76,6 +76,7 @@ def make_view(
         yes=prices,
         open_mask=np.array(open_mask if open_mask is not None else [True] * n),
         volume=np.ones(n),
+        binary=np.array([m.is_binary for m in meta]),
         prices=lambda j: (float(prices[j]), 1.0 - float(prices[j])),
         history=history or flat_history,
     )

@@ -98,6 +98,7 @@ def hand_view(positions: tuple[PositionView, ...] = (), cash: float = 9850.5) ->
         yes=np.array([q[0] for q in QUOTES]),
         open_mask=np.array([False, True, True, True]),
         volume=np.array([m.volume for m in META]),
+        binary=np.array([m.is_binary for m in META]),
         prices=lambda i: QUOTES[i],
         history=lambda i, t: (np.array([], dtype=np.int64), np.array([])),
     )

@@ -32,11 +32,13 @@ def test_rebuild_equals_the_plain_fold(tmp_path: Path, batch: int) -> None:
         )  # fmt: skip
     with EventStore.open(db, readonly=True) as store:
         plain = Ledger().apply_all(store.read())
-        pages = list(store.payload_arrays(batch))
-        fast = rebuild(store, batch)
+        pages = list(store.payload_arrays(batch=batch))
+        fast = rebuild(store, batch=batch)
+        other = rebuild(store, ["other"], batch=batch)
     assert made > 3_000
     assert len(pages) == -(-store_last(db) // batch)
     assert fast.snapshot() == plain.snapshot()
+    assert other.snapshot() == {"other": plain.cohorts["other"].snapshot()}
     book = fast.cohorts["other"].books["x"]
     assert (book.n_decisions, book.n_errors) == (2, 1)
     assert fast.cohorts["bench-rebuild"].n_orders == plain.cohorts["bench-rebuild"].n_orders > 0

@@ -178,6 +178,7 @@ def view(yes: list[float], cash: float = 10_000.0, held: tuple[int, ...] = ()) -
         yes=prices,
         open_mask=~np.isnan(prices),
         volume=np.zeros(len(yes)),
+        binary=np.ones(len(yes), dtype=bool),
         prices=lambda i: None,
         history=lambda i, t: (np.array([]), np.array([])),
     )

@@ -34,7 +34,7 @@ import numpy as np
 import pydantic
 
 from ledger.metrics import TradingMode, positions
-from strategies.api import Bet, Context, Decision, MarketsView, Sell, Strategy, View
+from strategies.api import Bet, Context, Decision, Sell, Strategy, View
 from strategies.forecasters import DEFAULT_COLUMN, Forecaster, forecaster_from_setting
 
 EDGE_TOLERANCE = 1e-9
@@ -87,10 +87,6 @@ def _cents(dollars: float) -> float:
     return math.floor(dollars * 100 + 1e-6) / 100
 
 
-def _binary_mask(markets: MarketsView) -> np.ndarray:
-    return np.array([markets.meta(m).is_binary for m in markets.ids], dtype=bool)
-
-
 def _favoured(edge: float) -> str | None:
     if edge > EDGE_TOLERANCE:
         return "YES"
@@ -111,7 +107,6 @@ class EdgeTrader(Strategy):
         super().__init__(settings, **values)
         self.forecaster = self.make_forecaster()
         self._rules = "v1"
-        self._binary: tuple[tuple[str, ...], np.ndarray] | None = None
 
     def make_forecaster(self) -> Forecaster:
         raise NotImplementedError
@@ -120,18 +115,13 @@ class EdgeTrader(Strategy):
         super().setup(context)
         self._rules = context.rules
 
-    def _is_binary(self, markets: MarketsView) -> np.ndarray:
-        if self._binary is None or self._binary[0] is not markets.ids:
-            self._binary = (markets.ids, _binary_mask(markets))
-        return self._binary[1]
-
     def decide(self, view: View) -> Decision:
         markets = view.markets
         s = self.settings
         q = np.asarray(markets.yes, dtype=np.float64)
         p = np.asarray(self.forecaster.forecast(view), dtype=np.float64)
         with np.errstate(invalid="ignore"):
-            tradable = markets.open & self._is_binary(markets) & (q > 0) & (q < 1)
+            tradable = markets.open & markets.binary & (q > 0) & (q < 1)
         tradable &= np.isfinite(p)
         edge = np.where(tradable, p - q, 0.0)
         target = np.where(tradable, positions(np.where(tradable, p, q), q, s.B, self.mode), 0.0)

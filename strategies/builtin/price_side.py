@@ -38,14 +38,14 @@ class PriceSide(Strategy):
         held = {p.market for p in view.positions}
         yes = markets.yes
         with np.errstate(invalid="ignore"):
-            candidates = markets.open & (yes > 0) & (yes < 1) & (yes != 0.5)
+            candidates = markets.open & markets.binary & (yes > 0) & (yes < 1) & (yes != 0.5)
         lopsided = np.abs(np.where(candidates, yes, 0.5) - 0.5)
         bets: list[Bet] = []
         for i in np.argsort(-lopsided, kind="stable"):
             if len(bets) == self.settings.markets or not candidates[i]:
                 break
             market = markets.ids[i]
-            if market in held or not markets.meta(market).is_binary:
+            if market in held:
                 continue
             yes_side = (yes[i] > 0.5) != self.underdog
             side, price = ("YES", float(yes[i])) if yes_side else ("NO", 1.0 - float(yes[i]))
