@@ -61,8 +61,22 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Entry point that turns a clean ``click`` failure into a one-line error and exit code."""
+    """Entry point: every failure a user causes ends in one line on stderr and a non-zero exit.
+
+    click would print its usage block above a usage error; the one line that says what was
+    wrong is the part a person needs (``--help`` has the rest).
+    """
     try:
-        cli(standalone_mode=True)
+        cli(standalone_mode=False)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        click.echo(f"Error: {exc.format_message()}{hint}", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)

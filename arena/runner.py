@@ -311,7 +311,6 @@ class CohortRunner:
             rows[:, j] = idx
             column = self.tape.yes(m)
             first[:, j] = np.where(idx >= 0, column[np.maximum(idx, 0)], np.nan)
-        self.yes_first = [self.tape.markets[m].yes_column == 0 for m in self.universe]
         self.point = rows
         # strategies get views of these arrays: read-only, or one could rewrite a fill price
         self.volume = _read_only(np.array([meta.volume for meta in self.meta], dtype=np.float64))
@@ -320,13 +319,7 @@ class CohortRunner:
 
     def _prices(self, row: int, j: int) -> tuple[float, ...] | None:
         i = int(self.point[row, j])
-        if i < 0:
-            return None
-        m = self.universe[j]
-        if self.meta[j].is_binary:
-            p = float(self.first_price[row, j])
-            return (p, 1.0 - p) if self.yes_first[j] else (1.0 - p, p)
-        return tuple(float(x) for x in self.tape.values(m)[i])
+        return None if i < 0 else self.tape.point(self.universe[j], i)
 
     # -- the loop ----------------------------------------------------------------------------
 

@@ -55,6 +55,11 @@ def side_index(outcomes: Sequence[str], side: str) -> tuple[str, int] | None:
     return None
 
 
+def side_won(side: str, winner: str) -> bool:
+    """Settlement compares sides case-insensitively (origins §1.9: "Yes" wins a YES bet)."""
+    return side.upper() == winner.upper()
+
+
 class Position(msgspec.Struct):
     """An open position on one side of one market."""
 
@@ -211,7 +216,6 @@ class CohortState:
 
     def _resolved(self, e: MarketResolved) -> None:
         self.resolutions[e.market] = e.winner
-        winner = e.winner.upper()
         for book in self.books.values():
             for buy in book.buys.pop(e.market, ()):
                 book.brier_rows.append(
@@ -220,7 +224,7 @@ class CohortState:
                         buy.market,
                         buy.side,
                         buy.confidence or 0.0,
-                        int(buy.side.upper() == winner),
+                        int(side_won(buy.side, e.winner)),
                         buy.price,
                         buy.belief,
                     )

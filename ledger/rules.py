@@ -32,7 +32,7 @@ from ledger.events import (
     PositionSettled,
     SellIntent,
 )
-from ledger.projection import CohortState, Position
+from ledger.projection import CohortState, Position, side_won
 
 Quote = Callable[[str], Sequence[float] | None]
 """The outcome prices of a market at the decision instant (in outcome order), or None."""
@@ -350,10 +350,9 @@ def settle(state: CohortState, market: str, ts: int, winner: str) -> list[Event]
     crash can never strand positions the way the v1 code's two-step update could (origins §1.9).
     """
     events: list[Event] = [MarketResolved(cohort=state.cohort, ts=ts, market=market, winner=winner)]
-    upper = winner.upper()
     for agent, book in state.books.items():
         for position in [p for p in book.positions.values() if p.market == market]:
-            won = position.side.upper() == upper
+            won = side_won(position.side, winner)
             payout = position.shares if won else 0.0
             events.append(
                 PositionSettled(

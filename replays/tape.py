@@ -223,8 +223,10 @@ class Tape:
         """Outcome prices as of ``t`` (the last point at or before it); None before any point."""
         m = self.index[market_id]
         i = int(np.searchsorted(self.times(m), t, side="right")) - 1
-        if i < 0:
-            return None
+        return None if i < 0 else self.point(m, i)
+
+    def point(self, m: int, i: int) -> tuple[float, ...]:
+        """Every outcome's price at point ``i`` of market ``m``, in outcome order."""
         row = self._stored(m)[i]
         market = self.markets[m]
         if market.is_binary:

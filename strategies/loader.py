@@ -89,14 +89,14 @@ def _import_target(target: str) -> type[Strategy]:
         sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # SystemExit: a plugin must not end arena
             raise StrategyError(f"{where}: {type(exc).__name__}: {exc}") from None
     else:
         try:
             module = importlib.import_module(where)
         except ImportError as exc:
             raise StrategyError(f"cannot import {where}: {exc}") from None
-        except Exception as exc:  # a plugin module that fails while it runs, as for files
+        except (Exception, SystemExit) as exc:  # a plugin module that fails while it runs
             raise StrategyError(f"{where}: {type(exc).__name__}: {exc}") from None
     cls = getattr(module, name, None)
     if not (inspect.isclass(cls) and issubclass(cls, Strategy)):

@@ -31,6 +31,8 @@ DEFAULT_AGENTS = ("hold=hold", "favourite=favourite", "random=random")
 
 def read_agents_file(path: Path) -> dict[str, str]:
     """``{name: spec}`` from a TOML or JSON file (optionally under an ``agents`` key)."""
+    if path.suffix not in (".toml", ".json"):
+        raise click.BadParameter(f"{path}: use a .toml or .json file", param_hint="--agents-file")
     try:
         raw = path.read_bytes()
         data = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw)
