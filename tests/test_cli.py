@@ -1,0 +1,46 @@
+"""The console script: every mistake a user makes ends in one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ARENA = Path(sys.executable).parent / "arena"
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ARENA), *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (("nosuch",), 2, "No such command 'nosuch'"),
+        (("replay", "--universe", "x"), 2, "'x' is not a valid integer"),
+        (("replay", "--agent", "x=nosuch"), 1, "unknown strategy 'nosuch'"),
+        (("replay", "--agents-file", "agents.csv"), 2, "use a .toml or .json file"),
+        (("replay", "--starts", "2024-13-01..2024-14-01"), 2, "2024-13-01"),
+        (("report", "missing.db"), 1, "missing.db: no such event log"),
+        (("tapes", "show", "missing.tape"), 1, "missing.tape"),
+        (("score", "missing.csv"), 1, "missing.csv: cannot read"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr(tmp_path: Path, args: tuple[str, ...], code: int,
+                                         says: str) -> None:  # fmt: skip
+    (tmp_path / "agents.csv").write_text("a,b\n")
+    done = run(*args, cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and says in lines[0], done.stderr
+
+
+def test_help_and_version_still_work(tmp_path: Path) -> None:
+    assert "replay" in run("--help", cwd=tmp_path).stdout
+    assert run("--version", cwd=tmp_path).stdout.startswith("arena, version ")
+    assert "Example" in run("replay", "--help", cwd=tmp_path).stdout
