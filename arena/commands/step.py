@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+from rich import box
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
@@ -16,6 +17,7 @@ from arena.console import make_console
 from arena.step import Frame, Portfolio, frames
 from ledger.errors import LedgerError
 from ledger.events import (
+    MarketListed,
     MarketResolved,
     MarketVoided,
     OrderFilled,
@@ -85,7 +87,31 @@ def _outcome_lines(frame: Frame) -> Table:
     return table
 
 
-def _render(frame: Frame, total: int, agent: str) -> Panel:
+SEEN_ROWS = 8
+
+
+def _seen_table(frame: Frame, listed: dict[str, MarketListed]) -> Table:
+    """The biggest markets the agent could see, at the prices it saw, with what it held."""
+    table = Table(
+        title=f"what it saw (top {SEEN_ROWS} by volume)", title_justify="left",
+        box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold",
+    )  # fmt: skip
+    table.add_column("market", no_wrap=True)
+    table.add_column("question", overflow="ellipsis", no_wrap=True, max_width=48)
+    table.add_column("YES", justify="right")
+    table.add_column("held", justify="right", no_wrap=True)
+    held = {(m, side): shares for m, side, shares, _, _ in frame.before.positions}
+    biggest = sorted(frame.seen, key=lambda m: (-listed[m].volume, m) if m in listed else (0, m))
+    for market in biggest[:SEEN_ROWS]:
+        holding = ", ".join(
+            f"{shares:,.0f} {side}" for (m, side), shares in held.items() if m == market
+        )
+        question = listed[market].question if market in listed else ""
+        table.add_row(market, question, f"{frame.seen[market]:.3f}", holding or "—")
+    return table
+
+
+def _render(frame: Frame, total: int, agent: str, listed: dict[str, MarketListed]) -> Panel:
     d = frame.decision
     when = datetime.fromtimestamp(d.ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = Table.grid(padding=(0, 2))
@@ -104,7 +130,10 @@ def _render(frame: Frame, total: int, agent: str) -> Panel:
     if d.error:
         orders.add_row(f"[red]error: {d.error.splitlines()[0]}[/]")
     assert frame.after is not None
-    body = Group(head, orders, _outcome_lines(frame), _portfolio_table(frame.before, frame.after))
+    body = Group(
+        head, _seen_table(frame, listed), orders, _outcome_lines(frame),
+        _portfolio_table(frame.before, frame.after),
+    )  # fmt: skip
     return Panel(body, title=f"{agent} · decision {frame.index + 1}/{total}", title_align="left")
 
 
@@ -140,6 +169,7 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
     if agent not in names:
         raise click.ClickException(f"cohort {cohort} has no agent {agent!r} ({', '.join(names)})")
     cut = frames(events, cohort, agent)
+    listed = {e.market: e for e in events if isinstance(e, MarketListed)}
     if as_json:
         click.echo(json.dumps([f.as_dict() for f in cut], indent=2))
         return
@@ -149,12 +179,12 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
         return
     if no_input or not sys.stdin.isatty():
         for frame in cut:
-            console.print(_render(frame, len(cut), agent))
+            console.print(_render(frame, len(cut), agent, listed))
         return
     k = 0
     while True:
         console.clear()
-        console.print(_render(cut[k], len(cut), agent))
+        console.print(_render(cut[k], len(cut), agent, listed))
         console.print("[dim]n/enter next · p previous · g first · G last · q quit[/]")
         key = click.getchar()
         if key in ("q", "\x1b", "\x03"):
