@@ -26,7 +26,10 @@ from strategies.api import StrategyError
 from strategies.loader import build_strategy, validation_summary
 
 DEFAULT_START = "2024-09-01"
-DEFAULT_AGENTS = ("hold=hold", "favourite=favourite", "random=random")
+DEFAULT_AGENTS = (
+    "hold=hold", "favourite=favourite", "contrarian=contrarian", "random=random",
+    "extremized=extremized", "sign=sign", "linear=linear?B=1000",
+)  # fmt: skip
 
 
 def read_agents_file(path: Path) -> dict[str, str]:
