@@ -21,11 +21,12 @@ import numpy as np
 
 from ledger.metrics import asymmetric_extremize
 from strategies.api import MarketsView, StrategyError, View
+from strategies.llm_forecast import llm_forecaster
 
 DEFAULT_COLUMN = "pred_prob"
 ID_COLUMN = "market_id"
 DAY = 86_400
-NOT_YET = ("diffusion", "llm")
+NOT_YET = ("diffusion",)
 MIN_SPREAD_POINTS = 2
 
 
@@ -173,19 +174,26 @@ def read_predictions(path: Path, column: str = DEFAULT_COLUMN) -> dict[str, floa
     return predictions
 
 
-def forecaster_from_setting(text: str, *, column: str = DEFAULT_COLUMN) -> Forecaster:
-    """``market``, ``extremized`` or ``file:PATH.csv|.jsonl`` to a forecaster."""
+def forecaster_from_setting(
+    text: str, *, column: str = DEFAULT_COLUMN, show_price: bool = True
+) -> Forecaster:
+    """``market``, ``extremized``, ``llm[:MODEL]`` or ``file:PATH.csv|.jsonl`` to a forecaster;
+    ``column`` applies to a file, ``show_price`` to an LLM."""
     name = text.strip()
     if name == "market":
         return MarketForecaster()
     if name == "extremized":
         return ExtremizedForecaster()
+    if name == "llm" or name.startswith("llm:"):
+        return llm_forecaster(name.removeprefix("llm").removeprefix(":"), show_price=show_price)
     if name.startswith("file:"):
         return FileForecaster(name.removeprefix("file:"), column)
     if name in NOT_YET:
         raise StrategyError(
-            f"forecaster {name!r} is not available yet; use market, extremized or file:PATH.csv"
+            f"forecaster {name!r} is not available yet; "
+            "use market, extremized, llm[:MODEL] or file:PATH.csv"
         )
     raise StrategyError(
-        f"unknown forecaster {text!r}: use market, extremized or file:PATH.csv (or .jsonl)"
+        f"unknown forecaster {text!r}: use market, extremized, llm[:MODEL] or file:PATH.csv "
+        "(or .jsonl)"
     )

@@ -17,17 +17,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+MODES = ("live", "record", "replay")
 
 Message = dict[str, str]
+T = TypeVar("T", int, float)
 
 
 class LLMError(Exception):
@@ -83,6 +86,12 @@ def completion_from(body: Any, latency_ms: float) -> Completion:
         latency_ms=latency_ms,
         body=body,
     )
+
+
+def total(values: Iterable[T | None]) -> T | None:
+    """The sum of what several calls reported (tokens, cost, latency), or None if none did."""
+    present = [v for v in values if v is not None]
+    return sum(present[1:], present[0]) if present else None
 
 
 def _int(x: Any) -> int | None:
@@ -261,3 +270,51 @@ class Player:
         self._served[key] = k + 1
         entry = answers[min(k, len(answers) - 1)]
         return completion_from(entry["response"], float(entry.get("latency_ms") or 0.0))
+
+
+def open_completer(
+    model: str,
+    *,
+    mode: str = "live",
+    cassette: str | Path | None = None,
+    api_key_env: str | None = None,
+    base_url: str = DEFAULT_BASE_URL,
+    timeout: float = 40.0,
+    retries: int = 4,
+    backoff: float = 3.0,
+    max_tokens: int | None = None,
+    client: httpx.Client | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> Completer:
+    """The live client (``live``), a recorder in front of it (``record``) or a player
+    (``replay``), checked before the first question: a missing key or cassette is an LLMError
+    when the agent is built, not a failed decision weeks into a run. A replay needs no key."""
+    if mode not in MODES:
+        raise LLMError(f"mode must be live, record or replay (got {mode!r})")
+    path = Path(cassette) if cassette else None
+    if mode != "live" and path is None:
+        raise LLMError(f"mode={mode} needs a cassette file")
+    if mode == "replay":
+        assert path is not None
+        if not path.is_file():
+            raise LLMError(f"cassette {path} does not exist")
+        return Player(model, path)
+    api_key = os.environ.get(api_key_env) if api_key_env else None
+    if api_key_env and not api_key:
+        raise LLMError(f"the environment variable {api_key_env} is not set")
+    live = ChatClient(
+        model,
+        base_url=base_url,
+        api_key=api_key,
+        timeout=timeout,
+        retries=retries,
+        backoff=backoff,
+        max_tokens=max_tokens,
+        client=client,
+        transport=transport,
+    )
+    if path is None:
+        return live
+    if not path.parent.is_dir():
+        raise LLMError(f"the folder of cassette {path} does not exist")
+    return Recorder(live, path)

@@ -350,7 +350,7 @@ def test_bad_prediction_files_are_one_line_errors(
 def test_forecaster_names() -> None:
     assert isinstance(forecaster_from_setting("market"), MarketForecaster)
     assert isinstance(forecaster_from_setting("extremized"), ExtremizedForecaster)
-    for later in ("diffusion", "llm"):
+    for later in ("diffusion",):
         with pytest.raises(StrategyError, match="not available yet"):
             build_strategy(f"linear?forecaster={later}")
     with pytest.raises(StrategyError, match="unknown forecaster"):

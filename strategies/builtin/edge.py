@@ -34,7 +34,7 @@ import numpy as np
 import pydantic
 
 from ledger.metrics import TradingMode, positions
-from strategies.api import Bet, Context, Decision, Sell, Strategy, View
+from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
 from strategies.forecasters import DEFAULT_COLUMN, Forecaster, forecaster_from_setting
 
 EDGE_TOLERANCE = 1e-9
@@ -56,10 +56,13 @@ class TraderSettings(pydantic.BaseModel):
 class EdgeSettings(TraderSettings):
     forecaster: str = pydantic.Field(
         default="extremized",
-        description="market | extremized | file:PATH.csv | file:PATH.jsonl",
+        description="market | extremized | llm[:MODEL] | file:PATH.csv | file:PATH.jsonl",
     )
     column: str = pydantic.Field(
         default=DEFAULT_COLUMN, description="probability column of a file forecaster"
+    )
+    show_price: bool = pydantic.Field(
+        default=True, description="an llm forecaster is shown the market's current price"
     )
 
 
@@ -178,7 +181,14 @@ class EdgeTrader(Strategy):
             notes.append(f"skipped below the ${view.min_bet:.2f} minimum: {', '.join(small)}")
         if not notes:
             notes.append(f"no market with |p − q| − c above {s.min_edge:g}")
-        return Decision(bets=bets, sells=sells, reasoning="; ".join(notes))
+        return Decision(
+            bets=bets, sells=sells, reasoning="; ".join(notes), trace=self._forecast_trace()
+        )
+
+    def _forecast_trace(self) -> Trace | None:
+        """What a model-backed forecaster asked and answered at this instant, for the log."""
+        trace = getattr(self.forecaster, "trace", None)
+        return trace() if callable(trace) else None
 
 
 class ForecasterTrader(EdgeTrader):
@@ -188,7 +198,8 @@ class ForecasterTrader(EdgeTrader):
     settings: EdgeSettings
 
     def make_forecaster(self) -> Forecaster:
-        return forecaster_from_setting(self.settings.forecaster, column=self.settings.column)
+        s = self.settings
+        return forecaster_from_setting(s.forecaster, column=s.column, show_price=s.show_price)
 
 
 class Sign(ForecasterTrader):

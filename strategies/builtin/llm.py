@@ -16,9 +16,7 @@ recorded and replayed through the environment keeps its cohort id and its digest
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import httpx
@@ -27,12 +25,11 @@ import pydantic
 from strategies.api import Context, Decision, Strategy, StrategyError, Trace, View
 from strategies.llm_client import (
     DEFAULT_BASE_URL,
-    ChatClient,
     Completer,
     Completion,
     LLMError,
-    Player,
-    Recorder,
+    open_completer,
+    total,
 )
 from strategies.llm_parse import ResponseError, parse_response
 from strategies.llm_prompt import retry_prompt, system_prompt, user_prompt
@@ -98,34 +95,14 @@ class LLMAgent(Strategy):
         self, client: httpx.Client | None, transport: httpx.BaseTransport | None
     ) -> Completer:
         s = self.settings
-        cassette = Path(s.cassette) if s.cassette else None
-        if s.mode == "replay":
-            assert cassette is not None  # the settings validator insists
-            if not cassette.is_file():
-                raise StrategyError(f"llm: cassette {cassette} does not exist")
-            try:
-                return Player(self.model, cassette)
-            except LLMError as exc:
-                raise StrategyError(f"llm: {exc}") from None
-        api_key = os.environ.get(s.api_key_env) if s.api_key_env else None
-        if s.api_key_env and not api_key:
-            raise StrategyError(f"llm: the environment variable {s.api_key_env} is not set")
-        live = ChatClient(
-            self.model,
-            base_url=s.base_url,
-            api_key=api_key,
-            timeout=s.timeout,
-            retries=s.network_retries,
-            backoff=s.backoff,
-            max_tokens=s.max_tokens,
-            client=client,
-            transport=transport,
-        )
-        if cassette is None:
-            return live
-        if not cassette.parent.is_dir():
-            raise StrategyError(f"llm: the folder of cassette {cassette} does not exist")
-        return Recorder(live, cassette)
+        try:
+            return open_completer(
+                self.model, mode=s.mode, cassette=s.cassette, api_key_env=s.api_key_env,
+                base_url=s.base_url, timeout=s.timeout, retries=s.network_retries,
+                backoff=s.backoff, max_tokens=s.max_tokens, client=client, transport=transport,
+            )  # fmt: skip
+        except LLMError as exc:
+            raise StrategyError(f"llm: {exc}") from None
 
     def setup(self, context: Context) -> None:
         super().setup(context)
@@ -175,17 +152,11 @@ class LLMAgent(Strategy):
             prompt=prompt,
             raw_response=answers[-1].text if answers else None,
             model=self.model,
-            tokens_in=_total(a.tokens_in for a in answers),
-            tokens_out=_total(a.tokens_out for a in answers),
-            cost=_total(a.cost for a in answers),
-            latency_ms=_total(a.latency_ms for a in answers),
+            tokens_in=total(a.tokens_in for a in answers),
+            tokens_out=total(a.tokens_out for a in answers),
+            cost=total(a.cost for a in answers),
+            latency_ms=total(a.latency_ms for a in answers),
             retries=retries,
             error=error,
         )
         return replace(decision, trace=trace)
-
-
-def _total(values: Iterable[T | None]) -> T | None:
-    """The sum of what the calls reported, or None if none reported it."""
-    present = [v for v in values if v is not None]
-    return sum(present[1:], present[0]) if present else None

@@ -1,0 +1,211 @@
+"""``forecaster=llm:MODEL``: a chat model's P(YES) per market, for the ``sign``/``linear`` rules.
+
+This is forecastbench's AR predictor (origins §2.8) in its CoT-free form, asked through an
+OpenAI-compatible endpoint at temperature 0: one question per open binary market per decision,
+answered with ``{"p_yes": <number>}`` and read by §2.8's three-step parser.
+
+Where §2.8 turns an unreadable answer into 0.5, we give NaN: the trader then leaves that market
+alone instead of betting on a number the model never said. Unreadable answers are counted in
+``parse_failures``; a market the model could not be asked about (network, HTTP error, a replay
+question missing from the cassette) is NaN too, counted in ``ask_failures``, and the cohort
+goes on.
+
+How answers are fetched is not part of the agent spec, so a run recorded and replayed keeps its
+cohort id: the endpoint and cassette come from the environment, ``ARENA_LLM_BASE_URL``
+(default OpenRouter), ``ARENA_LLM_API_KEY_ENV`` (the variable holding the key, default
+``OPENROUTER_API_KEY``; empty for none), ``ARENA_LLM_MODE`` (live, record, replay) and
+``ARENA_LLM_CASSETTE``, as for the ``llm`` agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+
+from strategies.api import StrategyError, Trace, View
+from strategies.llm_client import (
+    DEFAULT_BASE_URL,
+    Completer,
+    Completion,
+    LLMError,
+    open_completer,
+    total,
+)
+
+DEFAULT_MODEL = "openai/gpt-4o-mini"
+DEFAULT_KEY_ENV = "OPENROUTER_API_KEY"
+MAX_TOKENS = 64
+"""§2.8's budget min(256, 64 + 32·L) with no reasoning steps (L = 0)."""
+NETWORK_RETRIES = 2
+BACKOFF = 1.0
+"""Fewer, shorter retries than the ``llm`` agent's: one decision asks hundreds of questions."""
+TAIL = 600
+"""Rules 2 and 3 of §2.8 look only at the end of an answer."""
+
+INSTRUCTIONS = (
+    "You are a probabilistic forecaster. Estimate the probability that the question below "
+    "resolves YES, as a number between 0 and 1.\n"
+    'Answer with this JSON object only, nothing else: {"p_yes": <number>}'
+)
+
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_P_YES = re.compile(rf"""["']?p_yes["']?\s*:\s*["']?({_NUMBER})""", re.IGNORECASE)
+_NAMED = re.compile(
+    rf"(?:p\s*\(\s*yes\s*\)|probability\s+(?:of\s+)?yes)\s*[:=]\s*({_NUMBER})\s*(%)?",
+    re.IGNORECASE,
+)
+_ANY_NUMBER = re.compile(_NUMBER)
+
+
+def parse_p_yes(text: str) -> float | None:
+    """P(YES) from a model's answer by §2.8's rules, or None when it cannot be read.
+
+    1. ``p_yes: <num>`` anywhere (key and number quoted or not), if the number is in [0, 1];
+    2. else, in the last 600 characters, ``p(yes)`` or ``probability [of] yes`` then ``:`` or
+       ``=`` and a number, divided by 100 if ``%`` follows, if the result is in [0, 1];
+    3. else the last number of the last 600 characters: as is in [0, 1], divided by 100 in
+       (1, 100], otherwise unreadable.
+
+    Where a rule matches more than once the last match counts (a model's final word). §2.8
+    clips every value to [0, 1]; rule 2 instead falls through to rule 3 when out of range, so
+    "P(YES) = 70" reads as 0.70 rather than being clipped to 1.
+    """
+    stated = _P_YES.findall(text)
+    if stated and 0.0 <= float(stated[-1]) <= 1.0:
+        return float(stated[-1])
+    tail = text[-TAIL:]
+    named = _NAMED.findall(tail)
+    if named:
+        number, percent = named[-1]
+        value = float(number) / (100.0 if percent else 1.0)
+        if 0.0 <= value <= 1.0:
+            return value
+    numbers = _ANY_NUMBER.findall(tail)
+    if not numbers:
+        return None
+    value = float(numbers[-1])
+    if 0.0 <= value <= 1.0:
+        return value
+    if 1.0 < value <= 100.0:
+        return value / 100.0
+    return None
+
+
+def _date(ts: int) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+
+
+def forecast_prompt(view: View, market: str, *, show_price: bool = True) -> str:
+    """The question about one market: only what is knowable at the decision instant (its
+    static facts, today's date and, with ``show_price``, its YES price now). Without the price
+    the model forecasts blind, so its edge over the market is its own rather than an echo."""
+    meta = view.markets.meta(market)
+    lines = [f"Question: {meta.question}"]
+    if meta.category:
+        lines.append(f"Category: {meta.category}")
+    if meta.close_ts is not None:
+        lines.append(f"Closes: {_date(meta.close_ts)}")
+    lines.append(f"Today: {_date(view.ts)}")
+    if show_price:
+        q = float(view.markets.yes[view.markets.index(market)])
+        lines.append(f"Current market price of YES: {q:.3f}")
+    return f"{INSTRUCTIONS}\n\nINFORMATION:\n" + "\n".join(lines) + "\n\nOUTPUT:\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one market's question gave: the forecast (NaN if none) and how it came."""
+
+    p: float
+    completion: Completion | None = None
+    error: str | None = None
+
+
+class LLMForecaster:
+    """Asks ``completer`` for each open binary market's P(YES), once per decision instant.
+
+    Answers are kept for the current instant only, so a strategy may call ``forecast`` as
+    often as it likes within a decision without asking again.
+    """
+
+    def __init__(self, model: str, completer: Completer, *, show_price: bool = True) -> None:
+        self.model = model
+        self.completer = completer
+        self.show_price = show_price
+        self.parse_failures = 0
+        self.ask_failures = 0
+        self._ts: int | None = None
+        self._answers: dict[str, Answer] = {}
+
+    def forecast(self, view: View) -> np.ndarray:
+        markets = view.markets
+        if view.ts != self._ts:
+            self._ts, self._answers = view.ts, {}
+        q = np.asarray(markets.yes, dtype=np.float64)
+        p = np.full(len(markets), np.nan)
+        for i in np.flatnonzero(markets.open & markets.binary & np.isfinite(q)):
+            market = markets.ids[i]
+            answer = self._answers.get(market)
+            if answer is None:
+                answer = self._answers[market] = self._ask(view, market)
+            p[i] = answer.p
+        return p
+
+    def _ask(self, view: View, market: str) -> Answer:
+        prompt = forecast_prompt(view, market, show_price=self.show_price)
+        try:
+            completion = self.completer.complete([{"role": "user", "content": prompt}])
+        except LLMError as exc:  # already one line and scrubbed of the key
+            self.ask_failures += 1
+            return Answer(np.nan, error=str(exc))
+        p = parse_p_yes(completion.text)
+        if p is None:
+            self.parse_failures += 1
+            return Answer(np.nan, completion, "no probability in the answer")
+        return Answer(p, completion)
+
+    def trace(self) -> Trace | None:
+        """The current instant's questions summed up for the decision log: every raw answer by
+        market, total usage, and which markets got no forecast and why (None before any)."""
+        if not self._answers:
+            return None
+        done = [a.completion for a in self._answers.values() if a.completion is not None]
+        failed = {m: a.error for m, a in self._answers.items() if a.error is not None}
+        error = "; ".join(f"{m}: {e}" for m, e in failed.items()) or None
+        return Trace(
+            raw_response=json.dumps(
+                {m: a.completion.text for m, a in self._answers.items() if a.completion},
+                ensure_ascii=False,
+            ),
+            model=self.model,
+            tokens_in=total(c.tokens_in for c in done),
+            tokens_out=total(c.tokens_out for c in done),
+            cost=total(c.cost for c in done),
+            latency_ms=total(c.latency_ms for c in done),
+            error=error,
+        )
+
+
+def llm_forecaster(model: str = "", *, show_price: bool = True) -> LLMForecaster:
+    """The forecaster of ``forecaster=llm[:MODEL]``, connected as the ``ARENA_LLM_*``
+    environment says; a missing key or cassette is a one-line StrategyError at build time."""
+    name = model or DEFAULT_MODEL
+    try:
+        completer = open_completer(
+            name,
+            mode=os.environ.get("ARENA_LLM_MODE") or "live",
+            cassette=os.environ.get("ARENA_LLM_CASSETTE") or None,
+            api_key_env=os.environ.get("ARENA_LLM_API_KEY_ENV", DEFAULT_KEY_ENV) or None,
+            base_url=os.environ.get("ARENA_LLM_BASE_URL") or DEFAULT_BASE_URL,
+            retries=NETWORK_RETRIES,
+            backoff=BACKOFF,
+            max_tokens=MAX_TOKENS,
+        )
+    except LLMError as exc:
+        raise StrategyError(f"forecaster llm:{name}: {exc}") from None
+    return LLMForecaster(name, completer, show_price=show_price)

@@ -1,0 +1,383 @@
+"""``forecaster=llm``: §2.8's prompt and parser, and sign/linear traders trading its answers.
+
+Every HTTP exchange goes to the fake server of ``llm_server.py`` on 127.0.0.1, started and
+stopped by the test; the fake answers each market's question by its text (``ANSWERS``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import hand_config, make_hand_tape
+from hypothesis import given
+from hypothesis import strategies as st
+from llm_server import FakeLLM, Received, Reply
+
+from arena.runner import CohortRunner
+from ledger.events import DecisionMade
+from ledger.store import EventStore
+from strategies.api import Bet, Decision, MarketMeta, MarketsView, StrategyError, View
+from strategies.builtin.edge import ForecasterTrader
+from strategies.llm_client import ChatClient
+from strategies.llm_forecast import (
+    DEFAULT_MODEL,
+    LLMForecaster,
+    forecast_prompt,
+    llm_forecaster,
+    parse_p_yes,
+)
+from strategies.loader import build_strategy
+
+KEY_ENV = "ARENA_TEST_LLM_KEY"
+KEY = "sk-test-SECRET-0123456789abcdef"
+MODEL = "test-model"
+
+
+@pytest.fixture(autouse=True)
+def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A known key named by ARENA_LLM_API_KEY_ENV, and no cassette settings from the shell."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.setenv("ARENA_LLM_API_KEY_ENV", KEY_ENV)
+    monkeypatch.delenv("ARENA_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("ARENA_LLM_MODE", raising=False)
+    monkeypatch.delenv("ARENA_LLM_CASSETTE", raising=False)
+
+
+# -- the parser ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # rule 1: p_yes, quoted or not, anywhere, accepted in [0, 1]
+        ('{"p_yes": 0.37}', 0.37),
+        ("p_yes: 0.5", 0.5),
+        ("'p_yes': '0.25'", 0.25),
+        ('{"p_yes": 1}', 1.0),
+        ('{"p_yes": 0}', 0.0),
+        ('{"p_yes": 2.5e-1}', 0.25),
+        ('{"p_yes": 0.8} ' + "x" * 700, 0.8),  # rule 1 is not limited to the tail
+        # rule 1 out of range falls to rule 3: the last number 1.5 is in (1, 100], 1.5/100
+        ('{"p_yes": 1.5}', 0.015),
+        # rule 2: P(YES) / probability [of] yes, then : or =, a number, an optional %
+        ("P(YES) = 0.7", 0.7),
+        ("Probability of yes: 65%", 0.65),
+        # rule 2 wins over rule 3, which would read the last number 5 as 5/100
+        ("probability yes=0.3 after weighing 5 factors", 0.3),
+        # rule 2 gives 70 (no %), out of range: rule 3 reads the last number 70 as 0.70
+        ("P(YES): 70", 0.7),
+        # rule 2 only looks at the last 600 characters: rule 3 finds 3 there, 3/100
+        ("P(YES) = 0.9. " + "x" * 600 + " in 3 weeks", 0.03),
+        # rule 3: the last number, as is in [0, 1], /100 in (1, 100]
+        ("I'd say 0.35", 0.35),
+        ("around 42 percent", 0.42),
+        ("it is 2024 and I say 7", 0.07),
+        ("a hundred: 100", 1.0),
+    ],
+)
+def test_the_three_rules(text: str, expected: float) -> None:
+    assert parse_p_yes(text) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"p_yes": 250}',  # rule 1 rejects, rule 3: 250 > 100
+        '{"p_yes": -0.2}',  # rule 1 rejects, rule 3: negative
+        "P(YES) = 150%",  # rule 2: 1.5 rejected, rule 3: 150 > 100
+        "It will happen in 2025",
+        "no idea",
+        "",
+        "0.4" + "x" * 600,  # the only number is before the last 600 characters
+    ],
+)
+def test_unreadable_answers_are_failures(text: str) -> None:
+    assert parse_p_yes(text) is None
+
+
+@given(p=st.floats(0.0, 1.0), before=st.text(max_size=40).filter(lambda t: "p_yes" not in t))
+def test_a_stated_p_yes_is_read_back_exactly(p: float, before: str) -> None:
+    assert parse_p_yes(f"{before}{json.dumps({'p_yes': p})}") == p
+
+
+# -- a hand-built view ---------------------------------------------------------------------------
+
+SEP8 = 1_725_753_600  # Sunday 2024-09-08 00:00 UTC
+OCT1_NOON = 1_727_784_000  # 2024-10-01 12:00 UTC: the prompt keeps the date only
+META = (
+    MarketMeta("a", "Will A happen?", ("Yes", "No"), "Politics", 5e5, OCT1_NOON, True),
+    MarketMeta("b", "Will B happen?", ("Yes", "No"), None, 4e5, None, True),
+    MarketMeta("c", "Will C happen?", ("Yes", "No"), "", 3e5, None, True),
+    MarketMeta("d", "Closed?", ("Yes", "No"), "Sports", 2e5, SEP8 - 1, True),
+    MarketMeta("e", "Who wins?", ("X", "Y", "Z"), None, 1e5, None, False),
+)
+YES = (0.30, 0.60, 0.40, 0.50, 0.40)
+
+ANSWERS = {
+    "Will A happen?": '{"p_yes": 0.45}',  # rule 1: 0.45
+    "Will B happen?": "I estimate P(YES) = 20%",  # rule 2: 0.20
+    "Will C happen?": "I cannot say.",  # no number: a parse failure
+}
+QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)
+
+
+def answer(request: Received) -> str:
+    question = QUESTION.search(request.user_prompt)
+    assert question is not None
+    return ANSWERS[question[1]]
+
+
+def hand_view(ts: int = SEP8, cash: float = 10_000.0) -> View:
+    ids = tuple(m.id for m in META)
+    markets = MarketsView(
+        ts=ts,
+        ids=ids,
+        index={m: i for i, m in enumerate(ids)},
+        meta=META,
+        yes=np.array(YES),
+        open_mask=np.array([True, True, True, False, True]),
+        volume=np.array([m.volume for m in META]),
+        binary=np.array([m.is_binary for m in META]),
+        prices=lambda i: (YES[i], 1 - YES[i]),
+        history=lambda i, t: (np.array([], dtype=np.int64), np.array([])),
+    )
+    return View(
+        ts=ts,
+        week=1,
+        cash=cash,
+        min_bet=50.0,
+        max_fraction=0.25,
+        markets=markets,
+        shares=np.zeros((5, 3)),
+        _positions=lambda: (),
+    )
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
+    with FakeLLM(answer) as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        yield fake
+
+
+def trader(spec: str) -> ForecasterTrader:
+    built = build_strategy(spec)
+    assert isinstance(built, ForecasterTrader)
+    return built
+
+
+def test_the_prompt_of_a_market() -> None:
+    expected = (
+        "You are a probabilistic forecaster. Estimate the probability that the question below "
+        "resolves YES, as a number between 0 and 1.\n"
+        'Answer with this JSON object only, nothing else: {"p_yes": <number>}\n\n'
+        "INFORMATION:\n"
+        "Question: Will A happen?\n"
+        "Category: Politics\n"
+        "Closes: 2024-10-01\n"
+        "Today: 2024-09-08\n"
+        "Current market price of YES: 0.300\n\n"
+        "OUTPUT:\n"
+    )
+    assert forecast_prompt(hand_view(), "a") == expected
+    # no category (None or empty) and no close date: those lines are left out; blind: no price
+    blind = forecast_prompt(hand_view(), "c", show_price=False)
+    assert blind.endswith("INFORMATION:\nQuestion: Will C happen?\nToday: 2024-09-08\n\nOUTPUT:\n")
+
+
+def test_sign_trades_the_sides_the_answers_imply(server: FakeLLM) -> None:
+    """a: p 0.45 vs q 0.30, edge +0.15 -> YES; b: p 0.20 vs q 0.60, edge −0.40 -> NO; c: no
+    forecast -> untraded; d is closed and e not binary: never asked. Sign stakes B = $500 each,
+    the biggest |edge| first: b then a; the cap 0.25 × 10,000 = 2,500 (then 0.25 × 9,500 =
+    2,375) does not bind. Beliefs: NO on b is 1 − 0.20 = 0.80, YES on a is 0.45."""
+    agent = trader(f"sign?forecaster=llm:{MODEL}")
+    decision = agent.decide(hand_view())
+    assert list(decision.bets) == [
+        Bet(market="b", side="NO", amount=500.0, belief=0.8),
+        Bet(market="a", side="YES", amount=500.0, belief=0.45),
+    ]
+    assert [QUESTION.findall(r.user_prompt) for r in server.received] == [
+        ["Will A happen?"], ["Will B happen?"], ["Will C happen?"]
+    ]  # fmt: skip
+    request = server.received[0]
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["Authorization"] == f"Bearer {KEY}"
+    assert request.body["model"] == MODEL and request.body["temperature"] == 0
+    assert request.body["max_tokens"] == 64
+    assert request.body["messages"] == [
+        {"role": "user", "content": forecast_prompt(hand_view(), "a")}
+    ]
+    forecaster = agent.forecaster
+    assert isinstance(forecaster, LLMForecaster)
+    assert (forecaster.parse_failures, forecaster.ask_failures) == (1, 0)
+
+
+def test_linear_sizes_by_the_edge(server: FakeLLM) -> None:
+    """linear: a 500 × (0.45 − 0.30) = $75 YES; b 500 × (0.20 − 0.60) = −$200 -> $200 NO."""
+    decision = trader(f"linear?forecaster=llm:{MODEL}").decide(hand_view())
+    assert list(decision.bets) == [
+        Bet(market="b", side="NO", amount=200.0, belief=0.8),
+        Bet(market="a", side="YES", amount=75.0, belief=0.45),
+    ]
+
+
+def test_questions_are_asked_once_per_decision_instant(server: FakeLLM) -> None:
+    agent = trader(f"sign?forecaster=llm:{MODEL}&show_price=false")
+    forecaster = agent.forecaster
+    first = forecaster.forecast(hand_view())
+    again = agent.decide(hand_view())  # the same instant: nothing asked again
+    assert len(server.received) == 3
+    np.testing.assert_array_equal(first, [0.45, 0.2, np.nan, np.nan, np.nan])
+    assert len(again.bets) == 2
+    agent.decide(hand_view(SEP8 + 7 * 86_400))  # a week later: all three again
+    assert len(server.received) == 6
+    assert "Today: 2024-09-15\n" in server.received[-1].user_prompt
+    assert all("market price" not in r.user_prompt for r in server.received)
+
+
+def test_a_garbage_answer_leaves_only_that_market_untraded(server: FakeLLM) -> None:
+    """c's answer has no number. forecastbench's 0.5 would be an edge of 0.5 − 0.40 = +0.10 and
+    a $500 YES bet; no forecast means no bet."""
+    decision = trader(f"sign?forecaster=llm:{MODEL}").decide(hand_view())
+    assert {b.market for b in decision.bets} == {"a", "b"}
+    assert "on c" not in decision.reasoning
+
+
+def test_a_server_error_is_retried() -> None:
+    """The first question (a) gets a 500, then its answer on the one retry."""
+    with FakeLLM(answer) as fake:
+        fake.queue(Reply(status=500))
+        waits: list[float] = []
+        client = ChatClient(MODEL, base_url=fake.url, retries=1, backoff=0.5, sleep=waits.append)
+        forecaster = LLMForecaster(MODEL, client)
+        p = forecaster.forecast(hand_view())
+        asked = [QUESTION.findall(r.user_prompt) for r in fake.received]
+    np.testing.assert_array_equal(p, [0.45, 0.2, np.nan, np.nan, np.nan])
+    assert asked == [["Will A happen?"]] * 2 + [["Will B happen?"], ["Will C happen?"]]
+    assert waits == [0.5] and forecaster.ask_failures == 0
+
+
+def test_a_market_that_cannot_be_asked_gets_no_forecast() -> None:
+    """a gets a 500 twice: past its one retry, no forecast; b and c go on as usual."""
+    with FakeLLM(answer) as fake:
+        fake.queue(Reply(status=500), Reply(status=500))
+        client = ChatClient(MODEL, base_url=fake.url, retries=1, sleep=lambda _: None)
+        forecaster = LLMForecaster(MODEL, client)
+        p = forecaster.forecast(hand_view())
+    np.testing.assert_array_equal(p, [np.nan, 0.2, np.nan, np.nan, np.nan])
+    assert (forecaster.ask_failures, forecaster.parse_failures) == (1, 1)
+    trace = forecaster.trace()
+    assert trace is not None and trace.error == (
+        f"a: {fake.url}/chat/completions: HTTP 500 (gave up after 1 retries); "
+        "c: no probability in the answer"
+    )
+
+
+def test_the_api_key_is_in_the_header_only(server: FakeLLM) -> None:
+    """The first question gets a 401 that quotes the key; the key must not reach a prompt, the
+    decision or the trace, whose usage adds up the two answers: 2 × 1,200 tokens in, etc."""
+    server.queue(Reply(status=401))
+    agent = trader(f"sign?forecaster=llm:{MODEL}")
+    decision = agent.decide(hand_view())
+    assert [b.market for b in decision.bets] == ["b"]
+    forecaster = agent.forecaster
+    assert isinstance(forecaster, LLMForecaster)
+    trace = forecaster.trace()
+    assert trace is not None and trace.error is not None
+    assert trace.error.startswith("a: ") and "Incorrect API key provided: ***" in trace.error
+    assert (trace.tokens_in, trace.tokens_out, trace.cost) == (2400, 80, 0.0042)
+    assert json.loads(trace.raw_response or "") == {
+        "b": ANSWERS["Will B happen?"], "c": ANSWERS["Will C happen?"]
+    }  # fmt: skip
+    everything = [json.dumps(r.body) for r in server.received] + [repr(decision), repr(trace)]
+    assert all(KEY not in text and "SECRET" not in text for text in everything)
+    assert all(r.headers["Authorization"] == f"Bearer {KEY}" for r in server.received)
+
+
+def test_a_recorded_run_replays_offline_with_the_same_decisions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cassette = tmp_path / "answers.jsonl"
+    monkeypatch.setenv("ARENA_LLM_CASSETTE", str(cassette))
+    views = [hand_view(), hand_view(SEP8 + 7 * 86_400, cash=9_000.0)]
+    spec = f"sign?forecaster=llm:{MODEL}"
+
+    def run() -> list[Decision]:
+        agent = trader(spec)
+        return [agent.decide(view) for view in views]
+
+    with FakeLLM(answer) as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        monkeypatch.setenv("ARENA_LLM_MODE", "record")
+        recorded = run()
+        calls = len(fake.received)
+    monkeypatch.setenv("ARENA_LLM_MODE", "replay")
+    monkeypatch.delenv(KEY_ENV)  # no key and no server: the cassette alone answers
+    assert run() == recorded
+    assert calls == 6 and len(cassette.read_text().splitlines()) == 6
+    assert [len(d.bets) for d in recorded] == [2, 2]
+    # a question the cassette has not heard (no price shown) gets no forecast, not an error
+    blind = trader(f"{spec}&show_price=false").decide(hand_view())
+    assert blind.action == "HOLD"
+
+
+def test_a_recorded_cohort_replays_offline_with_the_same_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole run on the hand tape, every answer 0.65: recorded, then replayed from the
+    cassette alone (the spec, hence the cohort id, unchanged), gives the same log."""
+    monkeypatch.setenv("ARENA_LLM_CASSETTE", str(tmp_path / "answers.jsonl"))
+    tape = make_hand_tape()
+    config = hand_config({"sign": f"sign?forecaster=llm:{MODEL}"})
+    with FakeLLM(lambda _: '{"p_yes": 0.65}') as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        monkeypatch.setenv("ARENA_LLM_MODE", "record")
+        with EventStore.open(tmp_path / "recorded.db") as store:
+            CohortRunner(tape, config).run(store)
+            recorded = store.digest()
+            made = [e for e in store.read() if isinstance(e, DecisionMade)]
+        asked = len(fake.received)
+    monkeypatch.setenv("ARENA_LLM_MODE", "replay")
+    monkeypatch.delenv(KEY_ENV)
+    with EventStore.open(tmp_path / "replayed.db") as store:
+        CohortRunner(tape, config).run(store)
+        assert store.digest() == recorded
+    assert asked >= 3 and made[0].action == "BET"
+
+
+# -- building --------------------------------------------------------------------------------------
+
+
+def test_llm_alone_uses_the_default_model() -> None:
+    assert llm_forecaster().model == DEFAULT_MODEL
+    agent = trader("linear?forecaster=llm")
+    assert isinstance(agent.forecaster, LLMForecaster)
+    assert agent.forecaster.model == DEFAULT_MODEL
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"ARENA_LLM_API_KEY_ENV": "ARENA_TEST_UNSET_KEY"}, "ARENA_TEST_UNSET_KEY is not set"),
+        ({"ARENA_LLM_MODE": "replay"}, "mode=replay needs a cassette file"),
+        ({"ARENA_LLM_MODE": "fetch"}, "mode must be live, record or replay"),
+        (
+            {"ARENA_LLM_MODE": "replay", "ARENA_LLM_CASSETTE": "/nonexistent/c.jsonl"},
+            "cassette /nonexistent/c.jsonl does not exist",
+        ),
+    ],
+)
+def test_bad_connections_are_one_line_errors_at_build(
+    env: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(StrategyError, match=re.escape(message)) as caught:
+        build_strategy(f"sign?forecaster=llm:{MODEL}")
+    assert str(caught.value).startswith(f"forecaster llm:{MODEL}: ")
+    assert "\n" not in str(caught.value)
