@@ -15,8 +15,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from local_server import LocalServer
 
 HOLD = '{"action": "HOLD", "reasoning": "nothing stands out"}'
 
@@ -45,7 +47,7 @@ class Received:
         return str(self.body["messages"][-1]["content"])
 
 
-class FakeLLM:
+class FakeLLM(LocalServer):
     """The server, its queue of replies and its request log. Use as a context manager."""
 
     def __init__(self, responder: Callable[[Received], str] | None = None) -> None:
@@ -53,26 +55,12 @@ class FakeLLM:
         self.received: list[Received] = []
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
         """The base URL, as a client's ``base_url`` (``/chat/completions`` is appended)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> FakeLLM:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        return f"{self.origin}/v1"
 
     def queue(self, *replies: Reply | str) -> None:
         """Answer the next requests with these, in order (a string is a 200 with that text)."""

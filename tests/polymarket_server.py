@@ -13,10 +13,12 @@ import threading
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from local_server import LocalServer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "data" / "polymarket" / "api_fixtures"
@@ -71,7 +73,7 @@ def history_for(token_id: str) -> dict[str, Any]:
     return body
 
 
-class FakePolymarket:
+class FakePolymarket(LocalServer):
     """The server, its request log and its fault queues. Use as a context manager."""
 
     def __init__(self) -> None:
@@ -79,25 +81,11 @@ class FakePolymarket:
         self.requests: list[Request] = []
         self._faults: dict[str, deque[Fault]] = defaultdict(deque)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> FakePolymarket:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        return self.origin
 
     def inject(self, path: str, *faults: Fault) -> None:
         """Answer the next requests to ``path`` with these faults, in order, then normally."""
