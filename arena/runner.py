@@ -491,6 +491,7 @@ class CohortRunner:
                 max_fraction=self.rules.max_fraction,
                 markets=markets,
                 shares=self.shown_holdings[name],
+                cap_per_decision=self.rules.cap == "per_decision",
                 _positions=lambda book=book: tuple(  # type: ignore[misc]
                     PositionView(
                         id=p.id,

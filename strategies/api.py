@@ -19,6 +19,7 @@ handle on the tape itself, and ``datetime.now()`` inside ``decide`` is the simul
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -218,6 +219,9 @@ class View:
     markets: MarketsView
     shares: np.ndarray
     _positions: Callable[[], tuple[PositionView, ...]] = field(repr=False)
+    cap_per_decision: bool = False
+    """True under rules v2: a decision's bets share one 25% allowance instead of each bet
+    being capped against the cash the previous one left (v1)."""
 
     @property
     def time(self) -> datetime:
@@ -231,12 +235,51 @@ class View:
     def positions(self) -> tuple[PositionView, ...]:
         return self._positions()
 
+    def budget(self) -> Budget:
+        """What the broker will accept from this decision's bets, one bet after another."""
+        return Budget(self.cash, self.max_fraction, self.min_bet, self.cap_per_decision)
+
     def position(self, market: str, side: str) -> PositionView | None:
         """The open position on ``side`` of ``market`` (sides spelled as the broker takes them)."""
         found = side_index(self.markets.meta(market).outcomes, side)
         if found is None:
             return None
         return next((p for p in self.positions if p.market == market and p.side == found[0]), None)
+
+
+class Budget:
+    """Sizes successive bets of one decision so the broker accepts them (origins §1.7).
+
+    Under v1 each bet may be at most ``max_fraction`` of the cash left after the bets before
+    it; under v2 all bets together share ``max_fraction`` of the starting cash. Sizing with
+    this instead of ``view.max_bet`` avoids rejections from the second bet on.
+    """
+
+    def __init__(
+        self, cash: float, max_fraction: float, min_bet: float, per_decision: bool
+    ) -> None:
+        self.cash = cash
+        self.max_fraction = max_fraction
+        self.min_bet = min_bet
+        self.per_decision = per_decision
+        self.spent = 0.0
+
+    def room(self) -> float:
+        """The largest next bet, in whole cents."""
+        if self.per_decision:
+            room = self.max_fraction * self.cash - self.spent
+        else:
+            room = self.max_fraction * (self.cash - self.spent)
+        return math.floor(max(room, 0.0) * 100) / 100
+
+    def take(self, wanted: float) -> float:
+        """``wanted`` cut to the room left, or 0.0 if that is below the minimum bet; what is
+        returned counts as spent."""
+        amount = min(wanted, self.room())
+        if amount < self.min_bet:
+            return 0.0
+        self.spent += amount
+        return amount
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ from replays.samples import sample_path
 from replays.tapefile import load_tape
 from strategies.api import (
     Bet,
-    Context,
     MarketMeta,
     MarketsView,
     PositionView,
@@ -54,6 +53,7 @@ def make_view(
     open_mask: Sequence[bool] | None = None,
     outcomes: Sequence[tuple[str, ...]] | None = None,
     history: HistoryFn | None = None,
+    cap_per_decision: bool = False,
 ) -> View:
     """A universe m0, m1, ... with the given YES prices, as the runner would build it."""
     n = len(yes)
@@ -89,6 +89,7 @@ def make_view(
         markets=markets,
         shares=np.zeros((n, 2)),
         _positions=lambda: tuple(held),
+        cap_per_decision=cap_per_decision,
     )
 
 
@@ -187,8 +188,7 @@ def test_bets_are_cut_to_the_maximum_against_running_cash(tmp_path: Path) -> Non
 def test_rules_v2_caps_the_decision_total(tmp_path: Path) -> None:
     # v2: all bets of a decision together <= 0.25 * 10,000 = 2,500: 2,000 then 500.
     agent = trader("sign", predictions(tmp_path, {"m0": 0.7, "m1": 0.9}), "B=2000")
-    agent.setup(Context("c", T, "v2", 10_000.0, 50.0, 0.25, np.random.default_rng(0), universe=()))
-    decision = agent.decide(make_view([0.6, 0.6]))
+    decision = agent.decide(make_view([0.6, 0.6], cap_per_decision=True))
     assert [(b.market, b.amount) for b in decision.bets] == [("m1", 2000.0), ("m0", 500.0)]
 
 

@@ -27,14 +27,13 @@ largest |p − q| get the budget first.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import pydantic
 
 from ledger.metrics import TradingMode, positions
-from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
+from strategies.api import Bet, Decision, Sell, Strategy, Trace, View
 from strategies.forecasters import DEFAULT_COLUMN, Forecaster, forecaster_from_setting
 
 EDGE_TOLERANCE = 1e-9
@@ -66,24 +65,6 @@ class EdgeSettings(TraderSettings):
     )
 
 
-@dataclass
-class _Budget:
-    """How much the broker will still accept in this decision (origins §1.7 caps)."""
-
-    cash: float
-    max_fraction: float
-    max_bet: float
-    whole_decision: bool
-    spent: float = 0.0
-
-    def cap(self) -> float:
-        if self.whole_decision:
-            room = self.max_bet - self.spent
-        else:
-            room = min(self.max_bet, self.max_fraction * (self.cash - self.spent))
-        return math.floor(max(room, 0.0) * 100) / 100
-
-
 def _cents(dollars: float) -> float:
     """Down to whole cents, so a bet never exceeds its target; the slack keeps B·(0.6 − 0.5)
     = 99.99999999999999 at $100.00 rather than $99.99."""
@@ -109,14 +90,9 @@ class EdgeTrader(Strategy):
     def __init__(self, settings: pydantic.BaseModel | None = None, **values: Any) -> None:
         super().__init__(settings, **values)
         self.forecaster = self.make_forecaster()
-        self._rules = "v1"
 
     def make_forecaster(self) -> Forecaster:
         raise NotImplementedError
-
-    def setup(self, context: Context) -> None:
-        super().setup(context)
-        self._rules = context.rules
 
     def decide(self, view: View) -> Decision:
         markets = view.markets
@@ -149,7 +125,7 @@ class EdgeTrader(Strategy):
             else:
                 held[(position.market, position.side)] = position.cost
 
-        budget = _Budget(view.cash, view.max_fraction, view.max_bet, self._rules == "v2")
+        budget = view.budget()
         bets: list[Bet] = []
         small: list[str] = []
         candidates = np.flatnonzero(wanted)
@@ -161,12 +137,11 @@ class EdgeTrader(Strategy):
                 if shortfall > 0:
                     small.append(f"{market} {side} ${shortfall:.2f}")
                 continue
-            cap = budget.cap()
+            cap = budget.room()
             if cap < view.min_bet:
                 notes.append(f"no room left under the maximum bet for {market} {side}")
                 break
-            amount = min(shortfall, cap)
-            budget.spent += amount
+            amount = budget.take(shortfall)
             belief = float(p[i]) if side == "YES" else 1.0 - float(p[i])
             bets.append(Bet(market=market, side=side, amount=amount, belief=belief))
             cut = (

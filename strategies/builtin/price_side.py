@@ -41,6 +41,7 @@ class PriceSide(Strategy):
             candidates = markets.open & markets.binary & (yes > 0) & (yes < 1) & (yes != 0.5)
         lopsided = np.abs(np.where(candidates, yes, 0.5) - 0.5)
         bets: list[Bet] = []
+        budget = view.budget()
         for i in np.argsort(-lopsided, kind="stable"):
             if len(bets) == self.settings.markets or not candidates[i]:
                 break
@@ -49,7 +50,9 @@ class PriceSide(Strategy):
                 continue
             yes_side = (yes[i] > 0.5) != self.underdog
             side, price = ("YES", float(yes[i])) if yes_side else ("NO", 1.0 - float(yes[i]))
-            amount = min(max(view.min_bet, round(self.settings.stake * price, 2)), view.max_bet)
+            amount = budget.take(max(view.min_bet, round(self.settings.stake * price, 2)))
+            if not amount:
+                break
             bets.append(Bet(market=market, side=side, amount=amount, belief=price))
         if not bets:
             return Decision.hold(f"no new {self.noun}s")
