@@ -25,18 +25,17 @@ class RandomAgent(Strategy):
 
     def decide(self, view: View) -> Decision:
         markets = view.markets
-        tradable = np.flatnonzero(markets.open & ~np.isnan(markets.yes))
+        tradable = np.flatnonzero(markets.open & markets.binary & ~np.isnan(markets.yes))
         count = min(self.settings.bets, tradable.size)
         if count == 0 or view.max_bet < view.min_bet:
             return Decision.hold("nothing to trade")
         picks = self.rng.choice(tradable, size=count, replace=False)
         high = max(min(self.settings.max_amount, view.max_bet), view.min_bet)
-        bets = [
-            Bet(
-                market=markets.ids[int(i)],
-                side="YES" if self.rng.random() < 0.5 else "NO",
-                amount=round(float(self.rng.uniform(view.min_bet, high)), 2),
-            )
-            for i in picks
-        ]
+        budget = view.budget()
+        bets = []
+        for i in picks:
+            side = "YES" if self.rng.random() < 0.5 else "NO"
+            amount = budget.take(round(float(self.rng.uniform(view.min_bet, high)), 2))
+            if amount:
+                bets.append(Bet(market=markets.ids[int(i)], side=side, amount=amount))
         return Decision(bets=bets, reasoning="random picks")
