@@ -51,7 +51,12 @@ def bench() -> None:
 @click.option("--batch", type=int, default=50_000, show_default=True)
 @json_option
 def ledger(events: int, batch: int, as_json: bool) -> None:
-    """Append events to a fresh log in batches, then rebuild every projection from it."""
+    """Append events to a fresh log in batches, then rebuild every projection from it.
+
+    \b
+    Example:
+      arena bench ledger --events 1000000 --json
+    """
     from arena.bench.ledger_bench import bench_append
     from arena.bench.rebuild_bench import bench_rebuild
 
@@ -74,7 +79,12 @@ def ledger(events: int, batch: int, as_json: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @json_option
 def replay(markets: int, steps: int, seed: int, as_json: bool) -> None:
-    """The peer workload: N markets x T one-second steps, a decision every step, log included."""
+    """The peer workload: N markets x T one-second steps, a decision every step, log included.
+
+    \b
+    Example:
+      arena bench replay --markets 500 --steps 2000 --json
+    """
     from arena.bench.replay_bench import bench_replay
 
     _run("replay (peer workload)", lambda: bench_replay(markets, steps, seed), as_json)
@@ -86,7 +96,12 @@ def replay(markets: int, steps: int, seed: int, as_json: bool) -> None:
               help="Points per market (10,080 = one week of minutes).")  # fmt: skip
 @json_option
 def tapes(markets: int, points: int, as_json: bool) -> None:
-    """Load a columnar tape of N markets x P points in a fresh process: time and memory."""
+    """Load a columnar tape of N markets x P points in a fresh process: time and memory.
+
+    \b
+    Example:
+      arena bench tapes --markets 500 --points 10080
+    """
     from replays.synthetic import bench_tape_load
 
     _run("tape load", lambda: bench_tape_load(markets, points), as_json)
@@ -95,7 +110,12 @@ def tapes(markets: int, points: int, as_json: bool) -> None:
 @bench.command()
 @json_option
 def strategies(as_json: bool) -> None:
-    """Per-decision overhead of the plugin boundary at several universe sizes."""
+    """Per-decision overhead of the plugin boundary at several universe sizes.
+
+    \b
+    Example:
+      arena bench strategies --json
+    """
     from arena.bench.strategies_bench import bench_strategies
 
     _run("plugin boundary", bench_strategies, as_json)
@@ -105,7 +125,12 @@ def strategies(as_json: bool) -> None:
 @click.option("--jobs", type=int, default=0, help="Worker processes (default: CPU cores).")
 @json_option
 def cohorts(jobs: int, as_json: bool) -> None:
-    """All 26 weekly cohorts of the embedded election sample with five non-LLM agents."""
+    """All 26 weekly cohorts of the embedded election sample with five non-LLM agents.
+
+    \b
+    Example:
+      arena bench cohorts --jobs 2
+    """
     from arena.bench.cohorts_bench import bench_cohorts
 
     _run("weekly cohorts", lambda: bench_cohorts(jobs), as_json)
