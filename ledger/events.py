@@ -25,7 +25,9 @@ import msgspec
 OrderKind = Literal["buy", "sell"]
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+class Event(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False
+):
     """Base of every event; never appended itself."""
 
     cohort: str

@@ -60,7 +60,7 @@ def side_won(side: str, winner: str) -> bool:
     return side.upper() == winner.upper()
 
 
-class Position(msgspec.Struct):
+class Position(msgspec.Struct, gc=False):
     """An open position on one side of one market."""
 
     id: str
@@ -77,7 +77,7 @@ class Position(msgspec.Struct):
         return self.cost / self.shares if self.shares else 0.0
 
 
-class BrierRow(msgspec.Struct, frozen=True):
+class BrierRow(msgspec.Struct, frozen=True, gc=False):
     """One scored buy (origins §1.9): the confidence in the traded side against the result."""
 
     order_id: str
@@ -303,13 +303,13 @@ _HANDLERS: dict[type[msgspec.Struct], Any] = {
 }
 
 
-class PlacedFacts(msgspec.Struct, frozen=True, tag="OrderPlaced", tag_field="type"):
+class PlacedFacts(msgspec.Struct, frozen=True, tag="OrderPlaced", tag_field="type", gc=False):
     """What the fold reads of an ``OrderPlaced``: only that it happened."""
 
     cohort: str
 
 
-class DecisionFacts(msgspec.Struct, frozen=True, tag="DecisionMade", tag_field="type"):
+class DecisionFacts(msgspec.Struct, frozen=True, tag="DecisionMade", tag_field="type", gc=False):
     """What the fold reads of a ``DecisionMade``: whose it was and whether it failed."""
 
     cohort: str
