@@ -79,31 +79,19 @@ def one_line_error(result: Result) -> str:
     return lines[0]
 
 
+def scripted_args(tape: Path, script: Path, db: Path) -> list[Any]:
+    """The replay of the scripted agent and a hold on the hand tape, as command-line words."""
+    return [
+        "--tape", tape, "--start", "2024-01-07", "--universe", "3", "--marks", "weekly",
+        "--agent", f"s=scripted:{script}", "--agent", "h=hold", "--db", db,
+    ]  # fmt: skip
+
+
 def scripted_replay(tmp_path: Path, tape: Path, *extra: str) -> tuple[Path, dict[str, Any]]:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
     db = tmp_path / "run.db"
-    out = ok_json(
-        invoke(
-            replay,
-            "--tape",
-            tape,
-            "--start",
-            "2024-01-07",
-            "--universe",
-            "3",
-            "--marks",
-            "weekly",
-            "--agent",
-            f"s=scripted:{script}",
-            "--agent",
-            "h=hold",
-            "--db",
-            db,
-            "--json",
-            *extra,
-        )
-    )
+    out = ok_json(invoke(replay, *scripted_args(tape, script, db), "--json", *extra))
     return db, out
 
 
@@ -304,23 +292,7 @@ def test_tables_for_people(tmp_path: Path, hand_tape_file: Path) -> None:
     assert result.exit_code == 0
     assert replayed["cohorts"][0]["cohort"] in result.output
     assert "10,750" in result.output and "+750.00" in result.output and "+7.50%" in result.output
-    again = invoke(
-        replay,
-        "--tape",
-        hand_tape_file,
-        "--start",
-        "2024-01-07",
-        "--universe",
-        "3",
-        "--marks",
-        "weekly",
-        "--agent",
-        f"s=scripted:{tmp_path / 'script.json'}",
-        "--agent",
-        "h=hold",
-        "--db",
-        db,
-    )
+    again = invoke(replay, *scripted_args(hand_tape_file, tmp_path / "script.json", db))
     assert again.exit_code == 0
     assert "(0 new)" in again.output and f"digest {replayed['digest']}" in again.output
 
