@@ -137,8 +137,10 @@ class CohortState:
 
     # -- identifiers the broker hands out (derived from the log, so a rebuild agrees) ---------
 
-    def next_order_id(self) -> str:
-        return f"o{self.n_orders + 1}"
+    def next_order_id(self, ahead: int = 0) -> str:
+        """The id of the next order, or of the one ``ahead`` orders after it when a batch
+        places several before deciding any (an order counts once it is filled or rejected)."""
+        return f"o{self.n_orders + 1 + ahead}"
 
     def new_position_id(self, agent: str, market: str, side: str) -> str:
         n = self.n_positions.get((agent, market, side), 0) + 1
@@ -177,12 +179,15 @@ class CohortState:
             book.n_errors += 1
 
     def _placed(self, e: OrderPlaced | PlacedFacts) -> None:
-        self.n_orders += 1
+        """Nothing: an order changes the state when it is decided (filled or rejected), which
+        is what lets a rebuild leave every ``OrderPlaced`` unread (``IGNORED_BY_FOLD``)."""
 
     def _rejected(self, e: OrderRejected) -> None:
+        self.n_orders += 1
         self.books[e.agent].n_rejected += 1
 
     def _filled(self, e: OrderFilled) -> None:
+        self.n_orders += 1
         book = self.books[e.agent]
         key = (e.market, e.side)
         if e.kind == "buy":
@@ -216,19 +221,22 @@ class CohortState:
 
     def _resolved(self, e: MarketResolved) -> None:
         self.resolutions[e.market] = e.winner
+        winner = e.winner.upper()  # side_won, hoisted: a resolution may score thousands of buys
         for book in self.books.values():
-            for buy in book.buys.pop(e.market, ()):
-                book.brier_rows.append(
+            buys = book.buys.pop(e.market, None)
+            if buys:
+                book.brier_rows += [
                     BrierRow(
                         buy.order_id,
                         buy.market,
                         buy.side,
                         buy.confidence or 0.0,
-                        int(side_won(buy.side, e.winner)),
+                        int(buy.side.upper() == winner),
                         buy.price,
                         buy.belief,
                     )
-                )
+                    for buy in buys
+                ]
 
     def _voided(self, e: MarketVoided) -> None:
         self.resolutions[e.market] = None
@@ -303,8 +311,13 @@ _HANDLERS: dict[type[msgspec.Struct], Any] = {
 }
 
 
+IGNORED_BY_FOLD = frozenset({"OrderPlaced"})
+"""Event types whose fold changes nothing, so a rebuild need not read them."""
+
+
 class PlacedFacts(msgspec.Struct, frozen=True, tag="OrderPlaced", tag_field="type", gc=False):
-    """What the fold reads of an ``OrderPlaced``: only that it happened."""
+    """What the fold reads of an ``OrderPlaced``: nothing but its cohort. A rebuild leaves
+    these out altogether; the union keeps them decodable for any other reader of pages."""
 
     cohort: str
 
@@ -331,8 +344,8 @@ FoldEvent = (
     | PositionSettled
     | PositionRefunded
 )
-"""The log as a rebuild decodes it: the two most numerous event types, which the fold only
-counts, decode to their facts and skip the rest of their JSON (a big share of the cost)."""
+"""The log as a rebuild decodes it: decisions, which the fold only counts, decode to their
+facts and skip the rest of their JSON (prompts and reasoning can be most of a log)."""
 
 _HANDLERS[PlacedFacts] = CohortState._placed
 _HANDLERS[DecisionFacts] = CohortState._decided

@@ -164,17 +164,23 @@ class Broker:
             return f"price {price:g} of {side} on market {bet.market} is outside (0, 1]"
         return side, price
 
-    def _placed(self, agent: str, ts: int, bet: BetIntent) -> OrderPlaced:
-        return OrderPlaced(
+    def _place(
+        self, agent: str, ts: int, bet: BetIntent, out: list[Event], ahead: int = 0
+    ) -> OrderPlaced:
+        """Place (emit) a buy order. An order counts once it is decided, so a v2 batch, which
+        places every leg before deciding any, numbers its legs ``ahead`` of the first."""
+        placed = OrderPlaced(
             cohort=self.state.cohort,
             ts=ts,
             agent=agent,
-            order_id=self.state.next_order_id(),
+            order_id=self.state.next_order_id(ahead),
             kind="buy",
             market=bet.market,
             side=bet.side,
             amount=_loggable(bet.amount),
         )
+        self._emit(placed, out)
+        return placed
 
     def _reject(self, placed: OrderPlaced, reason: str, out: list[Event]) -> None:
         self._emit(
@@ -228,8 +234,7 @@ class Broker:
         )
 
     def _bet(self, agent: str, ts: int, bet: BetIntent, quote: Quote, out: list[Event]) -> None:
-        placed = self._placed(agent, ts, bet)
-        self._emit(placed, out)
+        placed = self._place(agent, ts, bet, out)
         cash = self.state.book(agent).cash
         checked = self._check_bet(ts, bet, cash, quote)
         if isinstance(checked, str):
@@ -245,9 +250,7 @@ class Broker:
         self, agent: str, ts: int, bets: Sequence[BetIntent], quote: Quote, out: list[Event]
     ) -> None:
         """v2: the bets of one decision fill together or not at all."""
-        placed = [self._placed(agent, ts, bet) for bet in bets]
-        for order in placed:
-            self._emit(order, out)
+        placed = [self._place(agent, ts, bet, out, i) for i, bet in enumerate(bets)]
         cash = self.state.book(agent).cash
         checks = [self._check_bet(ts, bet, cash, quote) for bet in bets]
         failure = next(

@@ -446,6 +446,70 @@ def test_every_order_is_placed_then_filled_or_rejected(state: CohortState, price
     assert state.n_orders == 3
 
 
+def order_ids(events: list[Event]) -> list[tuple[str, str, str]]:
+    """Each order event as (event type, order id, market)."""
+    return [
+        (type(e).__name__, e.order_id, e.market)
+        for e in events
+        if isinstance(e, (OrderPlaced, OrderFilled, OrderRejected))
+    ]
+
+
+def test_v2_filled_batch_gives_each_leg_its_own_consecutive_order_id(prices: Prices) -> None:
+    state = make_state(rules="v2")
+    broker = Broker(state, rules_for("v2"))
+    legs = [bet("bin", "YES", 500), bet("multi", "Trump", 500), bet("bin", "NO", 500)]
+    events = broker.execute("alice", 10, legs, [], prices)
+    # all legs placed, then all filled (1500 <= 2500); each leg's id is taken after the last
+    assert order_ids(events) == [
+        ("OrderPlaced", "o1", "bin"),
+        ("OrderPlaced", "o2", "multi"),
+        ("OrderPlaced", "o3", "bin"),
+        ("OrderFilled", "o1", "bin"),
+        ("OrderFilled", "o2", "multi"),
+        ("OrderFilled", "o3", "bin"),
+    ]
+    placed = {e.order_id: (e.market, e.side) for e in events if isinstance(e, OrderPlaced)}
+    fills = [filled(e) for e in outcomes(events)]
+    assert all(placed[f.order_id] == (f.market, f.side) for f in fills)
+    assert state.n_orders == 3
+    # the next decision (a sell first, then a batch) carries on from o4
+    again = [bet("bin", "YES", 100), bet("multi", "Harris", 100)]
+    more = broker.execute("alice", 20, again, [sell("bin", "NO", 50)], prices)
+    assert [i for _, i, _ in order_ids(more)] == ["o4", "o4", "o5", "o6", "o5", "o6"]
+    assert state.n_orders == 6
+
+
+def test_v2_rejected_batch_gives_each_leg_its_own_consecutive_order_id(prices: Prices) -> None:
+    state = make_state(rules="v2")
+    events = Broker(state, rules_for("v2")).execute(
+        "alice", 10, [bet("bin", "YES", 1_500), bet("multi", "Trump", 1_500)], [], prices
+    )
+    # 1500 + 1500 = 3000 > 2500: every leg rejected, each under its own id
+    assert order_ids(events) == [
+        ("OrderPlaced", "o1", "bin"),
+        ("OrderPlaced", "o2", "multi"),
+        ("OrderRejected", "o1", "bin"),
+        ("OrderRejected", "o2", "multi"),
+    ]
+    assert all(rejected(e).reason.startswith("bet batch failed") for e in outcomes(events))
+    assert (state.n_orders, state.books["alice"].n_rejected) == (2, 2)
+
+
+def test_v1_decision_keeps_consecutive_order_ids(state: CohortState, prices: Prices) -> None:
+    legs = [bet("bin", "YES", 500), bet("multi", "Trump", 500), bet("bin", "NO", 10)]
+    events = Broker(state, rules_for("v1")).execute("alice", 10, legs, [], prices)
+    assert order_ids(events) == [
+        ("OrderPlaced", "o1", "bin"),
+        ("OrderFilled", "o1", "bin"),
+        ("OrderPlaced", "o2", "multi"),
+        ("OrderFilled", "o2", "multi"),
+        ("OrderPlaced", "o3", "bin"),
+        ("OrderRejected", "o3", "bin"),
+    ]
+    assert state.n_orders == 3
+
+
 # -- settlement, voids and Brier --------------------------------------------------------------
 
 
@@ -511,6 +575,25 @@ def test_unresolved_buys_are_not_scored(state: CohortState, prices: Prices) -> N
     book = state.books["alice"]
     assert [r.market for r in book.brier_rows] == ["multi"]
     assert list(book.buys) == ["bin"]
+
+
+def test_two_legs_of_one_v2_batch_score_as_two_brier_rows(prices: Prices) -> None:
+    state = make_state(rules="v2")
+    # two legs on the same market and side: one position, but two buys and two orders
+    run(state, prices, [bet("bin", "YES", 500), bet("bin", "YES", 1_000)], rules="v2")
+    assert state.books["alice"].positions[("bin", "YES")].shares == 6_000.0
+    pending = state.snapshot()["books"]["alice"]["pending_buys"]
+    assert [order_id for order_id, _ in pending] == ["o1", "o2"]
+    settle(state, "bin", 20, "Yes")
+    rows = state.books["alice"].brier_rows
+    # 500 / 2500 = 0.2, then 1000 / (0.25 * 9500) = 1000 / 2375; both won
+    assert [(r.order_id, r.market, r.side, r.won) for r in rows] == [
+        ("o1", "bin", "YES", 1),
+        ("o2", "bin", "YES", 1),
+    ]
+    assert [r.confidence for r in rows] == pytest.approx([0.2, 1_000 / 2_375])
+    snapshot_rows = state.snapshot()["books"]["alice"]["brier_rows"]
+    assert [order_id for order_id, _, _ in snapshot_rows] == ["o1", "o2"]
 
 
 def test_non_finite_numbers_are_rejected_and_still_round_trip(
