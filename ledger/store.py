@@ -34,7 +34,7 @@ import contextlib
 import hashlib
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from itertools import accumulate
 from pathlib import Path
@@ -248,29 +248,46 @@ class EventStore:
             for (seq, stream_id, version, _), event in zip(page, events, strict=True):
                 yield seq, keys[stream_id], version, event
 
-    def payload_arrays(self, stream: str | None = None, batch: int = _PAGE) -> Iterator[bytes]:
-        """The log (or one stream) as JSON arrays of up to ``batch`` payloads, in log order.
+    def payload_arrays(
+        self, stream: str | None = None, batch: int = _PAGE, skip: Iterable[str] = ()
+    ) -> Generator[bytes, None, None]:
+        """The log (or one stream) as JSON arrays of the payloads of up to ``batch`` events each,
+        in log order, leaving out events whose type is in ``skip``.
 
         SQLite joins each page in C, so a rebuild pays one decode call per page instead of a
-        Python object per row; the payloads carry their own type, cohort and instant.
+        Python object per row; the payloads carry their own type, cohort and instant. Skipped
+        types cost no copy and no decode: every payload begins ``{"type":"<Type>",`` (the
+        encoder writes the tag first), so a type is a range of payload text that SQLite tests
+        with a byte comparison, without parsing JSON. A page whose events are all skipped is
+        not yielded.
         """
         key: tuple[int, ...] = ()
         if stream is None:
-            where, end = "seq > ? AND seq <= ? ORDER BY seq", self.last_seq()
+            where, end = "seq > ? AND seq <= ?", self.last_seq()
+            order = "seq"
         else:
             found = self._fetch("SELECT id FROM streams WHERE key = ?", (stream,))
             if not found:
                 return
             key = (found[0][0],)
-            where = "stream_id = ? AND version > ? AND version <= ? ORDER BY version"
-            end = self._version_of(key[0])
-        sql = f"SELECT group_concat(payload, ',') FROM (SELECT payload FROM events WHERE {where})"
+            where, end = "stream_id = ? AND version > ? AND version <= ?", self._version_of(key[0])
+            order = "version"
+        bounds: list[str] = []
+        for name in sorted(set(skip)):
+            if name not in EVENT_TYPES:
+                raise LedgerError(f"cannot skip {name!r}: not an event type of the log")
+            where += " AND NOT (payload >= ? AND payload < ?)"
+            bounds += [f'{{"type":"{name}",', f'{{"type":"{name}-']  # '-' sorts right after ','
+        sql = (
+            "SELECT group_concat(payload, ',') FROM "
+            f"(SELECT payload FROM events WHERE {where} ORDER BY {order})"
+        )
         conn = self._conn
         previous = conn.text_factory
         conn.text_factory = bytes
         try:
             for low in range(0, end, batch):
-                (joined,) = self._fetch(sql, (*key, low, low + batch))[0]
+                (joined,) = self._fetch(sql, (*key, low, low + batch, *bounds))[0]
                 if joined:
                     yield b"[" + joined + b"]"
         finally:
