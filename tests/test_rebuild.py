@@ -17,7 +17,7 @@ from ledger.store import EventStore
 def test_rebuild_equals_the_plain_fold(tmp_path: Path, batch: int) -> None:
     db = tmp_path / "log.db"
     with EventStore.open(db) as store:
-        made = make_log(store, 3_000, seed=3, markets=12)
+        made, live = make_log(store, 3_000, seed=3, markets=12)
         # a second cohort, interleaved after the first, with a failed decision in it
         store.append(
             "other",
@@ -38,6 +38,7 @@ def test_rebuild_equals_the_plain_fold(tmp_path: Path, batch: int) -> None:
     assert made > 3_000
     assert len(pages) == -(-store_last(db) // batch)
     assert fast.snapshot() == plain.snapshot()
+    assert fast.cohorts["bench-rebuild"].snapshot() == live.snapshot()
     assert other.snapshot() == {"other": plain.cohorts["other"].snapshot()}
     book = fast.cohorts["other"].books["x"]
     assert (book.n_decisions, book.n_errors) == (2, 1)

@@ -49,8 +49,10 @@ def bench() -> None:
 @bench.command()
 @click.option("--events", type=int, default=1_000_000, show_default=True)
 @click.option("--batch", type=int, default=50_000, show_default=True)
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Rebuilds of the same log; the best is reported, and the median.")  # fmt: skip
 @json_option
-def ledger(events: int, batch: int, as_json: bool) -> None:
+def ledger(events: int, batch: int, repeats: int, as_json: bool) -> None:
     """Append events to a fresh log in batches, then rebuild every projection from it.
 
     \b
@@ -61,7 +63,10 @@ def ledger(events: int, batch: int, as_json: bool) -> None:
     from arena.bench.rebuild_bench import bench_rebuild
 
     def work() -> dict[str, Any]:
-        return {"append": bench_append(events, batch), "rebuild": bench_rebuild(events)}
+        return {
+            "append": bench_append(events, batch),
+            "rebuild": bench_rebuild(events, repeats=repeats),
+        }
 
     console = make_console(stderr=True)
     with console.status("measuring the ledger …", spinner="dots"):
