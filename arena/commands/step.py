@@ -177,23 +177,28 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
     if not cut:
         console.print(f"{agent} made no decision in {cohort}")
         return
-    if no_input or not sys.stdin.isatty():
+    if no_input or not _keys_available():
         for frame in cut:
             console.print(_render(frame, len(cut), agent, listed))
         return
-    k = 0
-    while True:
+    k: int | None = 0
+    while k is not None:
         console.clear()
         console.print(_render(cut[k], len(cut), agent, listed))
         console.print("[dim]n/enter next · p previous · g first · G last · q quit[/]")
-        key = click.getchar()
-        if key in ("q", "\x1b", "\x03"):
-            return
-        if key in ("n", "\r", "\n", " "):
-            k = min(k + 1, len(cut) - 1)
-        elif key == "p":
-            k = max(k - 1, 0)
-        elif key == "g":
-            k = 0
-        elif key == "G":
-            k = len(cut) - 1
+        k = move(click.getchar(), k, len(cut) - 1)
+
+
+def _keys_available() -> bool:
+    """Keys can be read only from a terminal; piped or redirected, every frame is printed."""
+    return sys.stdin.isatty()
+
+
+def move(key: str, k: int, last: int) -> int | None:
+    """The frame a key moves to from frame ``k`` of ``0..last``; None quits (q, Esc, Ctrl-C).
+    Any other key stays put, so a stray key press never ends a session."""
+    if key in ("q", "\x1b", "\x03"):
+        return None
+    if key in ("n", "\r", "\n", " "):
+        return min(k + 1, last)
+    return {"p": max(k - 1, 0), "g": 0, "G": last}.get(key, k)
