@@ -9,6 +9,10 @@ A cassette is the offline half: ``Recorder`` stores every answer under a hash of
 so a recorded run replays with the same events, byte for byte. The cassette keeps the
 latency measured at recording time for the same reason.
 
+All three may be asked from several threads at once (the ``llm`` forecaster asks a decision's
+questions concurrently): the client shares one ``httpx.Client``, which is thread-safe, and the
+recorder and player hold a lock around what they write or count.
+
 The API key lives only in the request header. Any error text that could carry it is scrubbed
 before it leaves this module, so it cannot reach the log, a report or a terminal.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -54,7 +59,8 @@ class Completion:
 
 
 class Completer(Protocol):
-    """Anything that answers a chat: the live client, a recorder, a player."""
+    """Anything that answers a chat: the live client, a recorder, a player. One that is
+    handed to a forecaster asking concurrently must be safe to call from several threads."""
 
     def complete(self, messages: Sequence[Message]) -> Completion: ...
 
@@ -138,6 +144,7 @@ class ChatClient:
         self._transport = transport
         self._sleep = sleep
         self._clock = clock
+        self._opening = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ChatClient({self.model!r}, url={self.url!r})"  # never the key
@@ -187,9 +194,10 @@ class ChatClient:
 
     def _http(self) -> httpx.Client:
         """Made on first use, so a strategy that is only built (to check its spec) opens nothing."""
-        if self._client is None:
-            self._client = httpx.Client(transport=self._transport, timeout=self.timeout)
-        return self._client
+        with self._opening:  # two threads asking first must not open two clients
+            if self._client is None:
+                self._client = httpx.Client(transport=self._transport, timeout=self.timeout)
+            return self._client
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self._api_key)
@@ -218,11 +226,17 @@ def request_key(model: str, messages: Sequence[Message]) -> str:
 
 
 class Recorder:
-    """Asks the live client and appends each answer to the cassette file."""
+    """Asks the live client and appends each answer to the cassette file.
+
+    Questions asked concurrently are answered concurrently; only the append is one at a time,
+    so every answer is one whole line. Lines follow the order answers arrive in, which a
+    replay does not depend on: it finds answers by question.
+    """
 
     def __init__(self, inner: ChatClient, path: Path) -> None:
         self.inner = inner
         self.path = path
+        self._writing = threading.Lock()
 
     def complete(self, messages: Sequence[Message]) -> Completion:
         completion = self.inner.complete(messages)
@@ -232,8 +246,9 @@ class Recorder:
             "latency_ms": completion.latency_ms,
             "response": completion.body,
         }
-        with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
+        line = json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n"
+        with self._writing, self.path.open("a", encoding="utf-8") as out:
+            out.write(line)
         return completion
 
 
@@ -249,6 +264,7 @@ class Player:
         self.path = path
         self._answers: dict[str, list[dict[str, Any]]] = {}
         self._served: dict[str, int] = {}
+        self._counting = threading.Lock()
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
@@ -266,8 +282,9 @@ class Player:
                 f"cassette {self.path} has no answer from {self.model} for request {key[:12]} "
                 "(record it with mode=record)"
             )
-        k = self._served.get(key, 0)
-        self._served[key] = k + 1
+        with self._counting:
+            k = self._served.get(key, 0)
+            self._served[key] = k + 1
         entry = answers[min(k, len(answers) - 1)]
         return completion_from(entry["response"], float(entry.get("latency_ms") or 0.0))
 

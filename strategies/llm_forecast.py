@@ -14,7 +14,11 @@ How answers are fetched is not part of the agent spec, so a run recorded and rep
 cohort id: the endpoint and cassette come from the environment, ``ARENA_LLM_BASE_URL``
 (default OpenRouter), ``ARENA_LLM_API_KEY_ENV`` (the variable holding the key, default
 ``OPENROUTER_API_KEY``; empty for none), ``ARENA_LLM_MODE`` (live, record, replay) and
-``ARENA_LLM_CASSETTE``, as for the ``llm`` agent.
+``ARENA_LLM_CASSETTE``, as for the ``llm`` agent, and ``ARENA_LLM_CONCURRENCY``: how many of a
+decision's questions are out at once (default 8; 1 asks them one after another). Concurrency
+changes only how long a decision takes: answers are gathered, and counted and summed for the
+log, in the universe's market order, never in the order they arrive, so a run recorded at 8
+and replayed at 1 logs the same events.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -44,6 +50,9 @@ MAX_TOKENS = 64
 NETWORK_RETRIES = 2
 BACKOFF = 1.0
 """Fewer, shorter retries than the ``llm`` agent's: one decision asks hundreds of questions."""
+DEFAULT_CONCURRENCY = 8
+"""Questions out at once: with 100–500 markets at 1–3 s an answer, one at a time would take
+minutes a decision, past the runner's time limit; eight keep a provider's rate limits calm."""
 TAIL = 600
 """Rules 2 and 3 of §2.8 look only at the end of an answer."""
 
@@ -131,12 +140,24 @@ class LLMForecaster:
 
     Answers are kept for the current instant only, so a strategy may call ``forecast`` as
     often as it likes within a decision without asking again.
+
+    With ``concurrency`` above 1 the questions of one call go out on that many threads (the
+    completer must be thread-safe; those of ``llm_client`` are). Prompts are built, and
+    answers read and counted, on the calling thread in market order. A call interrupted while
+    it waits (the runner's time limit raises from SIGALRM) re-raises at once: questions not yet
+    sent are cancelled, those in flight finish into a result nobody reads, and nothing of the
+    interrupted call is kept, so the next call starts clean.
     """
 
-    def __init__(self, model: str, completer: Completer, *, show_price: bool = True) -> None:
+    def __init__(
+        self, model: str, completer: Completer, *, show_price: bool = True, concurrency: int = 1
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
         self.model = model
         self.completer = completer
         self.show_price = show_price
+        self.concurrency = concurrency
         self.parse_failures = 0
         self.ask_failures = 0
         self._ts: int | None = None
@@ -147,27 +168,68 @@ class LLMForecaster:
         if view.ts != self._ts:
             self._ts, self._answers = view.ts, {}
         q = np.asarray(markets.yes, dtype=np.float64)
+        rows = np.flatnonzero(markets.open & markets.binary & np.isfinite(q))
+        new = [m for m in (markets.ids[i] for i in rows) if m not in self._answers]
+        if new:
+            prompts = [forecast_prompt(view, m, show_price=self.show_price) for m in new]
+            for market, outcome in zip(new, self._ask_all(prompts), strict=True):
+                self._answers[market] = self._answer(outcome)
         p = np.full(len(markets), np.nan)
-        for i in np.flatnonzero(markets.open & markets.binary & np.isfinite(q)):
-            market = markets.ids[i]
-            answer = self._answers.get(market)
-            if answer is None:
-                answer = self._answers[market] = self._ask(view, market)
-            p[i] = answer.p
+        for i in rows:
+            p[i] = self._answers[markets.ids[i]].p
         return p
 
-    def _ask(self, view: View, market: str) -> Answer:
-        prompt = forecast_prompt(view, market, show_price=self.show_price)
-        try:
-            completion = self.completer.complete([{"role": "user", "content": prompt}])
-        except LLMError as exc:  # already one line and scrubbed of the key
+    def _ask_all(self, prompts: Sequence[str]) -> list[Completion | LLMError]:
+        """What each prompt got, in the order of ``prompts``.
+
+        Identical prompts (two markets alike in every line shown) are one task, asked one
+        after another in market order: a cassette holding two answers to one question then
+        serves them to the same markets whatever the concurrency.
+        """
+        alike: dict[str, list[int]] = {}
+        for k, prompt in enumerate(prompts):
+            alike.setdefault(prompt, []).append(k)
+        workers = min(self.concurrency, len(alike))
+        if workers == 1:
+            groups = [self._ask(prompt, len(ks)) for prompt, ks in alike.items()]
+        else:
+            # a pool of this call's own: questions still in flight after a time-out keep their
+            # threads to themselves instead of holding up the next decision's
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="llm-forecast")
+            try:
+                futures = [pool.submit(self._ask, prompt, len(ks)) for prompt, ks in alike.items()]
+                groups = [future.result() for future in futures]
+            except BaseException:  # the time limit, above all: give up on the rest, now
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
+        by_index = {
+            k: outcome
+            for ks, answers in zip(alike.values(), groups, strict=True)
+            for k, outcome in zip(ks, answers, strict=True)
+        }
+        return [by_index[k] for k in range(len(prompts))]
+
+    def _ask(self, prompt: str, times: int) -> list[Completion | LLMError]:
+        """``prompt`` asked ``times`` times, one after another; runs on a worker thread, so it
+        touches nothing of the forecaster's but the completer."""
+        outcomes: list[Completion | LLMError] = []
+        for _ in range(times):
+            try:
+                outcomes.append(self.completer.complete([{"role": "user", "content": prompt}]))
+            except LLMError as exc:  # already one line and scrubbed of the key
+                outcomes.append(exc)
+        return outcomes
+
+    def _answer(self, outcome: Completion | LLMError) -> Answer:
+        if isinstance(outcome, LLMError):
             self.ask_failures += 1
-            return Answer(np.nan, error=str(exc))
-        p = parse_p_yes(completion.text)
+            return Answer(np.nan, error=str(outcome))
+        p = parse_p_yes(outcome.text)
         if p is None:
             self.parse_failures += 1
-            return Answer(np.nan, completion, "no probability in the answer")
-        return Answer(p, completion)
+            return Answer(np.nan, outcome, "no probability in the answer")
+        return Answer(p, outcome)
 
     def trace(self) -> Trace | None:
         """The current instant's questions summed up for the decision log: every raw answer by
@@ -193,8 +255,19 @@ class LLMForecaster:
 
 def llm_forecaster(model: str = "", *, show_price: bool = True) -> LLMForecaster:
     """The forecaster of ``forecaster=llm[:MODEL]``, connected as the ``ARENA_LLM_*``
-    environment says; a missing key or cassette is a one-line StrategyError at build time."""
+    environment says; a missing key or cassette, or a concurrency that is not a whole number
+    of at least 1, is a one-line StrategyError at build time."""
     name = model or DEFAULT_MODEL
+    setting = os.environ.get("ARENA_LLM_CONCURRENCY") or str(DEFAULT_CONCURRENCY)
+    try:
+        concurrency = int(setting)
+    except ValueError:
+        concurrency = 0
+    if concurrency < 1:
+        raise StrategyError(
+            f"forecaster llm:{name}: ARENA_LLM_CONCURRENCY must be a whole number of at least 1 "
+            f"(got {setting!r})"
+        )
     try:
         completer = open_completer(
             name,
@@ -208,4 +281,4 @@ def llm_forecaster(model: str = "", *, show_price: bool = True) -> LLMForecaster
         )
     except LLMError as exc:
         raise StrategyError(f"forecaster llm:{name}: {exc}") from None
-    return LLMForecaster(name, completer, show_price=show_price)
+    return LLMForecaster(name, completer, show_price=show_price, concurrency=concurrency)

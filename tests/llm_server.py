@@ -2,9 +2,10 @@
 
 Tests start it on an ephemeral port, queue replies (an answer text, an HTTP status, a stall
 longer than the client's timeout), and read back every request it received, headers included,
-to check what the agent sent. A 401 quotes the key it was sent, as some real providers do, so
-tests can check that the client scrubs it. With nothing queued it answers with
-``responder(request)``. It is a helper for tests, not a test module.
+to check what the agent sent, and the most requests it was ever answering at once (``peak``).
+A 401 quotes the key it was sent, as some real providers do, so tests can check that the
+client scrubs it. With nothing queued it answers with ``responder(request)``: an answer text,
+or a ``Reply`` to fail or stall that request. It is a helper for tests, not a test module.
 """
 
 from __future__ import annotations
@@ -50,12 +51,17 @@ class Received:
 class FakeLLM(LocalServer):
     """The server, its queue of replies and its request log. Use as a context manager."""
 
-    def __init__(self, responder: Callable[[Received], str] | None = None) -> None:
+    def __init__(self, responder: Callable[[Received], str | Reply] | None = None) -> None:
         self.responder = responder or (lambda _: HOLD)
         self.received: list[Received] = []
+        self.peak = 0
+        self._active = 0
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         super().__init__(self._handler())
+        # the standard backlog of 5 drops connections when a forecaster asks many questions at
+        # once, and the client's retry of a dropped connect (1 s later) would slow every test
+        self._server.socket.listen(64)
 
     @property
     def url(self) -> str:
@@ -72,7 +78,13 @@ class FakeLLM(LocalServer):
             self.received.append(request)
             if self._replies:
                 return self._replies.popleft()
-        return Reply(self.responder(request))
+        reply = self.responder(request)
+        return reply if isinstance(reply, Reply) else Reply(reply)
+
+    def _busy(self, change: int) -> None:
+        with self._lock:
+            self._active += change
+            self.peak = max(self.peak, self._active)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -82,9 +94,13 @@ class FakeLLM(LocalServer):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 request = Received(self.path, dict(self.headers.items()), body)
-                reply = fake._next(request)
-                if reply.stall:
-                    time.sleep(reply.stall)
+                fake._busy(+1)
+                try:
+                    reply = fake._next(request)
+                    if reply.stall:
+                        time.sleep(reply.stall)
+                finally:  # before answering: a client may ask again the moment it hears back
+                    fake._busy(-1)
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": "no such route"}})
                 elif reply.status == 401:  # as some providers do: quote the refused key

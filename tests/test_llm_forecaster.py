@@ -1,14 +1,17 @@
 """``forecaster=llm``: §2.8's prompt and parser, and sign/linear traders trading its answers.
 
 Every HTTP exchange goes to the fake server of ``llm_server.py`` on 127.0.0.1, started and
-stopped by the test; the fake answers each market's question by its text (``ANSWERS``).
+stopped by the test; the fake answers each market's question by its text (``ANSWERS``). Built
+from a spec, the forecaster asks up to 8 questions at once (``ARENA_LLM_CONCURRENCY`` unset),
+so no test here depends on the order questions arrive in unless it asks one at a time.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +21,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from llm_server import FakeLLM, Received, Reply
 
-from arena.runner import CohortRunner
+from arena.runner import CohortRunner, DecisionTimeout
 from ledger.events import DecisionMade
 from ledger.store import EventStore
-from strategies.api import Bet, Decision, MarketMeta, MarketsView, StrategyError, View
+from strategies.api import Bet, Decision, MarketMeta, MarketsView, StrategyError, Trace, View
 from strategies.builtin.edge import ForecasterTrader
-from strategies.llm_client import ChatClient
+from strategies.llm_client import ChatClient, Completion, LLMError, Message, request_key, total
 from strategies.llm_forecast import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_MODEL,
     LLMForecaster,
     forecast_prompt,
@@ -46,6 +50,7 @@ def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ARENA_LLM_BASE_URL", raising=False)
     monkeypatch.delenv("ARENA_LLM_MODE", raising=False)
     monkeypatch.delenv("ARENA_LLM_CASSETTE", raising=False)
+    monkeypatch.delenv("ARENA_LLM_CONCURRENCY", raising=False)
 
 
 # -- the parser ----------------------------------------------------------------------------------
@@ -133,17 +138,28 @@ def answer(request: Received) -> str:
 
 
 def hand_view(ts: int = SEP8, cash: float = 10_000.0) -> View:
-    ids = tuple(m.id for m in META)
+    return make_view(META, YES, [True, True, True, False, True], ts=ts, cash=cash)
+
+
+def make_view(
+    meta: Sequence[MarketMeta],
+    yes: Sequence[float],
+    open_mask: Sequence[bool],
+    *,
+    ts: int = SEP8,
+    cash: float = 10_000.0,
+) -> View:
+    ids = tuple(m.id for m in meta)
     markets = MarketsView(
         ts=ts,
         ids=ids,
         index={m: i for i, m in enumerate(ids)},
-        meta=META,
-        yes=np.array(YES),
-        open_mask=np.array([True, True, True, False, True]),
-        volume=np.array([m.volume for m in META]),
-        binary=np.array([m.is_binary for m in META]),
-        prices=lambda i: (YES[i], 1 - YES[i]),
+        meta=tuple(meta),
+        yes=np.array(yes),
+        open_mask=np.array(open_mask),
+        volume=np.array([m.volume for m in meta]),
+        binary=np.array([m.is_binary for m in meta]),
+        prices=lambda i: (yes[i], 1 - yes[i]),
         history=lambda i, t: (np.array([], dtype=np.int64), np.array([])),
     )
     return View(
@@ -153,7 +169,7 @@ def hand_view(ts: int = SEP8, cash: float = 10_000.0) -> View:
         min_bet=50.0,
         max_fraction=0.25,
         markets=markets,
-        shares=np.zeros((5, 3)),
+        shares=np.zeros((len(ids), 3)),
         _positions=lambda: (),
     )
 
@@ -201,10 +217,10 @@ def test_sign_trades_the_sides_the_answers_imply(server: FakeLLM) -> None:
         Bet(market="b", side="NO", amount=500.0, belief=0.8),
         Bet(market="a", side="YES", amount=500.0, belief=0.45),
     ]
-    assert [QUESTION.findall(r.user_prompt) for r in server.received] == [
-        ["Will A happen?"], ["Will B happen?"], ["Will C happen?"]
-    ]  # fmt: skip
-    request = server.received[0]
+    asked = {QUESTION.findall(r.user_prompt)[0]: r for r in server.received}
+    assert len(server.received) == 3  # in any order: they go out together
+    assert sorted(asked) == ["Will A happen?", "Will B happen?", "Will C happen?"]
+    request = asked["Will A happen?"]
     assert request.path == "/v1/chat/completions"
     assert request.headers["Authorization"] == f"Bearer {KEY}"
     assert request.body["model"] == MODEL and request.body["temperature"] == 0
@@ -278,12 +294,17 @@ def test_a_market_that_cannot_be_asked_gets_no_forecast() -> None:
     )
 
 
-def test_the_api_key_is_in_the_header_only(server: FakeLLM) -> None:
-    """The first question gets a 401 that quotes the key; the key must not reach a prompt, the
+def test_the_api_key_is_in_the_header_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """a's question gets a 401 that quotes the key; the key must not reach a prompt, the
     decision or the trace, whose usage adds up the two answers: 2 × 1,200 tokens in, etc."""
-    server.queue(Reply(status=401))
-    agent = trader(f"sign?forecaster=llm:{MODEL}")
-    decision = agent.decide(hand_view())
+
+    def refuse_a(request: Received) -> str | Reply:
+        return Reply(status=401) if "Will A happen?" in request.user_prompt else answer(request)
+
+    with FakeLLM(refuse_a) as server:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", server.url)
+        agent = trader(f"sign?forecaster=llm:{MODEL}")
+        decision = agent.decide(hand_view())
     assert [b.market for b in decision.bets] == ["b"]
     forecaster = agent.forecaster
     assert isinstance(forecaster, LLMForecaster)
@@ -350,6 +371,256 @@ def test_a_recorded_cohort_replays_offline_with_the_same_digest(
     assert asked >= 3 and made[0].action == "BET"
 
 
+# -- asking concurrently -------------------------------------------------------------------------
+
+WIDE = 12
+PROMPT_OF = re.compile(r"^Question: Will M(\d+) happen\?$", re.MULTILINE)
+
+
+def wide_view(n: int = WIDE, ts: int = SEP8) -> View:
+    """``n`` open binary markets m00, m01, …, each with its own question and price."""
+    meta = [
+        MarketMeta(f"m{i:02d}", f"Will M{i:02d} happen?", ("Yes", "No"), None, 1e5 - i, None, True)
+        for i in range(n)
+    ]
+    return make_view(meta, [0.2 + 0.05 * i for i in range(n)], [True] * n, ts=ts)
+
+
+def market_of(request: Received) -> int:
+    number = PROMPT_OF.search(request.user_prompt)
+    assert number is not None
+    return int(number[1])
+
+
+def scrambled(request: Received) -> Reply:
+    """m(i) says p = 0.5 + i/100 at a cost and token count of its own; the first markets
+    answer last. m02, m07 fail with HTTP 500 and m04, m09 answer garbage."""
+    i = market_of(request)
+    stall = (WIDE - i) * 0.02
+    if i % 5 == 2:
+        return Reply(status=500, stall=stall)
+    usage = {"prompt_tokens": 100 + i, "completion_tokens": 10 + i, "cost": 1 / (i + 1)}
+    text = "no idea" if i % 5 == 4 else json.dumps({"p_yes": 0.5 + i / 100})
+    return Reply(text, stall=stall, usage=usage)
+
+
+def comparable(forecaster: LLMForecaster) -> dict[str, object]:
+    """The trace and counters, less the latency: measured live, it differs run to run."""
+    trace = forecaster.trace()
+    assert trace is not None
+    return {
+        "raw_response": trace.raw_response,
+        "tokens_in": trace.tokens_in,
+        "tokens_out": trace.tokens_out,
+        "cost": trace.cost,
+        "error": trace.error,
+        "failures": (forecaster.ask_failures, forecaster.parse_failures),
+    }
+
+
+@pytest.mark.parametrize("concurrency", [4, 1])
+def test_questions_go_out_together_up_to_the_bound(
+    concurrency: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each answer takes 0.2 s; the server counts the requests it is answering at once."""
+    with FakeLLM(lambda _: Reply('{"p_yes": 0.5}', stall=0.2)) as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        monkeypatch.setenv("ARENA_LLM_CONCURRENCY", str(concurrency))
+        forecaster = llm_forecaster(MODEL)
+        p = forecaster.forecast(wide_view())
+    assert sorted(market_of(r) for r in fake.received) == list(range(WIDE))
+    np.testing.assert_array_equal(p, np.full(WIDE, 0.5))
+    if concurrency == 1:
+        assert fake.peak == 1
+    else:
+        assert 1 < fake.peak <= concurrency
+
+
+def test_the_answers_do_not_depend_on_the_concurrency() -> None:
+    """Answers that come back the later the earlier their market, with failures of both
+    kinds, give the same forecasts, log text, usage sums and counters one at a time as eight
+    at a time."""
+    runs = {}
+    with FakeLLM(scrambled) as fake:
+        for concurrency in (1, 8):
+            client = ChatClient(MODEL, base_url=fake.url, retries=1, sleep=lambda _: None)
+            forecaster = LLMForecaster(MODEL, client, concurrency=concurrency)
+            runs[concurrency] = (forecaster.forecast(wide_view()), comparable(forecaster))
+        arrived = [market_of(r) for r in fake.received]
+    (p1, seen1), (p8, seen8) = runs[1], runs[8]
+    np.testing.assert_array_equal(p1, p8)
+    assert seen1 == seen8
+    assert arrived[: WIDE + 2] == sorted(arrived[: WIDE + 2])  # one at a time: in order
+    expected = [np.nan if i % 5 in (2, 4) else 0.5 + i / 100 for i in range(WIDE)]
+    np.testing.assert_array_equal(p8, expected)
+    assert seen8["failures"] == (2, 2)
+    assert list(json.loads(str(seen8["raw_response"]))) == [
+        f"m{i:02d}" for i in range(WIDE) if i % 5 != 2
+    ]
+    costs = [1 / (i + 1) for i in range(WIDE) if i % 5 != 2]
+    assert seen8["cost"] == total(costs) != total(costs[::-1])  # summed in market order
+
+
+class ReverseOrder:
+    """A completer that answers the last market first: each question waits until the one
+    after it has been answered (or 10 s have passed, so a regression fails instead of hanging).
+    Costs and latencies are chosen so that their sum depends on the order of the terms."""
+
+    def __init__(self, n: int) -> None:
+        self.answered: list[int] = []
+        self._turn = [threading.Event() for _ in range(n)]
+        self._turn[-1].set()
+        self._lock = threading.Lock()
+
+    def value(self, i: int) -> float:
+        return 1 / (i + 1)
+
+    def complete(self, messages: Sequence[Message]) -> Completion:
+        i = int(re.findall(r"Will M(\d+) happen", messages[-1]["content"])[0])
+        self._turn[i].wait(timeout=10)
+        with self._lock:
+            self.answered.append(i)
+        if i:
+            self._turn[i - 1].set()
+        if i == 3:
+            raise LLMError("m03 failed")
+        body = {"p_yes": i / 100}
+        return Completion(json.dumps(body), 1, 1, self.value(i), self.value(i), body)
+
+
+def test_answers_are_summed_in_market_order_not_arrival_order() -> None:
+    completer = ReverseOrder(6)
+    forecaster = LLMForecaster(MODEL, completer, concurrency=8)
+    p = forecaster.forecast(wide_view(6))
+    assert completer.answered == [5, 4, 3, 2, 1, 0]
+    np.testing.assert_array_equal(p, [0.0, 0.01, 0.02, np.nan, 0.04, 0.05])
+    trace = forecaster.trace()
+    assert trace is not None
+    answered = [completer.value(i) for i in (0, 1, 2, 4, 5)]
+    assert trace.cost == total(answered) != total(answered[::-1])
+    assert trace.latency_ms == trace.cost
+    assert list(json.loads(trace.raw_response or "")) == ["m00", "m01", "m02", "m04", "m05"]
+    assert trace.error == "m03: m03 failed" and forecaster.ask_failures == 1
+
+
+def test_a_run_recorded_concurrently_replays_at_any_concurrency(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded at 8 with answers coming back out of order, replayed at 1 and at 8: the same
+    forecasts and trace, latencies included (the cassette keeps them). The cassette holds one
+    whole line per question."""
+    cassette = tmp_path / "answers.jsonl"
+    monkeypatch.setenv("ARENA_LLM_CASSETTE", str(cassette))
+    view = wide_view()
+
+    def garbage_but_no_errors(request: Received) -> Reply:
+        reply = scrambled(request)
+        return Reply("no idea", stall=reply.stall) if reply.status != 200 else reply
+
+    def run(concurrency: int) -> tuple[np.ndarray, Trace | None]:
+        monkeypatch.setenv("ARENA_LLM_CONCURRENCY", str(concurrency))
+        forecaster = llm_forecaster(MODEL)
+        return forecaster.forecast(view), forecaster.trace()
+
+    with FakeLLM(garbage_but_no_errors) as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        monkeypatch.setenv("ARENA_LLM_MODE", "record")
+        p, trace = run(8)
+    assert fake.peak > 1
+    monkeypatch.setenv("ARENA_LLM_MODE", "replay")
+    monkeypatch.delenv(KEY_ENV)
+    for concurrency in (1, 8):
+        again, replayed = run(concurrency)
+        np.testing.assert_array_equal(again, p)
+        assert replayed == trace
+    assert trace is not None and trace.error is not None and trace.error.count("m0") == 4
+    lines = cassette.read_text(encoding="utf-8").splitlines()
+    entries = [json.loads(line) for line in lines]
+    questions = {
+        request_key(MODEL, [{"role": "user", "content": forecast_prompt(view, m)}])
+        for m in view.markets.ids
+    }
+    assert len(entries) == WIDE and {e["key"] for e in entries} == questions
+    assert all(set(e) == {"key", "model", "latency_ms", "response"} for e in entries)
+
+
+def test_identical_questions_keep_their_answers_in_market_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """x1 and x3 are alike in every line of the prompt, so they ask the very same question;
+    the model answers it 0.1 then 0.2. Asked one after another in market order even at 8 at
+    a time, x1 gets the first answer and x3 the second, recorded and replayed alike."""
+    cassette = tmp_path / "answers.jsonl"
+    monkeypatch.setenv("ARENA_LLM_CASSETTE", str(cassette))
+    same = MarketMeta("x1", "Will X happen?", ("Yes", "No"), None, 3e5, None, True)
+    meta = [same, MarketMeta("x2", "Will Y happen?", ("Yes", "No"), None, 2e5, None, True)]
+    meta.append(MarketMeta("x3", same.question, same.outcomes, None, 1e5, None, True))
+    view = make_view(meta, [0.5, 0.5, 0.5], [True] * 3)
+    asked: list[str] = []
+
+    def in_turn(request: Received) -> str:
+        asked.append(request.user_prompt)
+        return json.dumps({"p_yes": asked.count(request.user_prompt) / 10})
+
+    with FakeLLM(in_turn) as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        monkeypatch.setenv("ARENA_LLM_MODE", "record")
+        recorded = llm_forecaster(MODEL).forecast(view)
+    np.testing.assert_array_equal(recorded, [0.1, 0.1, 0.2])
+    monkeypatch.setenv("ARENA_LLM_MODE", "replay")
+    for concurrency in ("8", "1"):
+        monkeypatch.setenv("ARENA_LLM_CONCURRENCY", concurrency)
+        np.testing.assert_array_equal(llm_forecaster(MODEL).forecast(view), recorded)
+
+
+def test_the_time_limit_stops_a_decision_waiting_on_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the first decision the server holds every question until a question of the next
+    decision arrives, so the runner's 0.5 s limit fires while the forecaster waits: that
+    decision is an error and HOLD, its third question (two go out at a time) is never sent,
+    and the two held answers, let go during the next decision, leak into nothing."""
+    monkeypatch.setenv("ARENA_LLM_CONCURRENCY", "2")
+    first_day = "Today: 2024-01-07\n"
+    next_decision = threading.Event()
+    stuck: list[str] = []
+
+    def hold_the_first_decision(request: Received) -> str:
+        if first_day in request.user_prompt:
+            if not next_decision.wait(timeout=20):  # only if the limit did not interrupt
+                stuck.append(request.user_prompt)
+            return '{"p_yes": 0.99}'
+        next_decision.set()
+        return '{"p_yes": 0.65}'
+
+    with FakeLLM(hold_the_first_decision) as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        agent = trader(f"sign?forecaster=llm:{MODEL}")
+        runner = CohortRunner(
+            make_hand_tape(),
+            hand_config({"sign": f"sign?forecaster=llm:{MODEL}"}),
+            strategies={"sign": agent},
+            decision_timeout=0.5,
+        )
+        with EventStore.open(tmp_path / "run.db") as store:
+            runner.run(store)
+            made = [e for e in store.read() if isinstance(e, DecisionMade)]
+        first = [r for r in fake.received if first_day in r.user_prompt]
+    assert not stuck and len(first) == 2
+    assert made[0].action == "HOLD" and made[0].error is not None
+    assert made[0].error.startswith(f"{DecisionTimeout.__name__}: decision took longer than")
+    # the next decision: a and b open (tie-w resolved), each answered 0.65 once
+    assert made[1].action == "BET" and made[1].error is None
+    assert json.loads(made[1].raw_response or "") == {
+        "a": '{"p_yes": 0.65}',
+        "b": '{"p_yes": 0.65}',
+    }
+    assert (made[1].tokens_in, made[1].tokens_out) == (2 * 1200, 2 * 40)
+    forecaster = agent.forecaster
+    assert isinstance(forecaster, LLMForecaster)
+    assert (forecaster.ask_failures, forecaster.parse_failures) == (0, 0)
+
+
 # -- building --------------------------------------------------------------------------------------
 
 
@@ -381,3 +652,26 @@ def test_bad_connections_are_one_line_errors_at_build(
         build_strategy(f"sign?forecaster=llm:{MODEL}")
     assert str(caught.value).startswith(f"forecaster llm:{MODEL}: ")
     assert "\n" not in str(caught.value)
+
+
+def test_the_concurrency_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert llm_forecaster(MODEL).concurrency == DEFAULT_CONCURRENCY == 8
+    assert LLMForecaster(MODEL, ChatClient(MODEL)).concurrency == 1  # built by hand: in turn
+    monkeypatch.setenv("ARENA_LLM_CONCURRENCY", "1")
+    assert llm_forecaster(MODEL).concurrency == 1
+    monkeypatch.setenv("ARENA_LLM_CONCURRENCY", "32")
+    forecaster = trader(f"linear?forecaster=llm:{MODEL}").forecaster
+    assert isinstance(forecaster, LLMForecaster) and forecaster.concurrency == 32
+
+
+@pytest.mark.parametrize("setting", ["x", "0", "-3", "2.5", "4\n4"])
+def test_a_bad_concurrency_is_a_one_line_error_at_build(
+    setting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARENA_LLM_CONCURRENCY", setting)
+    with pytest.raises(
+        StrategyError, match="ARENA_LLM_CONCURRENCY must be a whole number"
+    ) as caught:
+        build_strategy(f"sign?forecaster=llm:{MODEL}")
+    assert str(caught.value).startswith(f"forecaster llm:{MODEL}: ")
+    assert repr(setting) in str(caught.value) and "\n" not in str(caught.value)
