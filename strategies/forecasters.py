@@ -1,4 +1,5 @@
-"""Where a trading agent's probabilities come from: the market itself, a stretch of it, or a file.
+"""Where a trading agent's probabilities come from: the market itself, a stretch of it, a file,
+a language model, or a diffusion model trained on the markets that resolved before the cohort.
 
 A forecaster answers one question per decision: P(YES) for every market of the universe, NaN
 where it has no opinion. Keeping the source apart from the trading rule lets ``sign`` and
@@ -12,7 +13,7 @@ import contextlib
 import csv
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,18 +21,33 @@ from typing import Any, Protocol
 import numpy as np
 
 from ledger.metrics import asymmetric_extremize
-from strategies.api import MarketsView, StrategyError, View
+from strategies.api import (
+    Context,
+    MarketMeta,
+    MarketsView,
+    ResolvedMarket,
+    StrategyError,
+    Trace,
+    View,
+)
+from strategies.diffusion import DEFAULTS, DiffusionConfig, fit_and_forecast
 from strategies.llm_forecast import llm_forecaster
 
 DEFAULT_COLUMN = "pred_prob"
 ID_COLUMN = "market_id"
 DAY = 86_400
-NOT_YET = ("diffusion",)
 MIN_SPREAD_POINTS = 2
+MIN_TRAINING_MARKETS = 10
+NAMES = "market, extremized, llm[:MODEL], diffusion or file:PATH.csv (or .jsonl)"
 
 
 class Forecaster(Protocol):
-    """P(YES) per universe market at the view's instant (NaN where there is no forecast)."""
+    """P(YES) per universe market at the view's instant (NaN where there is no forecast).
+
+    A forecaster may also have ``setup(context)``, called once per cohort before the first
+    decision (where one that learns, learns); ``trace()``, what it did for this decision, for
+    the log; and ``abstain``, why it gives no forecast at all (None when it does).
+    """
 
     def forecast(self, view: View) -> np.ndarray: ...
 
@@ -81,7 +97,23 @@ class ExtremizedForecaster:
         return out
 
 
-class FileForecaster:
+class PredictionsForecaster:
+    """Fixed predictions keyed by market id, lined up with the universe once per cohort."""
+
+    def __init__(self, predictions: dict[str, float]) -> None:
+        self.predictions = predictions
+        self._aligned: tuple[tuple[str, ...], np.ndarray] | None = None
+
+    def forecast(self, view: View) -> np.ndarray:
+        ids = view.markets.ids
+        if self._aligned is None or self._aligned[0] is not ids:
+            p = np.array([self.predictions.get(m, np.nan) for m in ids], dtype=np.float64)
+            p.setflags(write=False)
+            self._aligned = (ids, p)
+        return self._aligned[1]
+
+
+class FileForecaster(PredictionsForecaster):
     """Predictions from a file keyed by market id, read once when the agent is built.
 
     A ``.csv`` (with a header) or ``.jsonl`` file with a ``market_id`` column and a probability
@@ -92,16 +124,72 @@ class FileForecaster:
     def __init__(self, path: str | Path, column: str = DEFAULT_COLUMN) -> None:
         self.path = Path(path)
         self.column = column
-        self.predictions = read_predictions(self.path, column)
-        self._aligned: tuple[tuple[str, ...], np.ndarray] | None = None
+        super().__init__(read_predictions(self.path, column))
 
-    def forecast(self, view: View) -> np.ndarray:
-        ids = view.markets.ids
-        if self._aligned is None or self._aligned[0] is not ids:
-            p = np.array([self.predictions.get(m, np.nan) for m in ids], dtype=np.float64)
-            p.setflags(write=False)
-            self._aligned = (ids, p)
-        return self._aligned[1]
+
+def yes_label(market: ResolvedMarket) -> int | None:
+    """1 if a binary market resolved YES, 0 if NO, None if it was voided or is not binary.
+    The winner's name compares case-insensitively, as at settlement (NO may be listed first)."""
+    if not market.meta.is_binary or market.winner is None:
+        return None
+    winner = market.winner.casefold()
+    return 1 if winner == "yes" else 0 if winner == "no" else None
+
+
+class DiffusionForecaster(PredictionsForecaster):
+    """forecastbench's logit diffusion forecaster (``strategies.diffusion``), trained once per
+    cohort on the binary markets that resolved before it started, conditioned on the question.
+
+    A market's question is its only feature, so the forecast of a market is fixed for the whole
+    cohort: it is computed at setup for every binary market of the universe. The seed is the
+    ``seed`` setting, or else drawn from the agent's own generator, so a cohort always trains the
+    same model; the log names the seed. With fewer than 10 resolved markets, or only one
+    outcome among them, there is nothing to learn a difference from: no forecast, and the
+    decision's reasoning says so.
+    """
+
+    def __init__(self, config: DiffusionConfig = DEFAULTS, seed: int | None = None):
+        super().__init__({})
+        self.config = config
+        self.seed = seed
+        self.abstain: str | None = "not set up: it trains at the start of a cohort"
+        self.summary: str | None = None
+
+    def setup(self, context: Context) -> None:
+        seed = self.seed if self.seed is not None else int(context.rng.integers(2**31))
+        self.fit(context.resolved_before, context.universe, seed)
+
+    def fit(
+        self, resolved: Sequence[ResolvedMarket], universe: Sequence[MarketMeta], seed: int
+    ) -> None:
+        """Trains on ``resolved`` and forecasts every binary market of ``universe``."""
+        rows = [(m.meta.question, y) for m in resolved if (y := yes_label(m)) is not None]
+        n_yes = sum(y for _, y in rows)
+        self.predictions, self._aligned, self.summary = {}, None, None
+        if len(rows) < MIN_TRAINING_MARKETS or n_yes in (0, len(rows)):
+            self.abstain = (
+                f"diffusion has nothing to learn from: {len(rows)} binary market(s) resolved "
+                f"before the cohort, {n_yes} YES (it needs {MIN_TRAINING_MARKETS} or more, "
+                "with both outcomes)"
+            )
+            return
+        binary = [m for m in universe if m.is_binary]
+        questions, labels = zip(*rows, strict=True)
+        p, loss = fit_and_forecast(
+            questions, labels, [m.question for m in binary], self.config, seed
+        )
+        self.predictions = {m.id: float(pm) for m, pm in zip(binary, p, strict=True)}
+        self.abstain = None
+        c = self.config
+        self.summary = (
+            f"diffusion: {len(rows)} markets ({n_yes} YES), hidden {c.hidden}, depth {c.depth}, "
+            f"{c.steps} steps of {c.batch}, lr {c.lr:g}, {c.sample_steps} sample steps, "
+            f"mc {c.mc}, seed {seed}, final loss {loss:.4f}"
+        )
+
+    def trace(self) -> Trace | None:
+        """The trained model, named for the log (None when there is none)."""
+        return None if self.summary is None else Trace(model=self.summary)
 
 
 def _rows(path: Path, column: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -175,10 +263,16 @@ def read_predictions(path: Path, column: str = DEFAULT_COLUMN) -> dict[str, floa
 
 
 def forecaster_from_setting(
-    text: str, *, column: str = DEFAULT_COLUMN, show_price: bool = True
+    text: str,
+    *,
+    column: str = DEFAULT_COLUMN,
+    show_price: bool = True,
+    diffusion: DiffusionConfig = DEFAULTS,
+    seed: int | None = None,
 ) -> Forecaster:
-    """``market``, ``extremized``, ``llm[:MODEL]`` or ``file:PATH.csv|.jsonl`` to a forecaster;
-    ``column`` applies to a file, ``show_price`` to an LLM."""
+    """``market``, ``extremized``, ``llm[:MODEL]``, ``diffusion`` or ``file:PATH.csv|.jsonl``
+    to a forecaster; ``column`` applies to a file, ``show_price`` to an LLM, ``diffusion`` and
+    ``seed`` (None: from the agent's generator) to diffusion."""
     name = text.strip()
     if name == "market":
         return MarketForecaster()
@@ -186,14 +280,8 @@ def forecaster_from_setting(
         return ExtremizedForecaster()
     if name == "llm" or name.startswith("llm:"):
         return llm_forecaster(name.removeprefix("llm").removeprefix(":"), show_price=show_price)
+    if name == "diffusion":
+        return DiffusionForecaster(diffusion, seed)
     if name.startswith("file:"):
         return FileForecaster(name.removeprefix("file:"), column)
-    if name in NOT_YET:
-        raise StrategyError(
-            f"forecaster {name!r} is not available yet; "
-            "use market, extremized, llm[:MODEL] or file:PATH.csv"
-        )
-    raise StrategyError(
-        f"unknown forecaster {text!r}: use market, extremized, llm[:MODEL] or file:PATH.csv "
-        "(or .jsonl)"
-    )
+    raise StrategyError(f"unknown forecaster {text!r}: use {NAMES}")

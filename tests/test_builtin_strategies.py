@@ -32,6 +32,7 @@ from strategies.builtin.edge import Linear, Sign
 from strategies.builtin.extremized import Extremized
 from strategies.builtin.price_side import Contrarian
 from strategies.forecasters import (
+    DiffusionForecaster,
     ExtremizedForecaster,
     FileForecaster,
     MarketForecaster,
@@ -350,10 +351,8 @@ def test_bad_prediction_files_are_one_line_errors(
 def test_forecaster_names() -> None:
     assert isinstance(forecaster_from_setting("market"), MarketForecaster)
     assert isinstance(forecaster_from_setting("extremized"), ExtremizedForecaster)
-    for later in ("diffusion",):
-        with pytest.raises(StrategyError, match="not available yet"):
-            build_strategy(f"linear?forecaster={later}")
-    with pytest.raises(StrategyError, match="unknown forecaster"):
+    assert isinstance(forecaster_from_setting("diffusion"), DiffusionForecaster)
+    with pytest.raises(StrategyError, match="unknown forecaster 'oracle': use market, ext"):
         forecaster_from_setting("oracle")
 
 

@@ -26,6 +26,7 @@ largest |p − q| get the budget first.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, ClassVar
 
@@ -33,7 +34,8 @@ import numpy as np
 import pydantic
 
 from ledger.metrics import TradingMode, positions
-from strategies.api import Bet, Decision, Sell, Strategy, Trace, View
+from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
+from strategies.diffusion import DEFAULTS, ORIGINS, DiffusionConfig, T
 from strategies.forecasters import DEFAULT_COLUMN, Forecaster, forecaster_from_setting
 
 EDGE_TOLERANCE = 1e-9
@@ -52,10 +54,22 @@ class TraderSettings(pydantic.BaseModel):
     )
 
 
+DIFFUSION_FIELDS = (*(f.name for f in dataclasses.fields(DiffusionConfig)), "seed")
+"""Settings that only a ``diffusion`` forecaster reads."""
+
+
 class EdgeSettings(TraderSettings):
+    """The rule's settings, the forecaster's name, and the settings of particular forecasters.
+
+    The diffusion ones default to a model small enough to train in about a second;
+    forecastbench's own are ``hidden=256&steps=2000&batch=256&lr=0.0002`` (depth 3, 32 sample
+    steps and 16 samples are the same in both).
+    """
+
     forecaster: str = pydantic.Field(
         default="extremized",
-        description="market | extremized | llm[:MODEL] | file:PATH.csv | file:PATH.jsonl",
+        description="market | extremized | llm[:MODEL] | diffusion | file:PATH.csv "
+        "| file:PATH.jsonl",
     )
     column: str = pydantic.Field(
         default=DEFAULT_COLUMN, description="probability column of a file forecaster"
@@ -63,6 +77,58 @@ class EdgeSettings(TraderSettings):
     show_price: bool = pydantic.Field(
         default=True, description="an llm forecaster is shown the market's current price"
     )
+    hidden: int = pydantic.Field(
+        default=DEFAULTS.hidden,
+        ge=1,
+        description=f"diffusion: hidden width (forecastbench: {ORIGINS.hidden})",
+    )
+    depth: int = pydantic.Field(
+        default=DEFAULTS.depth,
+        ge=1,
+        description=f"diffusion: hidden layers (forecastbench: {ORIGINS.depth})",
+    )
+    steps: int = pydantic.Field(
+        default=DEFAULTS.steps,
+        ge=1,
+        description=f"diffusion: training steps (forecastbench: {ORIGINS.steps})",
+    )
+    batch: int = pydantic.Field(
+        default=DEFAULTS.batch,
+        ge=1,
+        description=f"diffusion: rows per training step (forecastbench: {ORIGINS.batch})",
+    )
+    lr: float = pydantic.Field(
+        default=DEFAULTS.lr,
+        gt=0,
+        description=f"diffusion: AdamW learning rate (forecastbench: {ORIGINS.lr:g})",
+    )
+    sample_steps: int = pydantic.Field(
+        default=DEFAULTS.sample_steps,
+        ge=2,
+        le=T,
+        description=f"diffusion: DDIM steps per sample (forecastbench: {ORIGINS.sample_steps})",
+    )
+    mc: int = pydantic.Field(
+        default=DEFAULTS.mc,
+        ge=1,
+        description=f"diffusion: samples averaged per forecast (forecastbench: {ORIGINS.mc})",
+    )
+    seed: int | None = pydantic.Field(
+        default=None,
+        ge=0,
+        description="diffusion: training and sampling seed; unset = from the agent's generator",
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _diffusion_only(self) -> EdgeSettings:
+        """A diffusion setting given to another forecaster would be silently ignored."""
+        stray = [f for f in DIFFUSION_FIELDS if f in self.model_fields_set]
+        if stray and self.forecaster.strip() != "diffusion":
+            raise ValueError(f"{', '.join(stray)}: only for forecaster=diffusion")
+        return self
+
+    def diffusion(self) -> DiffusionConfig:
+        return DiffusionConfig(**{f: getattr(self, f) for f in DIFFUSION_FIELDS if f != "seed"})
 
 
 def _cents(dollars: float) -> float:
@@ -93,6 +159,14 @@ class EdgeTrader(Strategy):
 
     def make_forecaster(self) -> Forecaster:
         raise NotImplementedError
+
+    def setup(self, context: Context) -> None:
+        """Keeps the seeded generator, and lets a forecaster that learns (``diffusion``) train
+        on the markets that resolved before the cohort."""
+        super().setup(context)
+        setup = getattr(self.forecaster, "setup", None)
+        if callable(setup):
+            setup(context)
 
     def decide(self, view: View) -> Decision:
         markets = view.markets
@@ -155,7 +229,12 @@ class EdgeTrader(Strategy):
         if small:
             notes.append(f"skipped below the ${view.min_bet:.2f} minimum: {', '.join(small)}")
         if not notes:
-            notes.append(f"no market with |p − q| − c above {s.min_edge:g}")
+            abstain = getattr(self.forecaster, "abstain", None)
+            notes.append(
+                f"no forecast: {abstain}"
+                if abstain
+                else f"no market with |p − q| − c above {s.min_edge:g}"
+            )
         return Decision(
             bets=bets, sells=sells, reasoning="; ".join(notes), trace=self._forecast_trace()
         )
@@ -174,7 +253,13 @@ class ForecasterTrader(EdgeTrader):
 
     def make_forecaster(self) -> Forecaster:
         s = self.settings
-        return forecaster_from_setting(s.forecaster, column=s.column, show_price=s.show_price)
+        return forecaster_from_setting(
+            s.forecaster,
+            column=s.column,
+            show_price=s.show_price,
+            diffusion=s.diffusion(),
+            seed=s.seed,
+        )
 
 
 class Sign(ForecasterTrader):

@@ -1,0 +1,360 @@
+"""The diffusion forecaster: origins' numbers, exact gradients, an exact sampler, a model that
+learns, and an edge agent that trades on it (or says why it cannot)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from arena.cli import cli
+from arena.cohort import CohortConfig
+from arena.runner import CohortRunner
+from ledger.events import DecisionMade, Event, OrderFilled, OrderPlaced
+from ledger.store import EventStore
+from replays.samples import sample_path
+from replays.tapefile import load_tape
+from strategies.api import MarketMeta, ResolvedMarket, StrategyError
+from strategies.builtin.edge import Linear, Sign
+from strategies.diffusion import (
+    ALPHA_BAR,
+    DEFAULTS,
+    LOGIT_SCALE,
+    ORIGINS,
+    AdamW,
+    Denoiser,
+    DiffusionConfig,
+    clip_grad_norm,
+    ddim_sample,
+    embed_texts,
+    forecast,
+    label_logits,
+    label_targets,
+    time_embedding,
+    timesteps,
+    train,
+)
+from strategies.forecasters import DiffusionForecaster, forecaster_from_setting, yes_label
+from strategies.loader import build_strategy
+
+# -- origins' numbers ----------------------------------------------------------------------
+
+
+def test_schedule_matches_origins() -> None:
+    assert ALPHA_BAR.shape == (64,)
+    assert ALPHA_BAR[0] == pytest.approx(0.9999, abs=1e-15)  # 1 − β₀ = 1 − 1e-4
+    assert ALPHA_BAR[63] == pytest.approx(0.52332, abs=5e-6)
+    assert np.all(np.diff(ALPHA_BAR) < 0)
+
+
+def test_strided_timesteps() -> None:
+    steps = timesteps(32)
+    assert steps.dtype == np.int64 and steps.size == 32
+    assert steps[:3].tolist() == [63, 60, 58]  # int64(63 − 63/31) = int64(60.97) = 60
+    assert steps[-2:].tolist() == [2, 0]
+    assert timesteps(64).tolist() == list(range(63, -1, -1))
+    with pytest.raises(ValueError, match="sample steps"):
+        timesteps(65)
+
+
+def test_time_embedding_is_sines_then_cosines() -> None:
+    e = time_embedding(np.array([0, 1]))
+    assert e.shape == (2, 64)
+    assert e[0, :32].tolist() == [0.0] * 32  # sin(0)
+    assert e[0, 32:].tolist() == [1.0] * 32  # cos(0)
+    # f₀ = 1 and f₃₁ = exp(−ln(10⁴)·31/31) = 10⁻⁴
+    assert e[1, 0] == pytest.approx(math.sin(1.0))
+    assert e[1, 31] == pytest.approx(math.sin(1e-4))
+    assert e[1, 32] == pytest.approx(math.cos(1.0))
+    assert e[1, 63] == pytest.approx(math.cos(1e-4))
+
+
+def test_labels_become_smoothed_logits() -> None:
+    # p = y·(1 − 2·0.001) + 0.001 ∈ {0.999, 0.001}: logit ±ln(999) = ±6.906755
+    assert label_logits(np.array([1, 0])) == pytest.approx([6.906755, -6.906755], abs=1e-6)
+    assert pytest.approx(math.log(999)) == LOGIT_SCALE
+    assert label_targets(np.array([1, 0])) == pytest.approx([1.0, -1.0], abs=1e-15)
+
+
+def test_origins_config() -> None:
+    assert (ORIGINS.hidden, ORIGINS.depth, ORIGINS.steps, ORIGINS.batch, ORIGINS.lr) == (
+        256,
+        3,
+        2000,
+        256,
+        2e-4,
+    )
+    assert (ORIGINS.sample_steps, ORIGINS.mc) == (32, 16) == (DEFAULTS.sample_steps, DEFAULTS.mc)
+
+
+def test_text_embedding_is_stable_and_normalised() -> None:
+    a, b, c = embed_texts(["Will Trump win?", "will TRUMP win", "Will Harris win?"])
+    assert np.array_equal(a, b)  # case and punctuation do not matter
+    assert np.linalg.norm(a) == pytest.approx(1.0) and np.linalg.norm(c) == pytest.approx(1.0)
+    # will, trump, win, "will trump", "trump win": five ±1 counts in blake2b buckets, so the
+    # same in every process (Python's hash() would move them with PYTHONHASHSEED)
+    assert np.flatnonzero(a).tolist() == [1, 121, 145, 186, 252]
+    assert a[a != 0] * math.sqrt(5) == pytest.approx([1, -1, -1, -1, -1])
+    assert a @ c == pytest.approx(2 / 5)  # two of five features shared: "will" and "win"
+    assert embed_texts([""]).tolist() == [[0.0] * 256]
+
+
+# -- gradients and the optimiser -----------------------------------------------------------
+
+
+def test_backprop_matches_finite_differences() -> None:
+    rng = np.random.default_rng(0)
+    model = Denoiser.init(cond_dim=3, hidden=5, depth=3, rng=rng)
+    x = rng.standard_normal((7, 1))
+    t = rng.integers(0, 64, size=7)
+    cond = rng.standard_normal((7, 3))
+    eps = rng.standard_normal((7, 1))
+    _, grads = model.loss_and_grads(x, t, cond, eps)
+    assert set(grads) == set(model.params) == {
+        "time.0.W", "time.0.b", "time.1.W", "time.1.b",
+        "in.x", "in.time", "in.cond", "in.b",
+        "hidden.1.W", "hidden.1.b", "hidden.2.W", "hidden.2.b",
+        "out.W", "out.b",
+    }  # fmt: skip
+    h = 1e-6
+    for name, param in model.params.items():
+        numeric = np.zeros_like(param)
+        for i in np.ndindex(param.shape):
+            old = param[i]
+            param[i] = old + h
+            up = model.loss_and_grads(x, t, cond, eps)[0]
+            param[i] = old - h
+            down = model.loss_and_grads(x, t, cond, eps)[0]
+            param[i] = old
+            numeric[i] = (up - down) / (2 * h)
+        scale = max(float(np.abs(numeric).max()), 1e-3)
+        assert np.abs(numeric - grads[name]).max() / scale < 1e-6, name
+
+
+def test_adamw_first_step_by_hand() -> None:
+    # Step 1: m̂ = g and v̂ = g², so the Adam step is lr·g/(|g| + 1e-8) ≈ lr·sign(g); the decay
+    # first shrinks p by lr·0.01: 1.0·(1 − 0.001) − 0.1 = 0.899, −2.0·0.999 + 0.1 = −1.898.
+    params = {"p": np.array([1.0, -2.0])}
+    AdamW(params, lr=0.1).step({"p": np.array([0.5, -3.0])})
+    assert params["p"] == pytest.approx([0.899, -1.898], abs=1e-8)
+
+
+def test_gradient_norm_is_clipped_to_one() -> None:
+    grads = {"a": np.array([3.0, 0.0]), "b": np.array([4.0])}
+    assert clip_grad_norm(grads) == 5.0
+    assert [*grads["a"], *grads["b"]] == pytest.approx([0.6, 0.0, 0.8], abs=1e-6)
+    small = {"a": np.array([0.3, 0.4])}
+    assert clip_grad_norm(small) == pytest.approx(0.5)
+    assert small["a"].tolist() == [0.3, 0.4]
+
+
+# -- the sampler ---------------------------------------------------------------------------
+
+
+def noise_oracle(x0: np.ndarray) -> Callable[[np.ndarray, int], np.ndarray]:
+    """A perfect ε-predictor for known x₀: the noise that put the starting point where it is,
+    ε = (x_T − √ᾱ_T·x₀)/√(1 − ᾱ_T), which a deterministic DDIM keeps all the way down."""
+    noise: list[np.ndarray] = []
+
+    def predict(x: np.ndarray, t: int) -> np.ndarray:
+        if not noise:
+            noise.append((x - math.sqrt(ALPHA_BAR[t]) * x0) / math.sqrt(1 - ALPHA_BAR[t]))
+        return noise[0]
+
+    return predict
+
+
+def t_minus_one_sample(
+    predict: Callable[[np.ndarray, int], np.ndarray], x: np.ndarray, n_steps: int
+) -> np.ndarray:
+    """The original's sampler, bug included: from every strided t it moves x to t − 1."""
+    for t in timesteps(n_steps):
+        eps = predict(x, int(t))
+        x0 = (x - math.sqrt(1 - ALPHA_BAR[t]) * eps) / math.sqrt(ALPHA_BAR[t])
+        if t == 0:
+            return x0
+        x = math.sqrt(ALPHA_BAR[t - 1]) * x0 + math.sqrt(1 - ALPHA_BAR[t - 1]) * eps
+    raise AssertionError("the timesteps end at 0")
+
+
+def test_strided_ddim_recovers_x0_with_a_perfect_predictor() -> None:
+    x0 = np.array([[-6.9], [-1.0], [0.0], [2.5], [6.9]])
+    start = np.random.default_rng(1).standard_normal((5, 1))
+    for n_steps in (32, 8, 64):
+        out = ddim_sample(noise_oracle(x0), start, n_steps)
+        assert np.abs(out - x0).max() < 1e-9, n_steps
+    # the original's t − 1 step is exact only with every timestep
+    assert np.abs(t_minus_one_sample(noise_oracle(x0), start, 64) - x0).max() < 1e-9
+    assert np.abs(t_minus_one_sample(noise_oracle(x0), start, 32) - x0).max() > 0.1
+
+
+def test_sampling_is_deterministic() -> None:
+    model = Denoiser.init(cond_dim=2, hidden=8, depth=2, rng=np.random.default_rng(3))
+    cond = np.array([[1.0, 0.0], [0.0, 1.0]])
+    start = np.random.default_rng(4).standard_normal((2, 1))
+    first = ddim_sample(model.predictor(cond), start.copy(), 32)
+    assert np.array_equal(first, ddim_sample(model.predictor(cond), start.copy(), 32))
+    config = DiffusionConfig(hidden=8, depth=2)
+    assert np.array_equal(forecast(model, cond, config, 9), forecast(model, cond, config, 9))
+
+
+# -- training ------------------------------------------------------------------------------
+
+BIT = np.array([[1.0], [0.0]])
+
+
+def bit_forecasts(seed: int) -> np.ndarray:
+    """Train on 100 rows whose label is their condition bit; forecast bit 1 and bit 0."""
+    cond = np.tile(BIT, (50, 1))
+    trained = train(label_targets(cond[:, 0]), cond, DEFAULTS, seed)
+    return forecast(trained.model, BIT, DEFAULTS, seed)
+
+
+def test_training_learns_a_one_bit_condition() -> None:
+    first = bit_forecasts(seed=0)
+    yes, no = first
+    assert yes > 0.9 and no < 0.1  # seeds 0..3 give above 0.996 and below 0.005
+    assert np.array_equal(first, bit_forecasts(seed=0))
+    assert not np.array_equal(first, bit_forecasts(seed=1))
+
+
+def resolved(
+    question: str, winner: str | None, outcomes: tuple[str, ...] = ("Yes", "No")
+) -> ResolvedMarket:
+    """A market that resolved before the cohort, with its question as its id."""
+    binary = sorted(o.lower() for o in outcomes) == ["no", "yes"]
+    meta = MarketMeta(question, question, outcomes, None, 1.0, None, binary)
+    return ResolvedMarket(meta=meta, winner=winner, resolved_ts=0, last_price=None)
+
+
+def test_only_resolved_binary_markets_are_labels() -> None:
+    assert yes_label(resolved("a", "Yes")) == 1
+    assert yes_label(resolved("b", "NO")) == 0
+    assert yes_label(resolved("c", "no", ("No", "Yes"))) == 0  # NO listed first
+    assert yes_label(resolved("d", None)) is None  # voided
+    assert yes_label(resolved("e", "Red", ("Red", "Blue"))) is None
+
+
+def test_forecaster_learns_from_questions() -> None:
+    teams = (("red", "Yes"), ("blue", "No"))
+    history = [resolved(f"Will the {c} team win game {k}?", w) for k in range(12) for c, w in teams]
+    universe = [
+        resolved(q, None).meta
+        for q in ("Will the red team win game 99?", "Will the blue team win game 99?")
+    ] + [resolved("Which team wins?", None, ("Red", "Blue")).meta]
+    f = DiffusionForecaster(DiffusionConfig(steps=200), seed=5)
+    f.fit(history, universe, seed=5)
+    red, blue, multi = (f.predictions.get(m.id, math.nan) for m in universe)
+    assert red > 0.9 and blue < 0.1 and math.isnan(multi)  # seeds 0..4: above 0.99, below 0.02
+    assert f.abstain is None
+    trace = f.trace()
+    assert trace is not None and trace.model is not None
+    assert trace.model.startswith("diffusion: 24 markets (12 YES), hidden 64, depth 3, 200 steps")
+    assert "seed 5" in trace.model
+
+
+@pytest.mark.parametrize(
+    ("history", "why"),
+    [
+        ([], "0 binary market(s) resolved before the cohort, 0 YES"),
+        ([resolved(f"q{k}", "Yes") for k in range(12)], "12 binary market(s) resolved"),
+        ([resolved(f"q{k}", "Yes" if k % 2 else None) for k in range(18)], "9 binary market"),
+    ],
+)
+def test_too_little_history_gives_no_forecast(history: list[ResolvedMarket], why: str) -> None:
+    f = DiffusionForecaster()
+    assert f.abstain is not None and "not set up" in f.abstain
+    f.fit(history, [resolved("Will it?", None).meta], seed=0)
+    assert f.predictions == {} and f.trace() is None
+    assert f.abstain is not None and why in f.abstain and "needs 10 or more" in f.abstain
+
+
+# -- settings ------------------------------------------------------------------------------
+
+
+def test_settings_reach_the_forecaster() -> None:
+    agent = build_strategy("sign?forecaster=diffusion&hidden=256&steps=2000&batch=256&lr=2e-4")
+    assert isinstance(agent, Sign) and isinstance(agent.forecaster, DiffusionForecaster)
+    assert agent.forecaster.config == ORIGINS and agent.forecaster.seed is None
+    seeded = build_strategy("linear?forecaster=diffusion&seed=7&mc=4&sample_steps=64")
+    assert isinstance(seeded, Linear) and isinstance(seeded.forecaster, DiffusionForecaster)
+    assert seeded.forecaster.seed == 7
+    assert seeded.forecaster.config == DiffusionConfig(mc=4, sample_steps=64)
+    assert isinstance(forecaster_from_setting("diffusion"), DiffusionForecaster)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("sign?steps=100", "steps: only for forecaster=diffusion"),
+        ("linear?forecaster=market&seed=1&mc=2", "mc, seed: only for forecaster=diffusion"),
+        ("sign?forecaster=diffusion&sample_steps=65", "sample_steps:"),
+        ("sign?forecaster=diffusion&lr=0", "lr:"),
+        ("sign?forecaster=diffusion&seed=-1", "seed:"),
+    ],
+)
+def test_bad_diffusion_settings(spec: str, message: str) -> None:
+    with pytest.raises(StrategyError, match=f"bad settings: .*{message}"):
+        build_strategy(spec)
+
+
+def test_strategies_lists_the_diffusion_settings() -> None:
+    result = CliRunner().invoke(cli, ["strategies", "--json"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    entries = {e["name"]: e for e in json.loads(result.output)}
+    for rule in ("sign", "linear"):
+        settings = {s["name"]: s for s in entries[rule]["settings"]}
+        assert "diffusion" in settings["forecaster"]["description"]
+        assert settings["hidden"]["default"] == 64
+        assert settings["hidden"]["description"] == "diffusion: hidden width (forecastbench: 256)"
+        assert settings["lr"]["description"].endswith("(forecastbench: 0.0002)")
+        assert settings["seed"]["default"] is None
+    assert "hidden" not in {s["name"] for s in entries["extremized"]["settings"]}
+
+
+# -- through the runner --------------------------------------------------------------------
+
+
+def replay(db: Path, start: datetime, agents: dict[str, str]) -> list[Event]:
+    config = CohortConfig(start=start, agents=agents, universe=20)
+    with EventStore.open(db) as store:
+        run = CohortRunner(load_tape(sample_path()), config).run(store)
+        return list(store.read(stream=run.cohort))
+
+
+def test_an_edge_agent_trades_on_diffusion_forecasts(tmp_path: Path) -> None:
+    # The sample tape's markets resolve from 2024-11-06: 91 of them (40 YES) before the 8th,
+    # when the rest are still open.
+    start = datetime(2024, 11, 8, tzinfo=UTC)
+    agents = {"d": "sign?forecaster=diffusion&steps=150", "l": "linear?forecaster=diffusion"}
+    events = replay(tmp_path / "first.db", start, agents)
+    decisions = [e for e in events if isinstance(e, DecisionMade)]
+    assert {e.agent for e in decisions} == {"d", "l"}
+    assert all(e.error is None for e in decisions)
+    for e in decisions:
+        assert e.model is not None and e.model.startswith("diffusion: 91 markets (40 YES)")
+    assert {e.agent for e in decisions if e.bets} == {"d", "l"}
+    assert any(isinstance(e, OrderFilled) for e in events)
+    first = next(e for e in decisions if e.agent == "d")
+    assert "forecast" in first.reasoning and "150 steps" in (first.model or "")
+    # the seed comes from the agent's generator, so a rerun is the same run
+    assert replay(tmp_path / "again.db", start, agents) == events
+
+
+def test_without_history_the_agent_holds_and_says_why(tmp_path: Path) -> None:
+    start = datetime(2024, 9, 1, tzinfo=UTC)
+    events = replay(tmp_path / "run.db", start, {"d": "sign?forecaster=diffusion"})
+    decisions = [e for e in events if isinstance(e, DecisionMade)]
+    assert decisions and all(e.action == "HOLD" and e.error is None for e in decisions)
+    assert all(
+        e.reasoning == "no forecast: diffusion has nothing to learn from: 0 binary market(s) "
+        "resolved before the cohort, 0 YES (it needs 10 or more, with both outcomes)"
+        for e in decisions
+    )
+    assert not any(isinstance(e, OrderPlaced) for e in events)
