@@ -34,6 +34,7 @@ BUILTINS: dict[str, str] = {
     "extremized": "strategies.builtin.extremized:Extremized",
     "sign": "strategies.builtin.edge:Sign",
     "linear": "strategies.builtin.edge:Linear",
+    "diffusion": "strategies.builtin.edge:Diffusion",
     "llm": "strategies.builtin.llm:LLMAgent",
 }
 

@@ -358,3 +358,20 @@ def test_without_history_the_agent_holds_and_says_why(tmp_path: Path) -> None:
         for e in decisions
     )
     assert not any(isinstance(e, OrderPlaced) for e in events)
+
+
+def test_the_diffusion_agent_is_sign_over_the_diffusion_forecaster(tmp_path: Path) -> None:
+    start = datetime(2024, 11, 8, tzinfo=UTC)
+    builtin = replay(tmp_path / "builtin.db", start, {"d": "diffusion?steps=60"})
+    spelled = replay(tmp_path / "spelled.db", start, {"d": "sign?forecaster=diffusion&steps=60"})
+
+    def trades(events: list[Event]) -> list[tuple[object, ...]]:
+        return [
+            (e.agent, e.market, e.side, e.kind, e.amount, e.price)
+            for e in events
+            if isinstance(e, OrderFilled)
+        ]
+
+    assert trades(builtin) and trades(builtin) == trades(spelled)
+    with pytest.raises(StrategyError, match="forecaster is diffusion"):
+        build_strategy("diffusion?forecaster=market")

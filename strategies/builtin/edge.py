@@ -274,3 +274,27 @@ class Linear(ForecasterTrader):
 
     mode = "linear"
     description = "forecastbench linear rule: B·(p − q) dollars, capped at B"
+
+
+class DiffusionSettings(EdgeSettings):
+    forecaster: str = pydantic.Field(
+        default="diffusion", description="always diffusion (use sign or linear for others)"
+    )
+
+    @pydantic.field_validator("forecaster")
+    @classmethod
+    def _only_diffusion(cls, value: str) -> str:
+        if value.strip() != "diffusion":
+            raise ValueError("the diffusion agent's forecaster is diffusion; use sign or linear")
+        return value
+
+
+class Diffusion(Sign):
+    """``diffusion``: the sign rule over the diffusion forecaster, the built-in DESIGN names;
+    the same agent as ``sign?forecaster=diffusion``, under its own name."""
+
+    Settings = DiffusionSettings
+    description = (
+        "forecastbench's logit diffusion forecaster, trained on the markets resolved before the "
+        "cohort, traded with the sign rule"
+    )
