@@ -32,37 +32,39 @@ def verify_store(store: EventStore) -> VerifyResult:
     closed = 0
     for seq, stream, _version, event in store.read_with_seq():
         if event.cohort != stream:
-            raise IntegrityError(
-                f"event {seq} claims cohort {event.cohort} in stream {stream}", seq
-            )
+            raise _bad(store, seq, f"claims cohort {event.cohort} in stream {stream}")
         state = ledger.cohorts.get(event.cohort)
         if isinstance(event, OrderFilled | PositionSettled | PositionRefunded):
             if state is None or event.agent not in state.books:
-                raise IntegrityError(f"event {seq} trades for an unknown agent {event.agent}", seq)
+                raise _bad(store, seq, f"trades for an unknown agent {event.agent}")
             book = state.books[event.agent]
             if isinstance(event, OrderFilled) and abs(book.cash - event.cash_before) > TOLERANCE:
-                raise IntegrityError(
-                    f"event {seq}: fill starts from cash {event.cash_before} but the log implies "
-                    f"{book.cash}",
+                raise _bad(
+                    store,
                     seq,
+                    f"starts a fill from cash {event.cash_before} but the log implies {book.cash}",
                 )
             if (
                 not (isinstance(event, OrderFilled) and event.kind == "buy")
                 and (event.market, event.side) not in book.positions
             ):
-                raise IntegrityError(f"event {seq} names a position that is not open", seq)
+                raise _bad(store, seq, "names a position that is not open")
         try:
             ledger.apply(event)
         except (KeyError, ValueError, TypeError) as exc:
-            raise IntegrityError(
-                f"event {seq} does not fit the events before it: {exc}", seq
-            ) from None
+            raise _bad(store, seq, f"does not fit the events before it: {exc}") from None
         if isinstance(event, CohortClosed) and event.state_digest:
             closed += 1
             if ledger.cohorts[event.cohort].digest() != event.state_digest:
-                raise IntegrityError(
-                    f"event {seq}: cohort {event.cohort} rebuilds to a different state than the "
-                    "run recorded at its close",
+                raise _bad(
+                    store,
                     seq,
+                    f"closes cohort {event.cohort}, which rebuilds to a different state than "
+                    "the run recorded at its close",
                 )
     return VerifyResult(events=checked, cohorts=len(ledger.cohorts), closed=closed)
+
+
+def _bad(store: EventStore, seq: int, what: str) -> IntegrityError:
+    """Worded like the store's own chain errors: the file, then the event."""
+    return IntegrityError(f"{store.path}: event {seq} {what}", seq)

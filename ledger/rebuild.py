@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 import msgspec
 
+from ledger.errors import LedgerError
 from ledger.projection import IGNORED_BY_FOLD, CohortState, FoldEvent, Ledger
 from ledger.store import EventStore
 
@@ -51,7 +52,11 @@ def rebuild(
     )
     with _cycle_collector_paused():
         for page in _read_ahead(pages):
-            for event in _page_decoder.decode(page):
+            try:
+                events = _page_decoder.decode(page)
+            except msgspec.MsgspecError as exc:
+                raise _unreadable(store, streams, exc) from None
+            for event in events:
                 if event.cohort != name:
                     name = event.cohort
                     state = cohorts.get(name)
@@ -60,6 +65,20 @@ def rebuild(
                 assert state is not None
                 state.apply(event)
     return ledger
+
+
+def _unreadable(
+    store: EventStore, streams: Iterable[str] | None, exc: msgspec.MsgspecError
+) -> LedgerError:
+    """The error for a page that did not decode: reading the log event by event names the
+    first unreadable one (slow, but only on the way to an error)."""
+    try:
+        for stream in [None] if streams is None else streams:
+            for _ in store.read(stream):
+                pass
+    except LedgerError as named:
+        return named
+    return LedgerError(f"{store.path}: the log holds an unreadable event ({exc})")
 
 
 def _read_ahead(pages: Generator[bytes, None, None]) -> Iterator[bytes]:

@@ -41,8 +41,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+import msgspec
+
 from ledger.errors import ConcurrencyError, IntegrityError, LedgerError
-from ledger.events import ENCODER, EVENT_TYPES, AnyEvent, Event, decode_many
+from ledger.events import ENCODER, EVENT_TYPES, AnyEvent, Event, decode, decode_many
 from ledger.schema import ensure_schema
 
 GENESIS = bytes(32)
@@ -234,9 +236,12 @@ class EventStore:
     def read(
         self, stream: str | None = None, after_seq: int = 0, batch: int = _PAGE
     ) -> Iterator[AnyEvent]:
-        """Events in log order (all streams, or one), starting after global seq ``after_seq``."""
+        """Events in log order (all streams, or one), starting after global seq ``after_seq``.
+
+        A payload that is not a readable event (one this arena does not know, or a broken one)
+        raises LedgerError naming its seq."""
         for page in self._pages(stream, after_seq, batch):
-            yield from decode_many([row[3] for row in page])
+            yield from self._decode_page(page)
 
     def read_with_seq(
         self, stream: str | None = None, after_seq: int = 0, batch: int = _PAGE
@@ -244,9 +249,22 @@ class EventStore:
         """Like :meth:`read`, with each event's global seq, stream and version."""
         keys = self._stream_keys()
         for page in self._pages(stream, after_seq, batch):
-            events = decode_many([row[3] for row in page])
+            events = self._decode_page(page)
             for (seq, stream_id, version, _), event in zip(page, events, strict=True):
                 yield seq, keys[stream_id], version, event
+
+    def _decode_page(self, page: list[tuple[int, int, int, bytes]]) -> list[AnyEvent]:
+        try:
+            return decode_many([row[3] for row in page])
+        except msgspec.MsgspecError:
+            for seq, _, _, payload in page:  # once, on the way to an error: name the row
+                try:
+                    decode(payload)
+                except msgspec.MsgspecError as exc:
+                    raise LedgerError(
+                        f"{self.path}: event {seq} is not a readable event ({exc})"
+                    ) from None
+            raise
 
     def payload_arrays(
         self, stream: str | None = None, batch: int = _PAGE, skip: Iterable[str] = ()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from arena.bench.rebuild_bench import make_log
+from arena.cli import cli
+from ledger.errors import LedgerError
 from ledger.events import CohortOpened, DecisionMade, MarketListed
 from ledger.projection import Ledger
 from ledger.rebuild import rebuild
@@ -48,3 +52,30 @@ def test_rebuild_equals_the_plain_fold(tmp_path: Path, batch: int) -> None:
 def store_last(db: Path) -> int:
     with EventStore.open(db, readonly=True) as store:
         return store.last_seq()
+
+
+def corrupt(db: Path, seq: int, payload: str) -> None:
+    """What only a hand in the sqlite3 shell can do: drop the guard and rewrite a payload."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TRIGGER events_no_update")
+        conn.execute("UPDATE events SET payload = ? WHERE seq = ?", (payload, seq))
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ['{"type":"OrderFilled","oops', '{"type":"FromTheFuture","cohort":"bench-rebuild","ts":1}'],
+)
+def test_an_unreadable_event_is_a_one_line_error_naming_it(tmp_path: Path, payload: str) -> None:
+    db = tmp_path / "log.db"
+    with EventStore.open(db) as store:
+        make_log(store, 500, seed=1, markets=5)
+    corrupt(db, 40, payload)
+    with EventStore.open(db, readonly=True) as store:
+        with pytest.raises(LedgerError, match=rf"{db}: event 40 is not a readable event \("):
+            rebuild(store, batch=16)
+        with pytest.raises(LedgerError, match="event 40 is not a readable event"):
+            list(store.read())
+    result = CliRunner().invoke(cli, ["report", str(db)])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {db}: event 40 is not a readable event (")
+    assert len(result.output.strip().splitlines()) == 1

@@ -417,4 +417,7 @@ def test_verify_catches_an_edit_whose_hash_chain_was_rebuilt(
     with EventStore.open(db, readonly=True) as store:
         assert store.verify_chain() == len(rows)
     message = one_line_error(invoke(verify, db))
-    assert f"event {sell}: fill starts from cash 9000.0 but the log implies 9100.0" in message
+    assert message == (
+        f"Error: {db}: event {sell} starts a fill from cash 9000.0 but the log implies 9100.0 "
+        f"(first bad seq {sell})"
+    )

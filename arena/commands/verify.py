@@ -32,7 +32,7 @@ def verify(db: Path, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps({"ok": False, "first_bad_seq": exc.seq, "error": str(exc)}))
             raise SystemExit(1) from None
-        raise click.ClickException(f"{db}: {exc} (first bad seq {exc.seq})") from None
+        raise click.ClickException(f"{exc} (first bad seq {exc.seq})") from None
     except LedgerError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
