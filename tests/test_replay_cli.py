@@ -217,6 +217,27 @@ def test_bad_replay_input_is_a_one_line_error(
     assert message in one_line_error(result)
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--agent", "favourite"), "'favourite' is not NAME=SPEC"),
+        (
+            ("--agent", "sign?B=10"),
+            "'sign?B=10' is not NAME=SPEC; name the agent, e.g. a=sign?B=10",
+        ),
+        (("--agent", "a=hold", "--agent", "a=random"), "agent 'a' given twice"),
+    ],
+)
+def test_a_bad_agent_option_is_a_usage_error(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    """Usage errors: ``arena`` itself prints them as one line (tests/test_cli.py shows how)."""
+    result = invoke(replay, *args, "--db", tmp_path / "run.db")
+    assert result.exit_code == 2
+    assert f"Error: Invalid value for --agent: {message}" in result.output
+    assert not (tmp_path / "run.db").exists()
+
+
 PLUGIN = """
 import time
 from strategies.api import Decision, Strategy

@@ -59,6 +59,10 @@ def parse_agents(specs: tuple[str, ...], from_file: dict[str, str] | None = None
         name, sep, spec = item.partition("=")
         if not sep or not name or not spec:
             raise click.BadParameter(f"{item!r} is not NAME=SPEC", param_hint="--agent")
+        if "?" in name:  # a spec with settings and no name: its first '=' is not the name's
+            raise click.BadParameter(
+                f"{item!r} is not NAME=SPEC; name the agent, e.g. a={item}", param_hint="--agent"
+            )
         if name in agents:
             raise click.BadParameter(f"agent {name!r} given twice", param_hint="--agent")
         agents[name] = spec
