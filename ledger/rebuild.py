@@ -37,6 +37,7 @@ def rebuild(
 ) -> Ledger:
     """The projections of every cohort (or of the given cohort streams), folded from the log,
     ``batch`` events a page."""
+    streams = None if streams is None else list(streams)  # iterated again to name a bad event
     ledger = Ledger()
     cohorts = ledger.cohorts
     name = ""
