@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 import pydantic
 
-from arena.cohort import CohortConfig, select_universe, sundays
+from arena.cohort import CohortConfig, select_universe, split_starts, sundays
 from arena.replay import CohortDone, replay_cohorts
 from arena.report import iso_utc
 from ledger.events import Marked
@@ -59,6 +59,8 @@ class BacktestPlan:
     decision_cadence: str
     mark_cadence: str
     seed: int
+    skipped: tuple[datetime, ...] = ()
+    """Asked-for starts with no open, priced market, left out."""
 
     @property
     def agents(self) -> dict[str, str]:
@@ -143,13 +145,13 @@ def plan_backtest(
     chosen = list(starts) if starts is not None else default_starts(tape, universe)
     if not chosen:
         raise BacktestError(f"tape {tape.hash[:12]} has no Sunday with an open, priced market")
-    for start in chosen:
-        if not select_universe(tape, int(start.timestamp()), universe):
-            first, last = (iso_utc(t)[:10] for t in tape.span())
-            raise BacktestError(
-                f"no market is open with a price on {start:%Y-%m-%d} "
-                f"(the tape runs {first}..{last})"
-            )
+    chosen, skipped = split_starts(tape, chosen, universe)
+    if not chosen:
+        first, last = (iso_utc(t)[:10] for t in tape.span())
+        days = ", ".join(f"{s:%Y-%m-%d}" for s in skipped[:3]) + (", …" if len(skipped) > 3 else "")
+        raise BacktestError(
+            f"no market is open with a price on {days} (the tape runs {first}..{last})"
+        )
     plan = BacktestPlan(
         strategy=strategy,
         against=tuple(against),
@@ -162,6 +164,7 @@ def plan_backtest(
         decision_cadence=decision_cadence,
         mark_cadence=mark_cadence,
         seed=seed,
+        skipped=tuple(skipped),
     )
     try:
         plan.configs()
@@ -304,6 +307,7 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
         "tape": plan.tape_hash,
         "package_version": version("arena"),
         "settings": plan.settings(),
+        "skipped_starts": [iso_utc(int(s.timestamp())) for s in plan.skipped],
         "cohorts": cohorts,
         "summary": summary,
         "paired": paired,

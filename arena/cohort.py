@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -116,6 +117,22 @@ class CohortConfig(pydantic.BaseModel):
             {"tape": tape_hash, **self.model_dump(mode="json")}, sort_keys=True
         ).encode()
         return f"{self.start:%Y-%m-%d}-{hashlib.sha256(blob).hexdigest()[:8]}"
+
+
+def split_starts(
+    tape: Tape, starts: Sequence[datetime], size: int
+) -> tuple[list[datetime], list[datetime]]:
+    """``starts`` on which a cohort has at least one open, priced market, and those without.
+
+    A range of Sundays over a tape of short-lived markets (daily BTC ranges, say) can hold
+    weeks when nothing trades at 00:00; those are skipped and named rather than ending a run
+    half-way through.
+    """
+    kept: list[datetime] = []
+    empty: list[datetime] = []
+    for start in starts:
+        (kept if select_universe(tape, int(start.timestamp()), size) else empty).append(start)
+    return kept, empty
 
 
 def select_universe(tape: Tape, start: int, size: int) -> list[int]:

@@ -66,13 +66,14 @@ def report(workdir: Path) -> tuple[Path, dict[str, Any]]:
 
 def test_json_shape(data: dict[str, Any]) -> None:
     assert list(data) == [
-        "strategy", "against", "tape", "package_version", "settings", "cohorts", "summary",
-        "paired", "beliefs", "digest", "db",
+        "strategy", "against", "tape", "package_version", "settings", "skipped_starts",
+        "cohorts", "summary", "paired", "beliefs", "digest", "db",
     ]  # fmt: skip
     assert data["strategy"] == "favourite"
     assert data["against"] == ["hold", "favourite", "random"]
     assert data["tape"] == load_tape(sample_path()).hash
     assert data["package_version"] == version("arena")
+    assert data["skipped_starts"] == []
     settings = data["settings"]
     assert settings["agents"] == {
         "strategy": "favourite", "hold": "hold", "favourite": "favourite", "random": "random",
@@ -352,3 +353,12 @@ def test_nice_ticks_are_round_and_inside(low: float, width: float) -> None:
     assert all(low - 1e-9 * width <= t <= high + 1e-9 * width for t in ticks)
     steps = {round((b - a) / width, 6) for a, b in itertools.pairwise(ticks)}
     assert len(steps) == 1
+
+
+def test_weeks_with_nothing_to_trade_are_skipped_and_named(tmp_path: Path) -> None:
+    """Markets of the sample still trade on 2024-11-17, none a week later: one of three runs."""
+    db = str(tmp_path / "s.db")
+    out = run_json("hold", "--universe", "5", "--starts", "2024-11-17..2024-12-01",
+                   "--against", "favourite", "--jobs", "1", "--db", db)  # fmt: skip
+    assert out["skipped_starts"] == ["2024-11-24T00:00:00Z", "2024-12-01T00:00:00Z"]
+    assert [c["start"][:10] for c in out["cohorts"]] == ["2024-11-17"]

@@ -442,3 +442,27 @@ def test_verify_catches_an_edit_whose_hash_chain_was_rebuilt(
         f"Error: {db}: event {sell} starts a fill from cash 9000.0 but the log implies 9100.0 "
         f"(first bad seq {sell})"
     )
+
+
+def test_a_range_skips_the_sundays_with_nothing_to_trade(
+    tmp_path: Path, hand_tape_file: Path
+) -> None:
+    """On the hand tape every market has resolved by 2024-01-28: that week is skipped, named."""
+    db = tmp_path / "run.db"
+    args = ("--tape", hand_tape_file, "--starts", "2024-01-07..2024-01-28", "--universe", "3",
+            "--agent", "h=hold", "--jobs", "1", "--db", db)  # fmt: skip
+    out = ok_json(invoke(replay, *args, "--json"))
+    assert out["skipped_starts"] == ["2024-01-28T00:00:00Z"]
+    with EventStore.open(db, readonly=True) as store:
+        assert [s[:10] for s in store.streams()] == ["2024-01-07", "2024-01-14", "2024-01-21"]
+    shown = invoke(replay, *args).output
+    assert "skipped 1 start(s) with no open, priced market: 2024-01-28" in shown
+
+
+def test_a_start_with_nothing_to_trade_is_refused_before_anything_runs(
+    tmp_path: Path, hand_tape_file: Path
+) -> None:
+    db = tmp_path / "run.db"
+    result = invoke(replay, "--tape", hand_tape_file, "--start", "2024-01-28", "--db", db)
+    assert "is open with a price at 2024-01-28 00:00 UTC" in one_line_error(result)
+    assert not db.exists()

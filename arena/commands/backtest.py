@@ -21,7 +21,7 @@ from arena.backtest import (
     run_backtest,
 )
 from arena.commands.options import cohort_options
-from arena.commands.replay import parse_starts
+from arena.commands.replay import parse_starts, skipped_note
 from arena.console import make_console
 from arena.html_report import write_report
 from ledger.errors import LedgerError
@@ -216,6 +216,8 @@ def backtest(
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
+    if plan.skipped:
+        console.print(skipped_note(plan.skipped))
     console.print(cohort_table(data))
     console.print(summary_table(data))
     if data["beliefs"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import click
 import pydantic
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from arena.cohort import CohortConfig, parse_instant, sundays
+from arena.cohort import CohortConfig, parse_instant, split_starts, sundays
 from arena.commands.options import cohort_options
 from arena.console import make_console
 from arena.replay import replay_cohorts
@@ -67,6 +68,12 @@ def parse_agents(specs: tuple[str, ...], from_file: dict[str, str] | None = None
             raise click.BadParameter(f"agent {name!r} given twice", param_hint="--agent")
         agents[name] = spec
     return agents
+
+
+def skipped_note(skipped: Sequence[datetime]) -> str:
+    """The line that says which asked-for starts had nothing to trade (rich markup)."""
+    days = ", ".join(f"{s:%Y-%m-%d}" for s in skipped)
+    return f"[dim]skipped {len(skipped)} start(s) with no open, priced market: {days}[/]"
 
 
 def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
@@ -163,6 +170,14 @@ def replay(
         tape = load_tape(path)
     except TapeError as exc:
         raise click.ClickException(str(exc)) from None
+    kept, skipped = split_starts(tape, [c.start for c in configs], universe)
+    if not kept:
+        when = ", ".join(f"{s:%Y-%m-%d %H:%M}" for s in skipped[:3])
+        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        raise click.ClickException(
+            f"no market of tape {tape.hash[:12]} is open with a price at {when} UTC{more}"
+        )
+    configs = [c for c in configs if c.start in kept]
     workers = jobs or min(len(configs), os.cpu_count() or 1)
     progress = Progress(
         TextColumn("[bold]replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -182,9 +197,13 @@ def replay(
     except (LedgerError, TapeError, StrategyError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None
     if as_json:
+        skipped_starts = [f"{s:%Y-%m-%dT%H:%M:%SZ}" for s in skipped]
         click.echo(json.dumps({"digest": digest, "db": str(db), "tape": tape.hash,
-                               **report_data(ledger)}, indent=2))  # fmt: skip
+                               "skipped_starts": skipped_starts, **report_data(ledger)},
+                              indent=2))  # fmt: skip
         return
+    if skipped:
+        console.print(skipped_note(skipped))
     print_report(console, ledger)
     appended = sum(d.appended for d in done)
     console.print(
