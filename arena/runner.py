@@ -144,13 +144,20 @@ class _Writer:
 class _Deadline:
     """Interrupts a decision that runs past the time limit, with SIGALRM (main thread only).
 
+    Where there is no interval timer (Windows) or the run is not on the main thread, decisions
+    are not interrupted: the run goes on without a limit rather than failing.
+
     The handler is installed once for the whole run (``armed``); each decision only starts
     and stops the timer, which keeps the per-decision cost of the limit to two system calls.
     """
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self.active = seconds > 0 and threading.current_thread() is threading.main_thread()
+        self.active = (
+            seconds > 0
+            and hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+        )
 
     @contextmanager
     def armed(self) -> Iterator[None]:

@@ -7,6 +7,7 @@ docstring there), so every price, instant and balance below can be checked with 
 from __future__ import annotations
 
 import json
+import signal
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -337,6 +338,24 @@ def test_a_decision_past_the_timeout_is_interrupted(tmp_path: Path, hand_tape: T
     assert first_line(made[0].error) == "DecisionTimeout: decision took longer than 0.05 s"
     assert made[0].action == "HOLD"
     assert [(d.error, d.reasoning) for d in made[1:]] == [(None, "awake"), (None, "awake")]
+
+
+class Brief(Strategy):
+    def decide(self, view: View) -> Decision:
+        return Decision.hold("quick")
+
+
+def test_without_an_interval_timer_the_run_goes_on_without_a_limit(
+    tmp_path: Path, hand_tape: Tape, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows has no SIGALRM/setitimer: a time limit must not stop the run there."""
+    monkeypatch.delattr(signal, "setitimer")
+    db = tmp_path / "run.db"
+    run_into(
+        db, hand_tape, hand_config({"z": "hold"}), strategies={"z": Brief()}, decision_timeout=0.05
+    )
+    made = decisions_of(stored(db), "z")
+    assert made and all((d.error, d.reasoning) == (None, "quick") for d in made)
 
 
 class Numpyish(Strategy):
