@@ -79,6 +79,7 @@ def test_ledger() -> None:
     assert set(append) == {
         "events",
         "seconds",
+        "median_seconds",
         "cpu_seconds",
         "events_per_s",
         "file_mb_per_million",

@@ -50,7 +50,7 @@ def bench() -> None:
 @click.option("--events", type=int, default=1_000_000, show_default=True)
 @click.option("--batch", type=int, default=50_000, show_default=True)
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Rebuilds of the same log; the best is reported, and the median.")  # fmt: skip
+              help="Runs of each measurement; the best is reported, and the median.")  # fmt: skip
 @json_option
 def ledger(events: int, batch: int, repeats: int, as_json: bool) -> None:
     """Append events to a fresh log in batches, then rebuild every projection from it.
@@ -64,7 +64,7 @@ def ledger(events: int, batch: int, repeats: int, as_json: bool) -> None:
 
     def work() -> dict[str, Any]:
         return {
-            "append": bench_append(events, batch),
+            "append": bench_append(events, batch, repeats),
             "rebuild": bench_rebuild(events, repeats=repeats),
         }
 
