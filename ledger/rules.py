@@ -352,48 +352,57 @@ def settle(state: CohortState, market: str, ts: int, winner: str) -> list[Event]
     The market is marked resolved first and the payouts follow in the same appended batch, so a
     crash can never strand positions the way the v1 code's two-step update could (origins §1.9).
     """
-    events: list[Event] = [MarketResolved(cohort=state.cohort, ts=ts, market=market, winner=winner)]
-    for agent, book in state.books.items():
-        for position in [p for p in book.positions.values() if p.market == market]:
-            won = side_won(position.side, winner)
-            payout = position.shares if won else 0.0
-            events.append(
-                PositionSettled(
-                    cohort=state.cohort,
-                    ts=ts,
-                    agent=agent,
-                    market=market,
-                    side=position.side,
-                    position_id=position.id,
-                    shares=position.shares,
-                    payout=payout,
-                    cost=position.cost,
-                    realized=payout - position.cost,
-                    won=won,
-                )
-            )
-    for event in events:
-        state.apply(event)
-    return events
+
+    def settled(agent: str, position: Position) -> PositionSettled:
+        won = side_won(position.side, winner)
+        payout = position.shares if won else 0.0
+        return PositionSettled(
+            cohort=state.cohort,
+            ts=ts,
+            agent=agent,
+            market=market,
+            side=position.side,
+            position_id=position.id,
+            shares=position.shares,
+            payout=payout,
+            cost=position.cost,
+            realized=payout - position.cost,
+            won=won,
+        )
+
+    resolved = MarketResolved(cohort=state.cohort, ts=ts, market=market, winner=winner)
+    return _close_market(state, resolved, settled)
 
 
 def void(state: CohortState, market: str, ts: int) -> list[Event]:
     """Cancel ``market``: each open position gets back its remaining cost basis; no Brier rows."""
-    events: list[Event] = [MarketVoided(cohort=state.cohort, ts=ts, market=market)]
+
+    def refunded(agent: str, position: Position) -> PositionRefunded:
+        return PositionRefunded(
+            cohort=state.cohort,
+            ts=ts,
+            agent=agent,
+            market=market,
+            side=position.side,
+            position_id=position.id,
+            shares=position.shares,
+            refund=position.cost,
+        )
+
+    voided = MarketVoided(cohort=state.cohort, ts=ts, market=market)
+    return _close_market(state, voided, refunded)
+
+
+def _close_market(
+    state: CohortState,
+    closing: MarketResolved | MarketVoided,
+    close: Callable[[str, Position], Event],
+) -> list[Event]:
+    """``closing``, then ``close(agent, position)`` for every position open on its market,
+    all decided from the state before any is applied, then applied in that order."""
+    events: list[Event] = [closing]
     for agent, book in state.books.items():
-        for position in [p for p in book.positions.values() if p.market == market]:
-            events.append(
-                PositionRefunded(
-                    cohort=state.cohort,
-                    ts=ts,
-                    agent=agent,
-                    market=market,
-                    side=position.side,
-                    position_id=position.id,
-                    shares=position.shares,
-                    refund=position.cost,
-                )
-            )
+        events += [close(agent, p) for p in book.positions.values() if p.market == closing.market]
     for event in events:
         state.apply(event)
     return events
