@@ -142,10 +142,13 @@ def plan_backtest(
         kinds.append(kind)
     for spec in (strategy, *against):
         build_strategy(spec)  # fail fast, before any worker starts
-    chosen = list(starts) if starts is not None else default_starts(tape, universe)
-    if not chosen:
+    skipped: list[datetime] = []
+    if starts is None:  # every default start has a universe already
+        chosen = default_starts(tape, universe)
+    else:
+        chosen, skipped = split_starts(tape, starts, universe)
+    if not chosen and not skipped:
         raise BacktestError(f"tape {tape.hash[:12]} has no Sunday with an open, priced market")
-    chosen, skipped = split_starts(tape, chosen, universe)
     if not chosen:
         first, last = (iso_utc(t)[:10] for t in tape.span())
         days = ", ".join(f"{s:%Y-%m-%d}" for s in skipped[:3]) + (", …" if len(skipped) > 3 else "")

@@ -154,7 +154,7 @@ class CohortState:
 
     # -- the fold ----------------------------------------------------------------------------
 
-    def apply(self, event: Event | PlacedFacts | DecisionFacts) -> None:
+    def apply(self, event: Event | DecisionFacts) -> None:
         _HANDLERS[type(event)](self, event)
 
     def _opened(self, e: CohortOpened) -> None:
@@ -178,7 +178,7 @@ class CohortState:
         if e.error is not None:
             book.n_errors += 1
 
-    def _placed(self, e: OrderPlaced | PlacedFacts) -> None:
+    def _placed(self, e: OrderPlaced) -> None:
         """Nothing: an order changes the state when it is decided (filled or rejected), which
         is what lets a rebuild leave every ``OrderPlaced`` unread (``IGNORED_BY_FOLD``)."""
 
@@ -315,13 +315,6 @@ IGNORED_BY_FOLD = frozenset({"OrderPlaced"})
 """Event types whose fold changes nothing, so a rebuild need not read them."""
 
 
-class PlacedFacts(msgspec.Struct, frozen=True, tag="OrderPlaced", tag_field="type", gc=False):
-    """What the fold reads of an ``OrderPlaced``: nothing but its cohort. A rebuild leaves
-    these out altogether; the union keeps them decodable for any other reader of pages."""
-
-    cohort: str
-
-
 class DecisionFacts(msgspec.Struct, frozen=True, tag="DecisionMade", tag_field="type", gc=False):
     """What the fold reads of a ``DecisionMade``: whose it was and whether it failed."""
 
@@ -336,7 +329,7 @@ FoldEvent = (
     | MarketListed
     | Marked
     | DecisionFacts
-    | PlacedFacts
+    | OrderPlaced
     | OrderFilled
     | OrderRejected
     | MarketResolved
@@ -347,7 +340,6 @@ FoldEvent = (
 """The log as a rebuild decodes it: decisions, which the fold only counts, decode to their
 facts and skip the rest of their JSON (prompts and reasoning can be most of a log)."""
 
-_HANDLERS[PlacedFacts] = CohortState._placed
 _HANDLERS[DecisionFacts] = CohortState._decided
 
 
@@ -357,7 +349,7 @@ class Ledger:
     def __init__(self) -> None:
         self.cohorts: dict[str, CohortState] = {}
 
-    def apply(self, event: Event | PlacedFacts | DecisionFacts) -> None:
+    def apply(self, event: Event | DecisionFacts) -> None:
         state = self.cohorts.get(event.cohort)
         if state is None:
             state = self.cohorts[event.cohort] = CohortState(event.cohort)

@@ -466,3 +466,9 @@ def test_a_start_with_nothing_to_trade_is_refused_before_anything_runs(
     result = invoke(replay, "--tape", hand_tape_file, "--start", "2024-01-28", "--db", db)
     assert "is open with a price at 2024-01-28 00:00 UTC" in one_line_error(result)
     assert not db.exists()
+    result = invoke(replay, "--tape", hand_tape_file, "--starts", "2024-01-28..2024-02-04",
+                    "--db", db)  # fmt: skip
+    assert "is open with a price at 2024-01-28 00:00, 2024-02-04 00:00 UTC" in one_line_error(
+        result
+    )
+    assert not db.exists()

@@ -340,11 +340,6 @@ def test_a_decision_past_the_timeout_is_interrupted(tmp_path: Path, hand_tape: T
     assert [(d.error, d.reasoning) for d in made[1:]] == [(None, "awake"), (None, "awake")]
 
 
-class Brief(Strategy):
-    def decide(self, view: View) -> Decision:
-        return Decision.hold("quick")
-
-
 def test_without_an_interval_timer_the_run_goes_on_without_a_limit(
     tmp_path: Path, hand_tape: Tape, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -352,10 +347,10 @@ def test_without_an_interval_timer_the_run_goes_on_without_a_limit(
     monkeypatch.delattr(signal, "setitimer")
     db = tmp_path / "run.db"
     run_into(
-        db, hand_tape, hand_config({"z": "hold"}), strategies={"z": Brief()}, decision_timeout=0.05
+        db, hand_tape, hand_config({"z": "hold"}), strategies={"z": Hold()}, decision_timeout=0.05
     )
     made = decisions_of(stored(db), "z")
-    assert made and all((d.error, d.reasoning) == (None, "quick") for d in made)
+    assert made and all((d.error, d.action) == (None, "HOLD") for d in made)
 
 
 class Numpyish(Strategy):
