@@ -25,6 +25,9 @@ from ledger.leaderboard import (
 from ledger.projection import CohortState, Ledger
 from ledger.rebuild import rebuild
 from ledger.store import EventStore
+from ledger.usage import ModelUsage, total_usage
+
+Usage = dict[str, dict[str, ModelUsage]]
 
 
 def load_ledger(store: EventStore, cohorts: Iterable[str] | None = None) -> Ledger:
@@ -76,12 +79,20 @@ def cohort_summary(state: CohortState) -> dict[str, Any]:
     }
 
 
-def report_data(ledger: Ledger) -> dict[str, Any]:
-    """The report as plain data: per-cohort standings and the cross-cohort leaderboard."""
+def report_data(ledger: Ledger, usage: Usage | None = None) -> dict[str, Any]:
+    """The report as plain data: per-cohort standings and the cross-cohort leaderboard; with
+    ``usage`` (``ledger.usage.model_usage``), each cohort's ``model_usage`` per agent and the
+    run's ``model_usage_total`` (calls, re-asks, failures, tokens, dollars, latency)."""
     states = [ledger.cohorts[name] for name in sorted(ledger.cohorts)]
+    usage = usage or {}
+    cohorts = [cohort_summary(state) for state in states]
+    for summary in cohorts:
+        agents = usage.get(summary["cohort"], {})
+        summary["model_usage"] = {agent: u.as_dict() for agent, u in agents.items()}
     return {
-        "cohorts": [cohort_summary(state) for state in states],
+        "cohorts": cohorts,
         "leaderboard": [msgspec.to_builtins(row) for row in leaderboard(states)],
+        "model_usage_total": total_usage(usage).as_dict() if usage else None,
     }
 
 
@@ -186,8 +197,43 @@ def leaderboard_table(rows: Sequence[LeaderboardRow]) -> Table:
     return table
 
 
-def print_report(console: Console, ledger: Ledger, *, per_cohort: bool = True) -> None:
+def usage_table(title: str, rows: dict[str, ModelUsage]) -> Table:
+    """Model calls per agent: attempts, re-asks, failures, tokens, dollars, latency."""
+    table = _table(title)
+    table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
+    for name in ("calls", "re-asks", "failed", "rejected", "tokens in", "tokens out", "$",
+                 "median s", "p95 s"):  # fmt: skip
+        table.add_column(name, justify="right", no_wrap=True)
+    for agent, u in rows.items():
+        d = u.as_dict()
+        table.add_row(
+            agent, str(u.calls), str(u.reasks), str(u.failures), str(u.rejected),
+            f"{u.tokens_in:,}", f"{u.tokens_out:,}", _num(u.cost, "{:,.4f}"),
+            _num(_seconds(d["latency_median_ms"]), "{:.2f}"),
+            _num(_seconds(d["latency_p95_ms"]), "{:.2f}"),
+        )  # fmt: skip
+    return table
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def usage_line(usage: Usage) -> str:
+    """The run's model usage in one line, for the end of ``arena replay``."""
+    u = total_usage(usage)
+    cost = "cost not reported" if u.cost is None else f"${u.cost:,.4f}"
+    return (
+        f"model calls: {u.calls} ({u.reasks} re-asks, {u.failures} failed), "
+        f"tokens {u.tokens_in:,} in / {u.tokens_out:,} out, {cost}"
+    )
+
+
+def print_report(
+    console: Console, ledger: Ledger, *, per_cohort: bool = True, usage: Usage | None = None
+) -> None:
     states = [ledger.cohorts[name] for name in sorted(ledger.cohorts)]
+    usage = usage or {}
     if per_cohort:
         for state in states:
             opened = state.opened
@@ -201,5 +247,7 @@ def print_report(console: Console, ledger: Ledger, *, per_cohort: bool = True) -
             beliefs = stated_beliefs(state)
             if beliefs:
                 console.print(beliefs_table(beliefs))
+            if usage.get(state.cohort):
+                console.print(usage_table("Model calls (latency per attempt)", usage[state.cohort]))
     if len(states) > 1 or not per_cohort:
         console.print(leaderboard_table(leaderboard(states)))

@@ -38,6 +38,7 @@ from arena.cohort import (
     select_universe,
     week_of,
 )
+from arena.transcript import Transcript
 from ledger.errors import LedgerError
 from ledger.events import (
     BetIntent,
@@ -56,12 +57,14 @@ from ledger.projection import CohortState
 from ledger.rules import Broker, rules_for, settle, void
 from replays.tape import Tape
 from strategies.api import (
+    TRANSCRIPT_FIELDS,
     Context,
     Decision,
     MarketMeta,
     MarketsView,
     PositionView,
     ResolvedMarket,
+    RunStopped,
     Strategy,
     StrategyError,
     Trace,
@@ -73,7 +76,7 @@ if TYPE_CHECKING:
     from ledger.store import EventStore
 
 FLUSH_EVERY = 50_000
-_TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(Trace))
+_TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(Trace) if f.name not in TRANSCRIPT_FIELDS)
 _NO_TRACE = {f: getattr(Trace(), f) for f in _TRACE_FIELDS}
 
 
@@ -334,6 +337,7 @@ class CohortRunner:
         state = CohortState(self.cohort)
         writer = _Writer(store, self.cohort)
         broker = Broker(state, self.rules)
+        self.transcript = Transcript(self.cohort)
 
         def emit(events: list[Event]) -> None:
             for event in events:
@@ -519,6 +523,10 @@ class CohortRunner:
                 finally:
                     deadline.stop()
                 decision = _checked(decided)
+            except RunStopped as exc:
+                raise RunStopped(
+                    f"agent {name}, cohort {self.cohort}, week {week}: {exc}"
+                ) from None
             except Exception as exc:
                 decision, error = Decision.hold(), _error_text(exc)
             # the model's bookkeeping, field for field (Trace mirrors DecisionMade's fields)
@@ -538,7 +546,8 @@ class CohortRunner:
                         bets=list(decision.bets),
                         sells=list(decision.sells),
                         **trace,
-                    )
+                    ),
+                    *self.transcript.events(ts, name, week, t),
                 ]
             )
             if decision.bets or decision.sells:

@@ -215,6 +215,58 @@ class PositionRefunded(Event, tag=True, frozen=True):
     refund: float
 
 
+class ModelCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """One attempt at asking a model one question, as it happened (the transcript's unit).
+
+    ``question`` is what was asked about (``decision`` for the ``llm`` agent, the market id for
+    the ``llm`` forecaster); ``reask`` counts the times that question was asked again after an
+    unusable answer, and ``attempt`` the HTTP attempts of one asking (1 unless the server
+    failed and the client tried again). ``request`` is the cassette key of the messages;
+    ``system`` names the system prompt by its digest (its text is in ``PromptStored``), and
+    ``messages`` are the others. ``status`` is the HTTP status (None when no answer came);
+    ``error`` why this attempt gave no usable answer, be it the server's, the network's or the
+    parser's (``rejected`` the parser's reason alone). Secrets never reach here: the client
+    scrubs every text before it is stored.
+    """
+
+    model: str
+    question: str
+    request: str
+    attempt: int = 1
+    reask: int = 0
+    system: str | None = None
+    messages: list[dict[str, str]] = []
+    structured: bool = False
+    status: int | None = None
+    answer: str | None = None
+    finish_reason: str | None = None
+    reasoning: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    latency_ms: float | None = None
+    error: str | None = None
+    rejected: str | None = None
+
+
+class ModelCalled(Event, tag=True, frozen=True):
+    """One attempt of one model question of a decision, logged after the ``DecisionMade`` it
+    belongs to; ``n`` numbers the decision's attempts from 1, in the order they were made."""
+
+    agent: str
+    week: int
+    n: int
+    call: ModelCall
+
+
+class PromptStored(Event, tag=True, frozen=True):
+    """A system prompt's text, logged once per cohort the first time a call uses it; calls
+    refer to it by ``digest`` rather than repeating thousands of characters each week."""
+
+    digest: str
+    text: str
+
+
 AnyEvent = (
     CohortOpened
     | CohortClosed
@@ -228,6 +280,8 @@ AnyEvent = (
     | MarketVoided
     | PositionSettled
     | PositionRefunded
+    | ModelCalled
+    | PromptStored
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in get_args(AnyEvent)}

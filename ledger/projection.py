@@ -29,11 +29,13 @@ from ledger.events import (
     MarketListed,
     MarketResolved,
     MarketVoided,
+    ModelCalled,
     OrderFilled,
     OrderPlaced,
     OrderRejected,
     PositionRefunded,
     PositionSettled,
+    PromptStored,
 )
 
 
@@ -182,6 +184,10 @@ class CohortState:
         """Nothing: an order changes the state when it is decided (filled or rejected), which
         is what lets a rebuild leave every ``OrderPlaced`` unread (``IGNORED_BY_FOLD``)."""
 
+    def _transcript(self, e: ModelCalled | PromptStored) -> None:
+        """Nothing: the transcript of model calls is read by reports (``ledger.usage``), never
+        folded, so a rebuild leaves it unread too (``IGNORED_BY_FOLD``)."""
+
     def _rejected(self, e: OrderRejected) -> None:
         self.n_orders += 1
         self.books[e.agent].n_rejected += 1
@@ -308,10 +314,12 @@ _HANDLERS: dict[type[msgspec.Struct], Any] = {
     MarketVoided: CohortState._voided,
     PositionSettled: CohortState._settled,
     PositionRefunded: CohortState._refunded,
+    ModelCalled: CohortState._transcript,
+    PromptStored: CohortState._transcript,
 }
 
 
-IGNORED_BY_FOLD = frozenset({"OrderPlaced"})
+IGNORED_BY_FOLD = frozenset({"OrderPlaced", "ModelCalled", "PromptStored"})
 """Event types whose fold changes nothing, so a rebuild need not read them."""
 
 

@@ -311,6 +311,30 @@ class EventStore:
         finally:
             conn.text_factory = previous
 
+    def read_types(self, types: Iterable[str]) -> Iterator[tuple[str, AnyEvent]]:
+        """``(stream, event)`` for every event of the given types, in log order: what a report
+        of one kind of event (the model-call transcript, say) reads, without decoding the rest.
+        The type is matched on the payload's leading tag, as :meth:`payload_arrays` does."""
+        bounds: list[str] = []
+        tests: list[str] = []
+        for name in sorted(set(types)):
+            if name not in EVENT_TYPES:
+                raise LedgerError(f"cannot read {name!r}: not an event type of the log")
+            tests.append("(payload >= ? AND payload < ?)")
+            bounds += [f'{{"type":"{name}",', f'{{"type":"{name}-']
+        if not tests:
+            return
+        keys = self._stream_keys()
+        sql = (
+            "SELECT seq, stream_id, version, CAST(payload AS BLOB) FROM events "
+            f"WHERE seq > ? AND ({' OR '.join(tests)}) ORDER BY seq LIMIT ?"
+        )
+        cursor = 0
+        while page := self._fetch(sql, (cursor, *bounds, _PAGE)):
+            for row, event in zip(page, self._decode_page(page), strict=True):
+                yield keys[row[1]], event
+            cursor = page[-1][0]
+
     def _pages(
         self, stream: str | None, after_seq: int, batch: int
     ) -> Iterator[list[tuple[int, int, int, bytes]]]:

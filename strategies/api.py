@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pydantic
 
-from ledger.events import BetIntent, SellIntent
+from ledger.events import BetIntent, ModelCall, SellIntent
 from ledger.projection import side_index
 
 Bet = BetIntent
@@ -43,6 +43,12 @@ class StrategyError(Exception):
     """A strategy cannot be built or loaded: a bad spec, unknown settings, a missing file."""
 
 
+class RunStopped(StrategyError):
+    """A problem a decision must not paper over with a HOLD: the run stops with this one-line
+    error (a replay asking a question its cassette holds no answer to, say). The runner adds
+    which agent, cohort and week it was."""
+
+
 class LookAheadError(RuntimeError):
     """A strategy asked for data after the decision instant."""
 
@@ -51,7 +57,10 @@ class LookAheadError(RuntimeError):
 class Trace:
     """How a model-backed decision was reached, kept in the log beside the decision itself.
 
-    Its fields are ``DecisionMade``'s own, by name, so the runner copies them across whole.
+    Its fields are ``DecisionMade``'s own, by name, so the runner copies them across whole;
+    except ``calls`` and ``prompts``, the transcript: every attempt at asking a model, which the
+    runner logs as one ``ModelCalled`` each after the decision, and the system prompts those
+    calls name by digest (``PromptStored``, once per cohort).
 
     ``error`` notes a problem the strategy recovered from (e.g. an unparseable answer that
     became HOLD); API keys never belong here.
@@ -66,6 +75,12 @@ class Trace:
     latency_ms: float | None = None
     retries: int = 0
     error: str | None = None
+    calls: tuple[ModelCall, ...] = ()
+    prompts: dict[str, str] = field(default_factory=dict)
+
+
+TRANSCRIPT_FIELDS = ("calls", "prompts")
+"""The fields of a ``Trace`` that are logged as events of their own, not in ``DecisionMade``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +198,10 @@ class MarketsView:
 
     def meta(self, market: str) -> MarketMeta:
         return self._meta[self.index(market)]
+
+    def meta_at(self, i: int) -> MarketMeta:
+        """The metadata of ``ids[i]``, for code that walks the universe by index."""
+        return self._meta[i]
 
     def prices(self, market: str) -> tuple[float, ...] | None:
         """Every outcome's price now, in outcome order."""

@@ -31,7 +31,7 @@ from strategies.api import (
     View,
 )
 from strategies.diffusion import DEFAULTS, DiffusionConfig, fit_and_forecast
-from strategies.llm_forecast import llm_forecaster
+from strategies.llm.forecast import llm_forecaster
 
 DEFAULT_COLUMN = "pred_prob"
 ID_COLUMN = "market_id"

@@ -35,7 +35,7 @@ BUILTINS: dict[str, str] = {
     "sign": "strategies.builtin.edge:Sign",
     "linear": "strategies.builtin.edge:Linear",
     "diffusion": "strategies.builtin.edge:Diffusion",
-    "llm": "strategies.builtin.llm:LLMAgent",
+    "llm": "strategies.llm.agent:LLMAgent",
 }
 
 

@@ -4,13 +4,17 @@ Tests start it on an ephemeral port, queue replies (an answer text, an HTTP stat
 longer than the client's timeout), and read back every request it received, headers included,
 to check what the agent sent, and the most requests it was ever answering at once (``peak``).
 A 401 quotes the key it was sent, as some real providers do, so tests can check that the
-client scrubs it. With nothing queued it answers with ``responder(request)``: an answer text,
-or a ``Reply`` to fail or stall that request. It is a helper for tests, not a test module.
+client scrubs it; ``Reply(echo_key=True)`` quotes it inside an answer. ``reject_schema`` makes
+it answer 400 to any request carrying a ``response_format``, as servers without structured
+output do. With nothing queued it answers with ``responder(request)``: an answer text, or a
+``Reply`` to fail, stall, truncate or drop that request. It is a helper for tests, not a test
+module.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -35,6 +39,15 @@ class Reply:
     usage: dict[str, Any] = field(
         default_factory=lambda: {"prompt_tokens": 1200, "completion_tokens": 40, "cost": 0.0021}
     )
+    finish_reason: str = "stop"
+    reasoning: str | None = None
+    body: dict[str, Any] | None = None
+    """A whole body to send instead of an answer or the usual error (an error object inside a
+    200, say)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+    """Close the connection without answering."""
+    echo_key: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,8 +64,14 @@ class Received:
 class FakeLLM(LocalServer):
     """The server, its queue of replies and its request log. Use as a context manager."""
 
-    def __init__(self, responder: Callable[[Received], str | Reply] | None = None) -> None:
+    def __init__(
+        self,
+        responder: Callable[[Received], str | Reply] | None = None,
+        *,
+        reject_schema: bool = False,
+    ) -> None:
         self.responder = responder or (lambda _: HOLD)
+        self.reject_schema = reject_schema
         self.received: list[Received] = []
         self.peak = 0
         self._active = 0
@@ -101,29 +120,46 @@ class FakeLLM(LocalServer):
                         time.sleep(reply.stall)
                 finally:  # before answering: a client may ask again the moment it hears back
                     fake._busy(-1)
-                if not self.path.endswith("/chat/completions"):
+                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                if reply.drop:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)  # no status line at all
+                elif not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": "no such route"}})
+                elif fake.reject_schema and "response_format" in body:
+                    self._send(400, {"error": {"message": "response_format is not supported"}})
                 elif reply.status == 401:  # as some providers do: quote the refused key
-                    key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                     self._send(401, {"error": {"message": f"Incorrect API key provided: {key}"}})
                 elif reply.status != 200:
-                    self._send(reply.status, {"error": {"message": f"injected {reply.status}"}})
+                    error = reply.body or {"error": {"message": f"injected {reply.status}"}}
+                    self._send(reply.status, error, reply.headers)
+                elif reply.body is not None:
+                    self._send(200, reply.body, reply.headers)
                 else:
-                    message = {"role": "assistant", "content": reply.content}
+                    content = reply.content + (f" your header was Bearer {key}" * reply.echo_key)
+                    message: dict[str, Any] = {"role": "assistant", "content": content}
+                    if reply.reasoning is not None:
+                        message["reasoning"] = reply.reasoning
+                    choice = {"index": 0, "message": message, "finish_reason": reply.finish_reason}
                     self._send(
                         200,
                         {
                             "id": f"fake-{len(fake.received)}",
                             "model": body.get("model"),
-                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                            "choices": [choice],
                             "usage": reply.usage,
                         },
+                        reply.headers,
                     )
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,14 +23,16 @@ from hypothesis import strategies as st
 from llm_server import FakeLLM, Received, Reply
 
 from arena.runner import CohortRunner, DecisionTimeout
-from ledger.events import DecisionMade
+from ledger.events import DecisionMade, ModelCall
 from ledger.store import EventStore
 from strategies.api import Bet, Decision, MarketMeta, MarketsView, StrategyError, Trace, View
 from strategies.builtin.edge import ForecasterTrader
-from strategies.llm_client import ChatClient, Completion, LLMError, Message, request_key, total
-from strategies.llm_forecast import (
-    DEFAULT_CONCURRENCY,
+from strategies.llm.cassette import CassetteMiss
+from strategies.llm.client import Answer, ChatClient, Request, request_key, total
+from strategies.llm.connection import Connection
+from strategies.llm.forecast import (
     DEFAULT_MODEL,
+    MIN_EDGE,
     LLMForecaster,
     forecast_prompt,
     llm_forecaster,
@@ -47,10 +50,17 @@ def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """A known key named by ARENA_LLM_API_KEY_ENV, and no cassette settings from the shell."""
     monkeypatch.setenv(KEY_ENV, KEY)
     monkeypatch.setenv("ARENA_LLM_API_KEY_ENV", KEY_ENV)
-    monkeypatch.delenv("ARENA_LLM_BASE_URL", raising=False)
-    monkeypatch.delenv("ARENA_LLM_MODE", raising=False)
-    monkeypatch.delenv("ARENA_LLM_CASSETTE", raising=False)
-    monkeypatch.delenv("ARENA_LLM_CONCURRENCY", raising=False)
+    for name in Connection.model_fields:
+        if name != "api_key_env":
+            monkeypatch.delenv(f"ARENA_LLM_{name.upper()}", raising=False)
+
+
+def client(
+    url: str, sleep: Callable[[float], None] = lambda _: None, **settings: Any
+) -> ChatClient:
+    """A client of the fake server with one retry, its waits handed to ``sleep``."""
+    connection = Connection(base_url=url, **({"retries": 1, "backoff": 0.5} | settings))
+    return ChatClient(MODEL, connection, api_key=KEY, sleep=sleep)
 
 
 # -- the parser ----------------------------------------------------------------------------------
@@ -83,6 +93,11 @@ def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ("around 42 percent", 0.42),
         ("it is 2024 and I say 7", 0.07),
         ("a hundred: 100", 1.0),
+        # a percent sign makes a percentage in every rule, even below 1
+        ("59.5%", 0.595),
+        ('{"p_yes": "59.5%"}', 0.595),
+        ("p_yes: 0.5%", 0.005),
+        ("I'd put it at 1%", 0.01),
     ],
 )
 def test_the_three_rules(text: str, expected: float) -> None:
@@ -95,6 +110,8 @@ def test_the_three_rules(text: str, expected: float) -> None:
         '{"p_yes": 250}',  # rule 1 rejects, rule 3: 250 > 100
         '{"p_yes": -0.2}',  # rule 1 rejects, rule 3: negative
         "P(YES) = 150%",  # rule 2: 1.5 rejected, rule 3: 150 > 100
+        "-59.5%",  # a negative percentage
+        '{"p_yes": "-5%"}',
         "It will happen in 2025",
         "no idea",
         "",
@@ -197,7 +214,7 @@ def test_the_prompt_of_a_market() -> None:
         "Category: Politics\n"
         "Closes: 2024-10-01\n"
         "Today: 2024-09-08\n"
-        "Current market price of YES: 0.300\n\n"
+        "Current market price of YES: 0.3000\n\n"
         "OUTPUT:\n"
     )
     assert forecast_prompt(hand_view(), "a") == expected
@@ -269,8 +286,7 @@ def test_a_server_error_is_retried() -> None:
     with FakeLLM(answer) as fake:
         fake.queue(Reply(status=500))
         waits: list[float] = []
-        client = ChatClient(MODEL, base_url=fake.url, retries=1, backoff=0.5, sleep=waits.append)
-        forecaster = LLMForecaster(MODEL, client)
+        forecaster = LLMForecaster(MODEL, client(fake.url, waits.append))
         p = forecaster.forecast(hand_view())
         asked = [QUESTION.findall(r.user_prompt) for r in fake.received]
     np.testing.assert_array_equal(p, [0.45, 0.2, np.nan, np.nan, np.nan])
@@ -282,15 +298,13 @@ def test_a_market_that_cannot_be_asked_gets_no_forecast() -> None:
     """a gets a 500 twice: past its one retry, no forecast; b and c go on as usual."""
     with FakeLLM(answer) as fake:
         fake.queue(Reply(status=500), Reply(status=500))
-        client = ChatClient(MODEL, base_url=fake.url, retries=1, sleep=lambda _: None)
-        forecaster = LLMForecaster(MODEL, client)
+        forecaster = LLMForecaster(MODEL, client(fake.url))
         p = forecaster.forecast(hand_view())
     np.testing.assert_array_equal(p, [np.nan, 0.2, np.nan, np.nan, np.nan])
     assert (forecaster.ask_failures, forecaster.parse_failures) == (1, 1)
     trace = forecaster.trace()
     assert trace is not None and trace.error == (
-        f"a: {fake.url}/chat/completions: HTTP 500 (gave up after 1 retries); "
-        "c: no probability in the answer"
+        "a: HTTP 500: injected 500; c: no probability in the answer"
     )
 
 
@@ -342,7 +356,11 @@ def test_a_recorded_run_replays_offline_with_the_same_decisions(
     assert run() == recorded
     assert calls == 6 and len(cassette.read_text().splitlines()) == 6
     assert [len(d.bets) for d in recorded] == [2, 2]
-    # a question the cassette has not heard (no price shown) gets no forecast, not an error
+    # a question the cassette has not heard (no price shown) stops the run, naming it ...
+    with pytest.raises(CassetteMiss, match=r"holds no answer from test-model to request \w+ \(a\)"):
+        trader(f"{spec}&show_price=false").decide(hand_view())
+    # ... unless asked to HOLD: then it gets no forecast
+    monkeypatch.setenv("ARENA_LLM_ON_MISS", "hold")
     blind = trader(f"{spec}&show_price=false").decide(hand_view())
     assert blind.action == "HOLD"
 
@@ -443,8 +461,7 @@ def test_the_answers_do_not_depend_on_the_concurrency() -> None:
     runs = {}
     with FakeLLM(scrambled) as fake:
         for concurrency in (1, 8):
-            client = ChatClient(MODEL, base_url=fake.url, retries=1, sleep=lambda _: None)
-            forecaster = LLMForecaster(MODEL, client, concurrency=concurrency)
+            forecaster = LLMForecaster(MODEL, client(fake.url), concurrency=concurrency)
             runs[concurrency] = (forecaster.forecast(wide_view()), comparable(forecaster))
         arrived = [market_of(r) for r in fake.received]
     (p1, seen1), (p8, seen8) = runs[1], runs[8]
@@ -475,17 +492,28 @@ class ReverseOrder:
     def value(self, i: int) -> float:
         return 1 / (i + 1)
 
-    def complete(self, messages: Sequence[Message]) -> Completion:
-        i = int(re.findall(r"Will M(\d+) happen", messages[-1]["content"])[0])
+    model = MODEL
+
+    def abort(self) -> None:
+        pass
+
+    def ask(self, request: Request) -> Answer:
+        i = int(re.findall(r"Will M(\d+) happen", request.messages[-1]["content"])[0])
         self._turn[i].wait(timeout=10)
         with self._lock:
             self.answered.append(i)
         if i:
             self._turn[i - 1].set()
+        key = request_key(MODEL, request.messages)
         if i == 3:
-            raise LLMError("m03 failed")
-        body = {"p_yes": i / 100}
-        return Completion(json.dumps(body), 1, 1, self.value(i), self.value(i), body)
+            return Answer((ModelCall(model=MODEL, question=request.question, request=key,
+                                     error="m03 failed"),))  # fmt: skip
+        call = ModelCall(
+            model=MODEL, question=request.question, request=key, status=200,
+            answer=json.dumps({"p_yes": i / 100}), tokens_in=1, tokens_out=1,
+            cost=self.value(i), latency_ms=self.value(i),
+        )  # fmt: skip
+        return Answer((call,))
 
 
 def test_answers_are_summed_in_market_order_not_arrival_order() -> None:
@@ -540,8 +568,8 @@ def test_a_run_recorded_concurrently_replays_at_any_concurrency(
         request_key(MODEL, [{"role": "user", "content": forecast_prompt(view, m)}])
         for m in view.markets.ids
     }
-    assert len(entries) == WIDE and {e["key"] for e in entries} == questions
-    assert all(set(e) == {"key", "model", "latency_ms", "response"} for e in entries)
+    assert len(entries) == WIDE and {e["request"] for e in entries} == questions
+    assert all(set(e) == {"request", "model", "calls"} for e in entries)
 
 
 def test_identical_questions_keep_their_answers_in_market_order(
@@ -635,8 +663,8 @@ def test_llm_alone_uses_the_default_model() -> None:
     ("env", "message"),
     [
         ({"ARENA_LLM_API_KEY_ENV": "ARENA_TEST_UNSET_KEY"}, "ARENA_TEST_UNSET_KEY is not set"),
-        ({"ARENA_LLM_MODE": "replay"}, "mode=replay needs a cassette file"),
-        ({"ARENA_LLM_MODE": "fetch"}, "mode must be live, record or replay"),
+        ({"ARENA_LLM_MODE": "replay"}, "mode=replay needs a cassette"),
+        ({"ARENA_LLM_MODE": "fetch"}, "ARENA_LLM_MODE: Input should be 'live', 'record' or"),
         (
             {"ARENA_LLM_MODE": "replay", "ARENA_LLM_CASSETTE": "/nonexistent/c.jsonl"},
             "cassette /nonexistent/c.jsonl does not exist",
@@ -655,7 +683,7 @@ def test_bad_connections_are_one_line_errors_at_build(
 
 
 def test_the_concurrency_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert llm_forecaster(MODEL).concurrency == DEFAULT_CONCURRENCY == 8
+    assert llm_forecaster(MODEL).concurrency == Connection().concurrency == 8
     assert LLMForecaster(MODEL, ChatClient(MODEL)).concurrency == 1  # built by hand: in turn
     monkeypatch.setenv("ARENA_LLM_CONCURRENCY", "1")
     assert llm_forecaster(MODEL).concurrency == 1
@@ -669,9 +697,25 @@ def test_a_bad_concurrency_is_a_one_line_error_at_build(
     setting: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ARENA_LLM_CONCURRENCY", setting)
-    with pytest.raises(
-        StrategyError, match="ARENA_LLM_CONCURRENCY must be a whole number"
-    ) as caught:
+    with pytest.raises(StrategyError, match="ARENA_LLM_CONCURRENCY: ") as caught:
         build_strategy(f"sign?forecaster=llm:{MODEL}")
     assert str(caught.value).startswith(f"forecaster llm:{MODEL}: ")
-    assert repr(setting) in str(caught.value) and "\n" not in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_model_echoing_the_price_finds_no_edge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The price is shown to four decimals (a 0.3000, b 0.6000, c 0.4000); a model that answers
+    it back off by half a point has an edge of 0.005, under the llm forecaster's default
+    ``min_edge`` of 0.01: no bets. With ``min_edge=0`` the same answers bet on all three."""
+
+    def echo(request: Received) -> str:
+        price = re.findall(r"Current market price of YES: (\d\.\d{4})\n", request.user_prompt)
+        return json.dumps({"p_yes": round(float(price[0]) + 0.005, 4)})
+
+    with FakeLLM(echo) as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        quiet = trader(f"sign?forecaster=llm:{MODEL}")
+        assert quiet.settings.min_edge == MIN_EDGE == 0.01
+        assert not quiet.decide(hand_view()).bets
+        eager = trader(f"sign?forecaster=llm:{MODEL}&min_edge=0")
+        assert {b.market for b in eager.decide(hand_view()).bets} == {"a", "b", "c"}

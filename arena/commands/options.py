@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -13,6 +14,14 @@ F = TypeVar("F", bound=Callable[..., object])
 DECISION_TIMEOUT = 300.0
 """Long enough for an LLM agent's call with its retries, short enough that a hung plugin
 costs minutes, not the run."""
+
+
+def _on_miss(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--on-miss`` sets ``ARENA_LLM_ON_MISS``, which the model connection reads in every
+    worker (see ``strategies.llm.connection``)."""
+    if value is not None:
+        os.environ["ARENA_LLM_ON_MISS"] = value
+
 
 _COHORT_OPTIONS = (
     click.option("--tape", "tape_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -35,6 +44,10 @@ _COHORT_OPTIONS = (
                  show_default=True,
                  help="Seconds a strategy may take per decision before it is recorded as an "
                       "error and HOLD (0: no limit)."),
+    click.option("--on-miss", type=click.Choice(["error", "hold"]), expose_value=False,
+                 callback=_on_miss,
+                 help="A model question missing from a replay's cassette: stop the run with "
+                      "an error (default), or HOLD as before. Sets ARENA_LLM_ON_MISS."),
 )  # fmt: skip
 
 

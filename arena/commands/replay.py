@@ -17,13 +17,15 @@ from arena.cohort import CohortConfig, parse_instant, split_starts, sundays
 from arena.commands.options import cohort_options
 from arena.console import make_console
 from arena.replay import replay_cohorts
-from arena.report import load_ledger, print_report, report_data
+from arena.report import load_ledger, print_report, report_data, usage_line
 from ledger.errors import LedgerError
 from ledger.store import EventStore
+from ledger.usage import model_usage
 from replays.errors import TapeError
 from replays.samples import sample_path
 from replays.tapefile import load_tape
 from strategies.api import StrategyError
+from strategies.llm.connection import environment_defaults
 from strategies.loader import build_strategy, validation_summary
 
 DEFAULT_START = "2024-09-01"
@@ -34,7 +36,12 @@ DEFAULT_AGENTS = (
 
 
 def read_agents_file(path: Path) -> dict[str, str]:
-    """``{name: spec}`` from a TOML or JSON file (optionally under an ``agents`` key)."""
+    """``{name: spec}`` from a TOML or JSON file (optionally under an ``agents`` key).
+
+    An ``[llm]`` table beside the agents holds the model connection (``base_url``,
+    ``api_key_env``, ``timeout``, ``cassette``, ...; see ``strategies.llm.connection``): it is
+    copied into the ``ARENA_LLM_*`` variables the environment does not already set, so the
+    environment wins, for the ``llm`` agent and the ``llm`` forecaster alike."""
     if path.suffix not in (".toml", ".json"):
         raise click.BadParameter(f"{path}: use a .toml or .json file", param_hint="--agents-file")
     try:
@@ -42,6 +49,12 @@ def read_agents_file(path: Path) -> dict[str, str]:
         data = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--agents-file") from None
+    if isinstance(data, dict) and isinstance(data.get("llm"), dict):
+        try:
+            for name, value in environment_defaults(data.pop("llm")).items():
+                os.environ.setdefault(name, value)
+        except ValueError as exc:
+            raise click.BadParameter(f"{path}: {exc}", param_hint="--agents-file") from None
     table = data.get("agents", data) if isinstance(data, dict) else None
     if not isinstance(table, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in table.items()
@@ -193,21 +206,24 @@ def replay(
         with EventStore.open(db, readonly=True) as store:
             cohorts = [d.cohort for d in done]
             ledger = load_ledger(store, cohorts)
+            usage = model_usage(store, cohorts)
             digest = store.digest(streams=cohorts)
     except (LedgerError, TapeError, StrategyError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None
     if as_json:
         skipped_starts = [f"{s:%Y-%m-%dT%H:%M:%SZ}" for s in skipped]
         click.echo(json.dumps({"digest": digest, "db": str(db), "tape": tape.hash,
-                               "skipped_starts": skipped_starts, **report_data(ledger)},
+                               "skipped_starts": skipped_starts, **report_data(ledger, usage)},
                               indent=2))  # fmt: skip
         return
     if skipped:
         console.print(skipped_note(skipped))
-    print_report(console, ledger)
+    print_report(console, ledger, usage=usage)
     appended = sum(d.appended for d in done)
     console.print(
         f"[dim]{len(done)} cohort(s), {sum(d.events for d in done):,} events "
         f"({appended:,} new) in {db} · tape {tape.hash[:12]}[/]"
     )
+    if usage:
+        console.print(usage_line(usage))
     console.print(f"digest [bold]{digest}[/]")

@@ -37,6 +37,7 @@ from ledger.metrics import TradingMode, positions
 from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
 from strategies.diffusion import DEFAULTS, ORIGINS, DiffusionConfig, T
 from strategies.forecasters import DEFAULT_COLUMN, Forecaster, forecaster_from_setting
+from strategies.llm.forecast import MIN_EDGE
 
 EDGE_TOLERANCE = 1e-9
 """Prices and forecasts are compared with a tolerance (forecastbench trades float32 copies)."""
@@ -65,6 +66,17 @@ class EdgeSettings(TraderSettings):
     forecastbench's own are ``hidden=256&steps=2000&batch=256&lr=0.0002`` (depth 3, 32 sample
     steps and 16 samples are the same in both).
     """
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _llm_min_edge(cls, data: Any) -> Any:
+        """An ``llm`` forecaster's own ``min_edge`` default (``MIN_EDGE``), unless one is set:
+        a model that echoes the shown price differs from it only by rounding."""
+        if isinstance(data, dict) and "min_edge" not in data:
+            name = str(data.get("forecaster", ""))
+            if name == "llm" or name.startswith("llm:"):
+                return {**data, "min_edge": MIN_EDGE}
+        return data
 
     forecaster: str = pydantic.Field(
         default="extremized",

@@ -2,57 +2,51 @@
 
 This is forecastbench's AR predictor (origins §2.8) in its CoT-free form, asked through an
 OpenAI-compatible endpoint at temperature 0: one question per open binary market per decision,
-answered with ``{"p_yes": <number>}`` and read by §2.8's three-step parser.
+answered with ``{"p_yes": <number>}`` (sent as a JSON schema, see ``strategies.llm.schema``) and
+read by §2.8's three-step parser.
 
 Where §2.8 turns an unreadable answer into 0.5, we give NaN: the trader then leaves that market
 alone instead of betting on a number the model never said. Unreadable answers are counted in
-``parse_failures``; a market the model could not be asked about (network, HTTP error, a replay
-question missing from the cassette) is NaN too, counted in ``ask_failures``, and the cohort
-goes on.
+``parse_failures``; a market the model could not be asked about (network, HTTP error) is NaN
+too, counted in ``ask_failures``, and the cohort goes on. Every attempt is in the decision's
+trace for the log's transcript, as the ``llm`` agent's are.
 
-How answers are fetched is not part of the agent spec, so a run recorded and replayed keeps its
-cohort id: the endpoint and cassette come from the environment, ``ARENA_LLM_BASE_URL``
-(default OpenRouter), ``ARENA_LLM_API_KEY_ENV`` (the variable holding the key, default
-``OPENROUTER_API_KEY``; empty for none), ``ARENA_LLM_MODE`` (live, record, replay) and
-``ARENA_LLM_CASSETTE``, as for the ``llm`` agent, and ``ARENA_LLM_CONCURRENCY``: how many of a
-decision's questions are out at once (default 8; 1 asks them one after another). Concurrency
-changes only how long a decision takes: answers are gathered, and counted and summed for the
-log, in the universe's market order, never in the order they arrive, so a run recorded at 8
-and replayed at 1 logs the same events.
+How answers are fetched is the shared ``Connection`` (``ARENA_LLM_*``, see
+``strategies.llm.connection``), no part of the agent spec, so a run recorded and replayed keeps
+its cohort id. ``concurrency`` is how many of a decision's questions are out at once (default
+8; 1 asks them one after another). It changes only how long a decision takes: answers are
+gathered, and counted and summed for the log, in the universe's market order, never in the
+order they arrive, so a run recorded at 8 and replayed at 1 logs the same events.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import msgspec
 import numpy as np
 
+from ledger.events import ModelCall
 from strategies.api import StrategyError, Trace, View
-from strategies.llm_client import (
-    DEFAULT_BASE_URL,
-    Completer,
-    Completion,
-    LLMError,
-    open_completer,
-    total,
-)
+from strategies.llm.cassette import open_completer
+from strategies.llm.client import Answer, Completer, LLMError, Request, calls_trace
+from strategies.llm.connection import Connection
+from strategies.llm.schema import FORECAST_SCHEMA
 
 DEFAULT_MODEL = "openai/gpt-4o-mini"
-DEFAULT_KEY_ENV = "OPENROUTER_API_KEY"
 MAX_TOKENS = 64
 """§2.8's budget min(256, 64 + 32·L) with no reasoning steps (L = 0)."""
-NETWORK_RETRIES = 2
-BACKOFF = 1.0
-"""Fewer, shorter retries than the ``llm`` agent's: one decision asks hundreds of questions."""
-DEFAULT_CONCURRENCY = 8
-"""Questions out at once: with 100–500 markets at 1–3 s an answer, one at a time would take
-minutes a decision, past the runner's time limit; eight keep a provider's rate limits calm."""
+PRICE_DIGITS = 4
+"""Decimals of the price shown: its rounding (at most 0.00005) is far below ``MIN_EDGE``, so a
+model that echoes the price back has no edge to trade on."""
+MIN_EDGE = 0.01
+"""The ``min_edge`` a trader on this forecaster defaults to: above the price's rounding and a
+model's habit of answering in whole percents near the price."""
 TAIL = 600
 """Rules 2 and 3 of §2.8 look only at the end of an answer."""
 
@@ -63,12 +57,12 @@ INSTRUCTIONS = (
 )
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-_P_YES = re.compile(rf"""["']?p_yes["']?\s*:\s*["']?({_NUMBER})""", re.IGNORECASE)
+_P_YES = re.compile(rf"""["']?p_yes["']?\s*:\s*["']?({_NUMBER})\s*(%)?""", re.IGNORECASE)
 _NAMED = re.compile(
     rf"(?:p\s*\(\s*yes\s*\)|probability\s+(?:of\s+)?yes)\s*[:=]\s*({_NUMBER})\s*(%)?",
     re.IGNORECASE,
 )
-_ANY_NUMBER = re.compile(_NUMBER)
+_ANY_NUMBER = re.compile(rf"({_NUMBER})\s*(%)?")
 
 
 def parse_p_yes(text: str) -> float | None:
@@ -76,33 +70,41 @@ def parse_p_yes(text: str) -> float | None:
 
     1. ``p_yes: <num>`` anywhere (key and number quoted or not), if the number is in [0, 1];
     2. else, in the last 600 characters, ``p(yes)`` or ``probability [of] yes`` then ``:`` or
-       ``=`` and a number, divided by 100 if ``%`` follows, if the result is in [0, 1];
+       ``=`` and a number, if the result is in [0, 1];
     3. else the last number of the last 600 characters: as is in [0, 1], divided by 100 in
        (1, 100], otherwise unreadable.
 
-    Where a rule matches more than once the last match counts (a model's final word). §2.8
-    clips every value to [0, 1]; rule 2 instead falls through to rule 3 when out of range, so
-    "P(YES) = 70" reads as 0.70 rather than being clipped to 1.
+    In every rule a number followed by ``%`` is a percentage, divided by 100 first: "59.5%"
+    is 0.595 and "0.5%" is 0.005, never 0.5; a negative one is unreadable. Where a rule
+    matches more than once the last match counts (a model's final word). §2.8 clips every
+    value to [0, 1]; rules 1 and 2 instead fall through when out of range, so "P(YES) = 70"
+    reads as 0.70 rather than being clipped to 1.
     """
     stated = _P_YES.findall(text)
-    if stated and 0.0 <= float(stated[-1]) <= 1.0:
-        return float(stated[-1])
+    if stated and (value := _probability(*stated[-1])) is not None:
+        return value
     tail = text[-TAIL:]
     named = _NAMED.findall(tail)
-    if named:
-        number, percent = named[-1]
-        value = float(number) / (100.0 if percent else 1.0)
-        if 0.0 <= value <= 1.0:
-            return value
+    if named and (value := _probability(*named[-1])) is not None:
+        return value
     numbers = _ANY_NUMBER.findall(tail)
     if not numbers:
         return None
-    value = float(numbers[-1])
+    number, percent = numbers[-1]
+    value = float(number)
+    if percent:
+        return value / 100.0 if 0.0 <= value <= 100.0 else None
     if 0.0 <= value <= 1.0:
         return value
     if 1.0 < value <= 100.0:
         return value / 100.0
     return None
+
+
+def _probability(number: str, percent: str) -> float | None:
+    """``number`` (over 100 if ``percent``) if that is in [0, 1], else None."""
+    value = float(number) / (100.0 if percent else 1.0)
+    return value if 0.0 <= value <= 1.0 else None
 
 
 def _date(ts: int) -> str:
@@ -122,17 +124,21 @@ def forecast_prompt(view: View, market: str, *, show_price: bool = True) -> str:
     lines.append(f"Today: {_date(view.ts)}")
     if show_price:
         q = float(view.markets.yes[view.markets.index(market)])
-        lines.append(f"Current market price of YES: {q:.3f}")
+        lines.append(f"Current market price of YES: {q:.{PRICE_DIGITS}f}")
     return f"{INSTRUCTIONS}\n\nINFORMATION:\n" + "\n".join(lines) + "\n\nOUTPUT:\n"
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
-    """What one market's question gave: the forecast (NaN if none) and how it came."""
+class Forecast:
+    """What one market's question gave: the forecast (NaN if none) and every attempt."""
 
     p: float
-    completion: Completion | None = None
+    calls: tuple[ModelCall, ...]
     error: str | None = None
+
+    @property
+    def text(self) -> str | None:
+        return self.calls[-1].answer if self.calls else None
 
 
 class LLMForecaster:
@@ -161,7 +167,7 @@ class LLMForecaster:
         self.parse_failures = 0
         self.ask_failures = 0
         self._ts: int | None = None
-        self._answers: dict[str, Answer] = {}
+        self._answers: dict[str, Forecast] = {}
 
     def forecast(self, view: View) -> np.ndarray:
         markets = view.markets
@@ -172,14 +178,14 @@ class LLMForecaster:
         new = [m for m in (markets.ids[i] for i in rows) if m not in self._answers]
         if new:
             prompts = [forecast_prompt(view, m, show_price=self.show_price) for m in new]
-            for market, outcome in zip(new, self._ask_all(prompts), strict=True):
-                self._answers[market] = self._answer(outcome)
+            for market, answer in zip(new, self._ask_all(new, prompts), strict=True):
+                self._answers[market] = self._forecast(answer)
         p = np.full(len(markets), np.nan)
         for i in rows:
             p[i] = self._answers[markets.ids[i]].p
         return p
 
-    def _ask_all(self, prompts: Sequence[str]) -> list[Completion | LLMError]:
+    def _ask_all(self, markets: Sequence[str], prompts: Sequence[str]) -> list[Answer]:
         """What each prompt got, in the order of ``prompts``.
 
         Identical prompts (two markets alike in every line shown) are one task, asked one
@@ -189,18 +195,23 @@ class LLMForecaster:
         alike: dict[str, list[int]] = {}
         for k, prompt in enumerate(prompts):
             alike.setdefault(prompt, []).append(k)
+        asked = [[markets[k] for k in ks] for ks in alike.values()]
         workers = min(self.concurrency, len(alike))
         if workers == 1:
-            groups = [self._ask(prompt, len(ks)) for prompt, ks in alike.items()]
+            groups = [self._ask(prompt, ms) for prompt, ms in zip(alike, asked, strict=True)]
         else:
             # a pool of this call's own: questions still in flight after a time-out keep their
             # threads to themselves instead of holding up the next decision's
             pool = ThreadPoolExecutor(workers, thread_name_prefix="llm-forecast")
             try:
-                futures = [pool.submit(self._ask, prompt, len(ks)) for prompt, ks in alike.items()]
+                futures = [
+                    pool.submit(self._ask, prompt, ms)
+                    for prompt, ms in zip(alike, asked, strict=True)
+                ]
                 groups = [future.result() for future in futures]
             except BaseException:  # the time limit, above all: give up on the rest, now
                 pool.shutdown(wait=False, cancel_futures=True)
+                self.completer.abort()  # and close the connections of those in flight
                 raise
             pool.shutdown()
         by_index = {
@@ -210,75 +221,50 @@ class LLMForecaster:
         }
         return [by_index[k] for k in range(len(prompts))]
 
-    def _ask(self, prompt: str, times: int) -> list[Completion | LLMError]:
-        """``prompt`` asked ``times`` times, one after another; runs on a worker thread, so it
-        touches nothing of the forecaster's but the completer."""
-        outcomes: list[Completion | LLMError] = []
-        for _ in range(times):
-            try:
-                outcomes.append(self.completer.complete([{"role": "user", "content": prompt}]))
-            except LLMError as exc:  # already one line and scrubbed of the key
-                outcomes.append(exc)
-        return outcomes
+    def _ask(self, prompt: str, markets: Sequence[str]) -> list[Answer]:
+        """``prompt`` asked once for each of ``markets``, one after another; runs on a worker
+        thread, so it touches nothing of the forecaster's but the completer."""
+        messages = [{"role": "user", "content": prompt}]
+        return [
+            self.completer.ask(Request(messages, market, FORECAST_SCHEMA, 0, MAX_TOKENS))
+            for market in markets
+        ]
 
-    def _answer(self, outcome: Completion | LLMError) -> Answer:
-        if isinstance(outcome, LLMError):
+    def _forecast(self, answer: Answer) -> Forecast:
+        text = answer.text
+        if text is None:
             self.ask_failures += 1
-            return Answer(np.nan, error=str(outcome))
-        p = parse_p_yes(outcome.text)
+            return Forecast(np.nan, answer.calls, answer.error)
+        p = parse_p_yes(text)
         if p is None:
             self.parse_failures += 1
-            return Answer(np.nan, outcome, "no probability in the answer")
-        return Answer(p, outcome)
+            problem = "no probability in the answer"
+            last = msgspec.structs.replace(answer.last, rejected=problem)
+            return Forecast(np.nan, (*answer.calls[:-1], last), problem)
+        return Forecast(p, answer.calls)
 
     def trace(self) -> Trace | None:
         """The current instant's questions summed up for the decision log: every raw answer by
         market, total usage, and which markets got no forecast and why (None before any)."""
         if not self._answers:
             return None
-        done = [a.completion for a in self._answers.values() if a.completion is not None]
+        calls = [c for a in self._answers.values() for c in a.calls]
         failed = {m: a.error for m, a in self._answers.items() if a.error is not None}
         error = "; ".join(f"{m}: {e}" for m, e in failed.items()) or None
-        return Trace(
-            raw_response=json.dumps(
-                {m: a.completion.text for m, a in self._answers.items() if a.completion},
-                ensure_ascii=False,
-            ),
-            model=self.model,
-            tokens_in=total(c.tokens_in for c in done),
-            tokens_out=total(c.tokens_out for c in done),
-            cost=total(c.cost for c in done),
-            latency_ms=total(c.latency_ms for c in done),
-            error=error,
+        texts = {m: a.text for m, a in self._answers.items() if a.text is not None}
+        return calls_trace(
+            self.model, calls, raw_response=json.dumps(texts, ensure_ascii=False), error=error
         )
 
 
 def llm_forecaster(model: str = "", *, show_price: bool = True) -> LLMForecaster:
     """The forecaster of ``forecaster=llm[:MODEL]``, connected as the ``ARENA_LLM_*``
-    environment says; a missing key or cassette, or a concurrency that is not a whole number
-    of at least 1, is a one-line StrategyError at build time."""
+    environment says; a missing key or cassette, or a bad setting, is a one-line
+    StrategyError at build time."""
     name = model or DEFAULT_MODEL
-    setting = os.environ.get("ARENA_LLM_CONCURRENCY") or str(DEFAULT_CONCURRENCY)
     try:
-        concurrency = int(setting)
-    except ValueError:
-        concurrency = 0
-    if concurrency < 1:
-        raise StrategyError(
-            f"forecaster llm:{name}: ARENA_LLM_CONCURRENCY must be a whole number of at least 1 "
-            f"(got {setting!r})"
-        )
-    try:
-        completer = open_completer(
-            name,
-            mode=os.environ.get("ARENA_LLM_MODE") or "live",
-            cassette=os.environ.get("ARENA_LLM_CASSETTE") or None,
-            api_key_env=os.environ.get("ARENA_LLM_API_KEY_ENV", DEFAULT_KEY_ENV) or None,
-            base_url=os.environ.get("ARENA_LLM_BASE_URL") or DEFAULT_BASE_URL,
-            retries=NETWORK_RETRIES,
-            backoff=BACKOFF,
-            max_tokens=MAX_TOKENS,
-        )
-    except LLMError as exc:
+        connection = Connection.from_env()
+        completer = open_completer(name, connection)
+    except (LLMError, ValueError) as exc:
         raise StrategyError(f"forecaster llm:{name}: {exc}") from None
-    return LLMForecaster(name, completer, show_price=show_price, concurrency=concurrency)
+    return LLMForecaster(name, completer, show_price=show_price, concurrency=connection.concurrency)

@@ -1,0 +1,93 @@
+"""The JSON schemas sent as ``response_format``, built from what a decision can contain.
+
+A schema narrows what a model may write to what could be valid: the action enum, the market ids
+shown and the sides they have as enums, at most as many bets as there are markets shown (and as
+the cash can pay minimum bets for), position ids of the positions held, numeric bounds on
+amounts and percentages. Servers that constrain decoding with it (llama.cpp, vLLM, most of
+OpenRouter's providers) then cannot produce prose or broken JSON, which a 135 M model otherwise
+does nine times in ten. Servers do not all enforce numeric bounds, so the parser still checks
+every amount after.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from strategies.api import MarketsView, PositionView
+
+REASONING_LIMIT = 1_500
+"""Characters of reasoning a schema allows: a small model otherwise rambles to ``max_tokens``."""
+
+
+def decision_schema(
+    markets: MarketsView,
+    shown: Sequence[int],
+    positions: Sequence[PositionView],
+    *,
+    cash: float,
+    min_bet: float,
+    max_bet: float,
+) -> dict[str, Any]:
+    """The schema of the ``llm`` agent's answer at one decision."""
+    ids: list[str] = []
+    sides: list[str] = []
+    for i in shown:
+        meta = markets.meta(markets.ids[i])
+        ids.append(meta.id)
+        for side in ("YES", "NO") if meta.is_binary else meta.outcomes:
+            if side not in sides:
+                sides.append(side)
+    actions = ["HOLD"]
+    properties: dict[str, Any] = {"action": {"type": "string", "enum": actions}}
+    affordable = math.floor(cash / min_bet) if min_bet > 0 else len(ids)
+    if ids and max_bet >= min_bet and affordable >= 1:
+        actions.insert(0, "BET")
+        properties["bets"] = {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": min(len(ids), affordable),
+            "items": {
+                "type": "object",
+                "properties": {
+                    "market_id": {"type": "string", "enum": ids},
+                    "side": {"type": "string", "enum": sides},
+                    "amount": {"type": "number", "minimum": min_bet, "maximum": max_bet},
+                },
+                "required": ["market_id", "side", "amount"],
+                "additionalProperties": False,
+            },
+        }
+    if positions:
+        actions.insert(-1, "SELL")
+        properties["sells"] = {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": len(positions),
+            "items": {
+                "type": "object",
+                "properties": {
+                    "position_id": {"type": "string", "enum": [p.id for p in positions]},
+                    "percentage": {"type": "number", "minimum": 1, "maximum": 100},
+                },
+                "required": ["position_id", "percentage"],
+                "additionalProperties": False,
+            },
+        }
+    properties["reasoning"] = {"type": "string", "minLength": 1, "maxLength": REASONING_LIMIT}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["action", "reasoning"],
+        "additionalProperties": False,
+    }
+
+
+FORECAST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"p_yes": {"type": "number", "minimum": 0, "maximum": 1}},
+    "required": ["p_yes"],
+    "additionalProperties": False,
+}
+"""The ``llm`` forecaster's answer: ``{"p_yes": <number in [0, 1]>}``."""
