@@ -221,12 +221,7 @@ def _seconds(ms: float | None) -> float | None:
 
 def usage_line(usage: Usage) -> str:
     """The run's model usage in one line, for the end of ``arena replay``."""
-    u = total_usage(usage)
-    cost = "cost not reported" if u.cost is None else f"${u.cost:,.4f}"
-    return (
-        f"model calls: {u.calls} ({u.reasks} re-asks, {u.failures} failed), "
-        f"tokens {u.tokens_in:,} in / {u.tokens_out:,} out, {cost}"
-    )
+    return f"run total: {total_usage(usage).summary()}"
 
 
 def print_report(

@@ -3,7 +3,8 @@
 Frames are cut from the log alone (folded with the same projection as everything else), so
 stepping through a finished run shows exactly what happened in it: each frame opens at one of
 the agent's decisions and runs until its next one, collecting the orders, rejections,
-settlements and refunds in between.
+settlements and refunds in between, and the decision's model calls with what they cost (this
+decision's and the agent's so far in the cohort).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from ledger.events import (
     Event,
     MarketResolved,
     MarketVoided,
+    ModelCalled,
     OrderFilled,
     OrderRejected,
     PositionRefunded,
     PositionSettled,
 )
 from ledger.projection import CohortState
+from ledger.usage import ModelUsage
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class Frame:
     before: Portfolio
     after: Portfolio | None = None
     outcomes: list[Event] = field(default_factory=list)
+    usage: ModelUsage = field(default_factory=ModelUsage)
+    usage_so_far: ModelUsage = field(default_factory=ModelUsage)
 
     def as_dict(self) -> dict[str, Any]:
         from msgspec import to_builtins
@@ -59,6 +64,8 @@ class Frame:
             "before": to_builtins(self.before),
             "after": to_builtins(self.after),
             "outcomes": [to_builtins(e) for e in self.outcomes],
+            "model_usage": self.usage.as_dict() if self.usage.calls else None,
+            "model_usage_so_far": self.usage_so_far.as_dict() if self.usage_so_far.calls else None,
         }
 
 
@@ -97,14 +104,20 @@ def frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
     state = CohortState(cohort)
     out: list[Frame] = []
     current: Frame | None = None
+    so_far = ModelUsage()
     for event in events:
         if event.cohort != cohort:
             continue
-        if isinstance(event, DecisionMade) and event.agent == agent:
+        if isinstance(event, ModelCalled) and event.agent == agent and current is not None:
+            current.usage.add(event)
+            so_far.add(event)
+            current.usage_so_far = so_far.copy()
+        elif isinstance(event, DecisionMade) and event.agent == agent:
             if current is not None:
                 current.after = _portfolio(state, agent)
             seen = {m: prices[0] for m, prices in state.marks.items() if m not in state.resolutions}
             current = Frame(len(out), event, seen, _portfolio(state, agent))
+            current.usage_so_far = so_far.copy()
             out.append(current)
         elif current is not None and _concerns(event, agent):
             current.outcomes.append(event)

@@ -65,6 +65,21 @@ class ModelUsage:
             self.cost = (self.cost or 0.0) + other.cost
         self.latencies += other.latencies
 
+    def copy(self) -> ModelUsage:
+        out = ModelUsage()
+        out.merge(self)
+        return out
+
+    def summary(self) -> str:
+        """One line for people: calls, re-asks, failures, tokens, dollars, latency."""
+        cost = "cost not reported" if self.cost is None else f"${self.cost:,.4f}"
+        median = percentile(self.latencies, 50)
+        latency = "" if median is None else f", median {median / 1000:.2f} s"
+        return (
+            f"{self.calls} model calls ({self.reasks} re-asks, {self.failures} failed), "
+            f"tokens {self.tokens_in:,} in / {self.tokens_out:,} out, {cost}{latency}"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "latencies"}
         out["latency_median_ms"] = percentile(self.latencies, 50)

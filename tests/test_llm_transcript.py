@@ -20,6 +20,7 @@ from llm_server import HOLD, FakeLLM, Reply
 
 from arena.commands.replay import replay
 from arena.commands.report import report
+from arena.commands.step import step
 from arena.runner import CohortRunner
 from arena.verify import verify_store
 from ledger.events import DecisionMade, ModelCalled, PromptStored
@@ -180,9 +181,10 @@ def test_replay_prints_the_cost_and_report_shows_usage(
     done = cli(replay_args(hand_tape_file, db))
     assert done.exit_code == 0, done.output
     n = len(server.received)
-    assert f"model calls: {n} (0 re-asks, 0 failed), tokens {1200 * n:,} in / {40 * n:,} out" in (
+    assert f"run total: {n} model calls (0 re-asks, 0 failed), tokens {1200 * n:,} in / " in (
         done.output
     )
+    assert f" / {40 * n:,} out" in done.output
     assert f"${0.0021 * n:,.4f}" in done.output
     shown = CliRunner().invoke(report, [str(db), "--json"])
     data = json.loads(shown.output)
@@ -237,3 +239,23 @@ def test_a_cassette_miss_stops_the_run_unless_told_to_hold(
     with EventStore.open(tmp_path / "b.db") as store:
         made = [e for e in store.read() if isinstance(e, DecisionMade)]
     assert made and all(d.action == "HOLD" and "holds no answer" in (d.error or "") for d in made)
+
+
+def test_step_shows_each_decisions_calls_and_the_agents_so_far(
+    tmp_path: Path, server: FakeLLM
+) -> None:
+    """Week 1 takes a 503, a rejected answer and the re-asked HOLD: 3 calls, 2 answered
+    (2 × 1,200 tokens in); week 2 one call, so far 4 calls and 3 × 1,200 in."""
+    server.queue(Reply(status=503), GARBAGE, HOLD)
+    db = tmp_path / "run.db"
+    run(db)
+    shown = CliRunner().invoke(step, [str(db), "--json"])
+    frames = json.loads(shown.output)
+    first, second = frames[0], frames[1]
+    assert (first["model_usage"]["calls"], first["model_usage"]["reasks"]) == (3, 1)
+    assert (first["model_usage"]["failures"], first["model_usage"]["tokens_in"]) == (1, 2400)
+    assert second["model_usage"]["calls"] == 1
+    assert second["model_usage_so_far"]["calls"] == 4
+    assert second["model_usage_so_far"]["tokens_in"] == 3600
+    text = CliRunner().invoke(step, [str(db), "--no-input"]).output
+    assert "this decision: 3 model calls (1 re-asks, 1 failed)" in text

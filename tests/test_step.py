@@ -60,7 +60,10 @@ SCRIPT = [
     {"action": "SELL", "sells": [{"market_id": "a", "side": "YES", "percentage": 50}]},
 ]
 REJECTION = "bet $40.00 is below the $50.00 minimum"
-FRAME_KEYS = {"index", "ts", "week", "decision", "before", "after", "outcomes"}
+FRAME_KEYS = {
+    "index", "ts", "week", "decision", "before", "after", "outcomes", "model_usage",
+    "model_usage_so_far",
+}  # fmt: skip
 
 
 def invoke(command: Any, *args: str | Path) -> Result:

@@ -225,5 +225,5 @@ def replay(
         f"({appended:,} new) in {db} · tape {tape.hash[:12]}[/]"
     )
     if usage:
-        console.print(usage_line(usage))
+        console.print(usage_line(usage), soft_wrap=True)
     console.print(f"digest [bold]{digest}[/]")

@@ -129,6 +129,9 @@ def _render(frame: Frame, total: int, agent: str, listed: dict[str, MarketListed
         orders.add_row(f"[italic]“{d.reasoning}”[/]")
     if d.error:
         orders.add_row(f"[red]error: {d.error.splitlines()[0]}[/]")
+    if frame.usage.calls:
+        orders.add_row(f"[dim]this decision: {frame.usage.summary()}[/]")
+        orders.add_row(f"[dim]{agent} so far: {frame.usage_so_far.summary()}[/]")
     assert frame.after is not None
     body = Group(
         head, _seen_table(frame, listed), orders, _outcome_lines(frame),
