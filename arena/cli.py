@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "backtest": "arena.commands.backtest:backtest",
     "strategies": "arena.commands.strategies:strategies",
     "strategy": "arena.commands.strategy:strategy",
+    "cassette": "arena.commands.cassette:cassette",
 }
 
 

@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 from conftest import hand_config, make_hand_tape
 from llm_server import HOLD, FakeLLM, Reply
 
+from arena.commands.cassette import cassette
 from arena.commands.replay import replay
 from arena.commands.report import report
 from arena.commands.step import step
@@ -259,3 +260,18 @@ def test_step_shows_each_decisions_calls_and_the_agents_so_far(
     assert second["model_usage_so_far"]["tokens_in"] == 3600
     text = CliRunner().invoke(step, [str(db), "--no-input"]).output
     assert "this decision: 3 model calls (1 re-asks, 1 failed)" in text
+
+
+def test_arena_cassette_exports_a_log(tmp_path: Path, server: FakeLLM) -> None:
+    db = tmp_path / "run.db"
+    run(db)
+    out = tmp_path / "answers.jsonl"
+    done = CliRunner().invoke(cassette, [str(db), str(out)])
+    n = len(server.received)
+    assert done.exit_code == 0 and done.output == f"{n} model question(s) written to {out}\n"
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == n and all(line["model"] == MODEL for line in lines)
+    broken = tmp_path / "not-a-log.db"
+    broken.write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
+    failed = CliRunner().invoke(cassette, [str(broken), str(tmp_path / "x.jsonl")])
+    assert failed.exit_code == 1 and failed.output.startswith("Error: cassette ")

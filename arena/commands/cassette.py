@@ -1,0 +1,29 @@
+"""``arena cassette DB OUT.jsonl``: a run's model calls as a cassette to replay from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from strategies.llm.cassette import export_cassette
+from strategies.llm.client import LLMError
+
+
+@click.command()
+@click.argument("db", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("out", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+def cassette(db: Path, out: Path) -> None:
+    """Write every model question a log holds (each with all of its attempts) as a JSON Lines
+    cassette. A replay answers from it as from the log itself, with the same digest:
+    ARENA_LLM_MODE=replay ARENA_LLM_CASSETTE=OUT.jsonl arena replay ...
+
+    \b
+    Example:
+      arena cassette arena.db answers.jsonl
+    """
+    try:
+        n = export_cassette(db, out)
+    except (LLMError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{n:,} model question(s) written to {out}")
