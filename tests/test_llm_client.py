@@ -7,12 +7,14 @@ import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from llm_server import HOLD, FakeLLM, Reply
 
+from strategies.llm.cassette import Recorder
 from strategies.llm.client import ChatClient, Request, retry_after
 from strategies.llm.connection import Connection
 from strategies.llm.schema import FORECAST_SCHEMA
@@ -160,3 +162,14 @@ def test_a_400_for_another_reason_keeps_the_schema_and_is_not_retried(server: Fa
     answer = c.ask(QUESTION)
     assert answer.error == "HTTP 400: request (9031 tokens) exceeds the available context size"
     assert len(server.received) == 1 and c.structured
+
+
+def test_a_recorded_cassette_never_holds_the_key(server: FakeLLM, tmp_path: Path) -> None:
+    server.queue(Reply(status=401), Reply("ok", echo_key=True, reasoning=f"I saw {KEY}"))
+    path = tmp_path / "answers.jsonl"
+    recorder = Recorder(client(server.url, retries=0), path)
+    recorder.ask(QUESTION)
+    recorder.ask(QUESTION)
+    text = path.read_text()
+    assert KEY not in text and "SECRET" not in text
+    assert text.count("***") == 3  # the 401's message, the answer, the reasoning
