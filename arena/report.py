@@ -201,7 +201,7 @@ def usage_table(title: str, rows: dict[str, ModelUsage]) -> Table:
     """Model calls per agent: attempts, re-asks, failures, tokens, dollars, latency."""
     table = _table(title)
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
-    for name in ("calls", "re-asks", "failed", "rejected", "tokens in", "tokens out", "$",
+    for name in ("calls", "re-asks", "failed", "rejected", "tokens in", "tokens out", "USD",
                  "median s", "p95 s"):  # fmt: skip
         table.add_column(name, justify="right", no_wrap=True)
     for agent, u in rows.items():
