@@ -23,7 +23,15 @@ import msgspec
 import numpy as np
 import pydantic
 
-from arena.cohort import CohortConfig, select_universe, split_starts, sundays
+from arena.cohort import (
+    CohortConfig,
+    Skipped,
+    cadence_seconds,
+    describe_skipped,
+    select_universe,
+    split_starts,
+    sundays,
+)
 from arena.replay import CohortDone, replay_cohorts
 from arena.report import iso_utc
 from ledger.events import Marked
@@ -59,8 +67,8 @@ class BacktestPlan:
     decision_cadence: str
     mark_cadence: str
     seed: int
-    skipped: tuple[datetime, ...] = ()
-    """Asked-for starts with no open, priced market, left out."""
+    skipped: tuple[Skipped, ...] = ()
+    """Asked-for starts with nothing to decide, left out, each with its reason."""
 
     @property
     def agents(self) -> dict[str, str]:
@@ -99,8 +107,8 @@ class BacktestPlan:
         }
 
 
-def default_starts(tape: Tape, universe: int) -> list[datetime]:
-    """Every Sunday of the tape on which a cohort gets a full universe.
+def default_starts(tape: Tape, universe: int, decision_cadence: str = "weekly") -> list[datetime]:
+    """Every Sunday of the tape on which a cohort gets a full universe (and so decides).
 
     "Full" is ``universe`` markets, or as many as the busiest Sunday offers if that is fewer:
     Sundays where only a handful of early or late markets trade would otherwise dominate the
@@ -111,7 +119,8 @@ def default_starts(tape: Tape, universe: int) -> list[datetime]:
     candidates = sundays(datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC))
     sizes = [len(select_universe(tape, int(s.timestamp()), universe)) for s in candidates]
     full = min(universe, max(sizes, default=0))
-    return [s for s, n in zip(candidates, sizes, strict=True) if n and n >= full]
+    wanted = [s for s, n in zip(candidates, sizes, strict=True) if n and n >= full]
+    return split_starts(tape, wanted, universe, decision_cadence)[0]
 
 
 def plan_backtest(
@@ -142,18 +151,22 @@ def plan_backtest(
         kinds.append(kind)
     for spec in (strategy, *against):
         build_strategy(spec)  # fail fast, before any worker starts
-    skipped: list[datetime] = []
-    if starts is None:  # every default start has a universe already
-        chosen = default_starts(tape, universe)
+    try:
+        cadence_seconds(decision_cadence)  # the starts are checked against it, just below
+    except ValueError as exc:
+        raise BacktestError(str(exc)) from None
+    skipped: list[Skipped] = []
+    if starts is None:  # every default start has a universe and a decision already
+        chosen = default_starts(tape, universe, decision_cadence)
     else:
-        chosen, skipped = split_starts(tape, starts, universe)
+        chosen, skipped = split_starts(tape, starts, universe, decision_cadence)
     if not chosen and not skipped:
         raise BacktestError(f"tape {tape.hash[:12]} has no Sunday with an open, priced market")
     if not chosen:
         first, last = (iso_utc(t)[:10] for t in tape.span())
-        days = ", ".join(f"{s:%Y-%m-%d}" for s in skipped[:3]) + (", …" if len(skipped) > 3 else "")
         raise BacktestError(
-            f"no market is open with a price on {days} (the tape runs {first}..{last})"
+            f"nothing to decide: {describe_skipped(skipped, limit=3)} "
+            f"(the tape runs {first}..{last})"
         )
     plan = BacktestPlan(
         strategy=strategy,
@@ -310,7 +323,8 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
         "tape": plan.tape_hash,
         "package_version": version("arena"),
         "settings": plan.settings(),
-        "skipped_starts": [iso_utc(int(s.timestamp())) for s in plan.skipped],
+        "skipped_starts": [iso_utc(int(s.start.timestamp())) for s in plan.skipped],
+        "skipped_why": {iso_utc(int(s.start.timestamp())): s.reason for s in plan.skipped},
         "cohorts": cohorts,
         "summary": summary,
         "paired": paired,

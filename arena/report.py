@@ -13,8 +13,11 @@ from typing import Any
 import msgspec
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from arena.cohort import VOLUME_FINAL
+from ledger.events import CohortOpened
 from ledger.leaderboard import (
     AgentStanding,
     LeaderboardRow,
@@ -63,16 +66,29 @@ def stated_beliefs(state: CohortState) -> dict[str, dict[str, object]]:
     }
 
 
+def universe_volume(opened: CohortOpened) -> str:
+    """Which volume chose (and ranks) the cohort's universe; logs from before it was recorded
+    were all chosen by final volume."""
+    return str(opened.settings.get("universe_by", VOLUME_FINAL))
+
+
 def cohort_summary(state: CohortState) -> dict[str, Any]:
     opened = state.opened
+    stopped = state.stopped
     return {
         "cohort": state.cohort,
         "start": iso_utc(opened.start) if opened else None,
         "rules": opened.rules if opened else None,
         "tape": opened.tape if opened else None,
         "markets": len(state.markets),
+        "universe_by": universe_volume(opened) if opened else None,
         "closed": state.closed is not None,
         "close_reason": state.closed.reason if state.closed else None,
+        "decisions_stopped": (
+            {"ts": iso_utc(stopped.ts), "reason": stopped.reason, "markets": stopped.markets}
+            if stopped
+            else None
+        ),
         "agents": [msgspec.to_builtins(s) for s in cohort_standings(state)],
         "positions": open_positions(state),
         "beliefs": stated_beliefs(state),
@@ -234,7 +250,13 @@ def print_report(
             opened = state.opened
             start = iso_utc(opened.start)[:10] if opened else "?"
             status = state.closed.reason if state.closed else "still open"
-            title = f"Cohort {state.cohort} — start {start}, {len(state.markets)} markets, {status}"
+            if state.closed is None and state.stopped is not None:
+                status += f"; no more decisions: {state.stopped.reason}"
+            chosen = f" chosen by {universe_volume(opened)}" if opened else ""
+            title = (
+                f"Cohort {state.cohort} — start {start}, {len(state.markets)} markets"
+                f"{chosen}; {escape(status)}"
+            )
             console.print(standings_table(title, cohort_standings(state)))
             positions = open_positions(state)
             if positions:

@@ -31,11 +31,16 @@ import numpy as np
 from freezegun import freeze_time
 
 from arena.cohort import (
+    DECISION,
     MARK,
     RESOLUTION,
     CohortConfig,
     build_timeline,
+    empty_start_detail,
+    iso_minute,
+    no_decision_detail,
     select_universe,
+    universe_basis,
     week_of,
 )
 from arena.transcript import Transcript
@@ -45,6 +50,7 @@ from ledger.events import (
     CohortClosed,
     CohortOpened,
     DecisionMade,
+    DecisionsStopped,
     Event,
     Marked,
     MarketListed,
@@ -284,11 +290,11 @@ class CohortRunner:
         self.decision_timeout = decision_timeout
         self.universe = select_universe(tape, config.start_ts, config.universe)
         if not self.universe:
-            raise LedgerError(
-                f"no market of tape {tape.hash[:12]} is open with a price at "
-                f"{config.start:%Y-%m-%d %H:%M} UTC"
-            )
+            raise LedgerError(empty_start_detail(tape, config.start_ts))
+        self.universe_by = universe_basis(tape, self.universe, config.start_ts)
         self.timeline = build_timeline(tape, self.universe, config)
+        if not self.timeline.decisions:
+            raise LedgerError(no_decision_detail(tape, self.timeline, config.start_ts))
         self.ids = tuple(tape.markets[m].id for m in self.universe)
         self.index = {mid: j for j, mid in enumerate(self.ids)}
         self.meta = tuple(self._meta(m) for m in self.universe)
@@ -298,15 +304,19 @@ class CohortRunner:
         self.shown_holdings = {name: _read_only(h) for name, h in self.holdings.items()}
         self._prepare_prices()
 
-    def _meta(self, m: int) -> MarketMeta:
+    def _meta(self, m: int, resolved: bool = False) -> MarketMeta:
+        """What an agent may know of market ``m`` at the start: its scheduled end, never when
+        it actually closed; its volume as of the start (final only for a market that had
+        already resolved by then, when final is what it was), else NaN."""
         info = self.tape.markets[m]
+        start = self.config.start_ts
         return MarketMeta(
             id=info.id,
             question=info.question,
             outcomes=tuple(info.outcomes),
             category=info.category,
-            volume=info.volume,
-            close_ts=info.close_ts,
+            volume=info.volume if resolved else self.tape.volume_as_of(m, start),
+            end_ts=info.end_ts,
             is_binary=info.is_binary,
         )
 
@@ -316,14 +326,18 @@ class CohortRunner:
         instants = self.timeline.instants
         rows = np.empty((instants.size, len(self.universe)), dtype=np.int64)
         first = np.empty_like(rows, dtype=np.float64)
+        volume = np.full_like(first, np.nan)
         for j, m in enumerate(self.universe):
             idx = self.tape.asof_index(m, instants)
+            idx[instants > self.timeline.coverage[j]] = -1  # past its coverage: no price known
             rows[:, j] = idx
             column = self.tape.yes(m)
             first[:, j] = np.where(idx >= 0, column[np.maximum(idx, 0)], np.nan)
+            for ts, value in self.tape.markets[m].volume_history:
+                volume[instants >= ts, j] = value
         self.point = rows
         # strategies get views of these arrays: read-only, or one could rewrite a fill price
-        self.volume = _read_only(np.array([meta.volume for meta in self.meta], dtype=np.float64))
+        self.volume = _read_only(volume)
         self.binary = _read_only(np.array([meta.is_binary for meta in self.meta], dtype=bool))
         self.first_price = _read_only(first)
 
@@ -360,19 +374,41 @@ class CohortRunner:
                     settled.add(payload)
                 elif kind == MARK:
                     emit([self._mark(payload, ts, settled)])
-                else:
+                elif kind == DECISION:
                     self._decide(state, broker, writer, emit, payload, ts, clock, deadline)
-        reason = (
-            "every market settled"
-            if len(settled) == len(self.universe)
-            else (f"tape ended with {len(self.universe) - len(settled)} market(s) unresolved")
-        )
+                else:
+                    emit([self._stopped(ts)])
         closed = CohortClosed(
-            cohort=self.cohort, ts=self.timeline.end, reason=reason, state_digest=state.digest()
+            cohort=self.cohort,
+            ts=self.timeline.end,
+            reason=self._close_reason(len(self.universe) - len(settled)),
+            state_digest=state.digest(),
         )
         emit([closed])
         writer.flush()
         return CohortRun(self.cohort, state, writer.version, writer.appended)
+
+    def _stopped(self, ts: int) -> DecisionsStopped:
+        stop = self.timeline.stop
+        assert stop is not None  # the timeline has a STOP step only when it has a stop
+        return DecisionsStopped(
+            cohort=self.cohort, ts=ts, reason=stop.reason, markets=list(stop.markets)
+        )
+
+    def _close_reason(self, unresolved: int) -> str:
+        """Why the cohort ended, including when its decisions ended early (and why)."""
+        reason = (
+            "every market settled"
+            if not unresolved
+            else f"tape ended with {unresolved} market(s) unresolved"
+        )
+        stop = self.timeline.stop
+        if stop is not None:
+            reason += (
+                f"; no decision after {iso_minute(stop.covered_until)}, where the tape's "
+                f"recording ends with {len(stop.markets)} market(s) still open"
+            )
+        return reason
 
     def _opened(self) -> CohortOpened:
         c = self.config
@@ -389,7 +425,11 @@ class CohortRunner:
             decision_cadence=c.decision_cadence,
             mark_cadence=c.mark_cadence,
             seed=c.seed,
-            settings={"universe_size": c.universe, "min_bet": self.rules.min_bet},
+            settings={
+                "universe_size": c.universe,
+                "min_bet": self.rules.min_bet,
+                "universe_by": self.universe_by,
+            },
         )
 
     def _listed(self, j: int) -> MarketListed:
@@ -413,7 +453,7 @@ class CohortRunner:
         anything is written: there is no decision to record a failure against yet."""
         before = tuple(
             ResolvedMarket(
-                meta=self._meta(m),
+                meta=self._meta(m, resolved=True),
                 winner=r.winner,
                 resolved_ts=r.ts,
                 last_price=self.tape.price_at(info.id, r.ts),
@@ -471,7 +511,7 @@ class CohortRunner:
     ) -> None:
         close = self.timeline.close
         yes = self.first_price[row]
-        open_mask = (ts < close) & ~np.isnan(yes)
+        open_mask = (ts < close) & ~np.isnan(yes)  # NaN also past a market's coverage
         open_mask.setflags(write=False)  # shared by every agent deciding at this instant
         markets = MarketsView(
             ts=ts,
@@ -480,7 +520,7 @@ class CohortRunner:
             meta=self.meta,
             yes=yes,
             open_mask=open_mask,
-            volume=self.volume,
+            volume=self.volume[row],
             binary=self.binary,
             prices=lambda j: self._prices(row, j),
             history=lambda j, t: self.tape.history(self.universe[j], t),

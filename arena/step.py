@@ -15,6 +15,7 @@ from typing import Any
 
 from ledger.events import (
     DecisionMade,
+    DecisionsStopped,
     Event,
     MarketResolved,
     MarketVoided,
@@ -88,7 +89,7 @@ def _portfolio(state: CohortState, agent: str) -> Portfolio:
 
 
 def _concerns(event: Event, agent: str) -> bool:
-    if isinstance(event, MarketResolved | MarketVoided):
+    if isinstance(event, MarketResolved | MarketVoided | DecisionsStopped):
         return True
     own = (OrderFilled, OrderRejected, PositionSettled, PositionRefunded)
     return isinstance(event, own) and event.agent == agent

@@ -65,6 +65,15 @@ class CohortClosed(Event, tag=True, frozen=True):
     state_digest: str = ""
 
 
+class DecisionsStopped(Event, tag=True, frozen=True):
+    """No more decisions, though ``markets`` of the universe are still open: the tape's
+    recording ends at ``ts`` (no price is known after it). Written once, only then; a cohort
+    whose markets all close before its tape ends needs no such event."""
+
+    reason: str
+    markets: list[str] = []
+
+
 class MarketListed(Event, tag=True, frozen=True):
     """A snapshot of a market's metadata as the cohort saw it at the start."""
 
@@ -270,6 +279,7 @@ class PromptStored(Event, tag=True, frozen=True):
 AnyEvent = (
     CohortOpened
     | CohortClosed
+    | DecisionsStopped
     | MarketListed
     | Marked
     | DecisionMade

@@ -24,6 +24,7 @@ from ledger.events import (
     CohortClosed,
     CohortOpened,
     DecisionMade,
+    DecisionsStopped,
     Event,
     Marked,
     MarketListed,
@@ -119,6 +120,7 @@ class CohortState:
         self.cohort = cohort
         self.opened: CohortOpened | None = None
         self.closed: CohortClosed | None = None
+        self.stopped: DecisionsStopped | None = None
         self.books: dict[str, Book] = {}
         self.markets: dict[str, MarketListed] = {}
         self.marks: dict[str, list[float]] = {}
@@ -165,6 +167,9 @@ class CohortState:
 
     def _closed(self, e: CohortClosed) -> None:
         self.closed = e
+
+    def _stopped(self, e: DecisionsStopped) -> None:
+        self.stopped = e
 
     def _listed(self, e: MarketListed) -> None:
         self.markets[e.market] = e
@@ -304,6 +309,7 @@ class CohortState:
 _HANDLERS: dict[type[msgspec.Struct], Any] = {
     CohortOpened: CohortState._opened,
     CohortClosed: CohortState._closed,
+    DecisionsStopped: CohortState._stopped,
     MarketListed: CohortState._listed,
     Marked: CohortState._marked,
     DecisionMade: CohortState._decided,
@@ -334,6 +340,7 @@ class DecisionFacts(msgspec.Struct, frozen=True, tag="DecisionMade", tag_field="
 FoldEvent = (
     CohortOpened
     | CohortClosed
+    | DecisionsStopped
     | MarketListed
     | Marked
     | DecisionFacts

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -269,9 +270,26 @@ class RecordingDir:
                 f"{self.path} was recorded with other options ({diffs}); use another --dir"
             )
 
-    def write_state(self, options: RecordOptions, summary: RecordingSummary, done: bool) -> None:
+    def recorded_at(self) -> int | None:
+        """When the market list was fetched (unix seconds), if the state file says."""
+        if not self.state_path.exists():
+            return None
+        try:
+            value = json.loads(self.state_path.read_text()).get("recorded_at")
+        except (ValueError, AttributeError):
+            raise TapeError(f"{self.state_path}: not a recording state file") from None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def write_state(
+        self,
+        options: RecordOptions,
+        summary: RecordingSummary,
+        done: bool,
+        recorded_at: int | None,
+    ) -> None:
         state = {
             "options": options.as_state(),
+            "recorded_at": recorded_at,
             "markets": summary.markets,
             "tokens": summary.tokens,
             "tokens_recorded": summary.recorded + summary.resumed,
@@ -330,8 +348,12 @@ def record(
     options: RecordOptions,
     endpoints: Endpoints | None = None,
     progress: OnProgress | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> RecordingSummary:
-    """Record (or finish recording) ``directory``; ``progress(done, total)`` follows tokens."""
+    """Record (or finish recording) ``directory``; ``progress(done, total)`` follows tokens.
+
+    The instant the market list is fetched is kept in ``state.json`` as ``recorded_at``: the
+    tape's open markets are covered until then, and their volume is known as of then."""
     endpoints = endpoints or Endpoints()
     requests_before = fetcher.requests
     files = RecordingDir(directory)
@@ -340,7 +362,9 @@ def record(
 
     markets = files.read_markets()
     reused = markets is not None
+    recorded_at = files.recorded_at() if reused else None
     if markets is None:
+        recorded_at = int(clock())
         markets = MarketSelector(fetcher, endpoints.gamma_url, options).select()
         files.write_markets(markets)
     token_ids = list(dict.fromkeys(t for m in markets for t in price_tokens(m)))
@@ -352,7 +376,7 @@ def record(
     )
     done = files.recorded_tokens()
     summary.resumed = sum(1 for t in token_ids if t in done)
-    files.write_state(options, summary, done=False)
+    files.write_state(options, summary, False, recorded_at)
 
     history_url = endpoints.clob_url.rstrip("/") + "/prices-history"
     if progress:
@@ -370,7 +394,7 @@ def record(
             if progress:
                 progress(summary.resumed + summary.recorded, summary.tokens)
     summary.requests = fetcher.requests - requests_before
-    files.write_state(options, summary, done=True)
+    files.write_state(options, summary, True, recorded_at)
     return summary
 
 
@@ -381,7 +405,7 @@ def write_tape(directory: Path, out: Path) -> ImportResult:
     recording at too fine a fidelity produces and the user should hear about.
     """
     files = RecordingDir(directory)
-    result = import_polymarket_result(files.markets_path, files.prices_path)
+    result = import_polymarket_result(files.markets_path, files.prices_path, files.recorded_at())
     save_tape(result.tape, out)
     return result
 

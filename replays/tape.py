@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -26,7 +27,16 @@ FORMAT_VERSION = 1
 
 
 class MarketInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """What a strategy may know about a market besides its prices."""
+    """A market's facts besides its prices. Some are knowable only afterwards and must never
+    reach an agent: ``close_ts`` (when trading actually stopped: Gamma ``closedTime``) and
+    ``volume`` (the volume when the tape was made, final for a closed market). What an agent
+    may see instead is ``end_ts`` (the scheduled end, Gamma ``endDate``, known from the
+    market's creation) and ``volume_history`` as of its instant.
+
+    ``covered_until`` is how far the recording reaches for this market: up to that instant
+    (inclusive) the latest point is the price; after it the tape knows nothing. None on tapes
+    made before coverage was recorded; ``Tape.coverage`` gives the documented default.
+    """
 
     id: str
     question: str
@@ -38,6 +48,9 @@ class MarketInfo(msgspec.Struct, frozen=True, kw_only=True):
     open_ts: int | None = None
     close_ts: int | None = None
     clob_token_ids: tuple[str, ...] = ()
+    end_ts: int | None = None
+    covered_until: int | None = None
+    volume_history: tuple[tuple[int, float], ...] = ()
 
     @property
     def is_binary(self) -> bool:
@@ -64,13 +77,27 @@ class Resolution(msgspec.Struct, frozen=True, kw_only=True):
     winner: str | None
 
 
+OPTIONAL_FIELDS = ("end_ts", "covered_until", "volume_history")
+"""Fields added after tapes were first hashed: left out of the canonical metadata when unset,
+so a tape without them keeps the content hash (and every cohort id) it always had."""
+
+
+def _market_dict(market: MarketInfo) -> dict[str, Any]:
+    fields: dict[str, Any] = msgspec.to_builtins(market)
+    for name in OPTIONAL_FIELDS:
+        value = fields[name]
+        if value is None or (isinstance(value, list | tuple) and not value):
+            del fields[name]
+    return fields
+
+
 def _meta_dict(
     markets: Sequence[MarketInfo], resolutions: Mapping[str, Resolution]
 ) -> dict[str, Any]:
     return {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
-        "markets": [msgspec.to_builtins(m) for m in markets],
+        "markets": [_market_dict(m) for m in markets],
         "resolutions": [msgspec.to_builtins(resolutions[k]) for k in sorted(resolutions)],
     }
 
@@ -246,9 +273,29 @@ class Tape:
         """Total points over all markets (a multi-outcome point counts once)."""
         return int(self._times.shape[0])
 
+    @cached_property
+    def _span(self) -> tuple[int, int]:
+        return int(self._times.min()), int(self._times.max())
+
     def span(self) -> tuple[int, int]:
         """``(first, last)`` instant over all markets."""
-        return int(self._times.min()), int(self._times.max())
+        return self._span
+
+    def coverage(self, m: int) -> int:
+        """The last instant (inclusive) at which the tape knows market ``m``'s price.
+
+        A tape that records no coverage is taken to reach its last point, the latest instant
+        of any market, and no further: nothing says its recording went on after that. (Taking
+        a resolved market as covered until it closed would carry three of the sample's prices
+        a week or two past where their source stopped recording them.)"""
+        recorded = self.markets[m].covered_until
+        return self.span()[1] if recorded is None else recorded
+
+    def volume_as_of(self, m: int, t: int) -> float:
+        """Market ``m``'s volume as known at ``t``: its latest volume point at or before it;
+        NaN where the tape has none (its ``volume`` is then final, and known only later)."""
+        known = [v for ts, v in self.markets[m].volume_history if ts <= t]
+        return known[-1] if known else math.nan
 
     def __repr__(self) -> str:
         return f"Tape(markets={len(self.markets)}, points={self.n_points}, hash={self.hash[:12]})"

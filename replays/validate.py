@@ -7,7 +7,8 @@ problem in one line, the form the CLI prints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,9 +50,13 @@ def check_columns(
         raise TapeError(f"{source}: corrupt tape: point offsets decrease")
     if price_offsets[-1] != prices.shape[0]:
         raise TapeError(f"{source}: corrupt tape: price count does not match the instants")
-    for market in markets:
+    for i, market in enumerate(markets):
         if len(market.outcomes) < 2:
             raise fail(market.id, f"needs at least two outcomes, has {list(market.outcomes)}")
+        covered = market.covered_until
+        if covered is not None and offsets[i + 1] > offsets[i] and covered < times[offsets[i]]:
+            raise fail(market.id, f"covered until t={covered}, before its first point")
+        _check_volume_history(market.id, market.volume_history, fail)
 
     bad = np.flatnonzero(~np.isfinite(prices))
     if bad.size:
@@ -87,3 +92,14 @@ def check_columns(
             opened = int(times[offsets[i]])
         if opened is not None and res.ts < opened:
             raise fail(res.market, f"resolved at t={res.ts}, before it opened at t={opened}")
+
+
+def _check_volume_history(
+    market: str, history: Sequence[tuple[int, float]], fail: Callable[[str, str], TapeError]
+) -> None:
+    """Volume points: strictly increasing instants, finite non-negative volumes."""
+    for k, (ts, volume) in enumerate(history):
+        if not (math.isfinite(volume) and volume >= 0):
+            raise fail(market, f"volume {volume} at t={ts} is not a finite, non-negative number")
+        if k and ts <= history[k - 1][0]:
+            raise fail(market, f"volume history instants not increasing at t={ts}")

@@ -133,14 +133,19 @@ class PositionView:
 
 @dataclass(frozen=True, slots=True)
 class MarketMeta:
-    """The static facts of a market that are knowable at the cohort start."""
+    """The static facts of a market that are knowable at the cohort start.
+
+    ``end_ts`` is the *scheduled* end (Polymarket's ``endDate``), known from the market's
+    creation; when it actually closed or resolved is not knowable beforehand and is not here.
+    ``volume`` is the volume as of the start where the tape knows it, else NaN (never the
+    final total; ``MarketsView.volume`` has it as of each decision instant)."""
 
     id: str
     question: str
     outcomes: tuple[str, ...]
     category: str | None
     volume: float
-    close_ts: int | None
+    end_ts: int | None
     is_binary: bool
 
 
@@ -155,7 +160,9 @@ class MarketsView:
     """The universe at one instant, array-backed: nothing per market is built until asked.
 
     ``yes[i]`` is the YES price of binary market ``ids[i]`` (of its first outcome otherwise),
-    NaN when the market has no price yet; ``open[i]`` says whether it can be traded now.
+    NaN when the market has no price yet (or the tape's recording no longer covers it);
+    ``open[i]`` says whether it can be traded now; ``volume[i]`` is its volume as of now where
+    the tape knows it, else NaN.
     """
 
     __slots__ = (

@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.backtest import CohortRecord, default_starts, mean_equity
+from arena.cohort import NO_MARKET, UNCOVERED
 from arena.commands.backtest import backtest
 from arena.html_report import nice_ticks
 from ledger.events import CohortOpened
@@ -67,7 +68,7 @@ def report(workdir: Path) -> tuple[Path, dict[str, Any]]:
 def test_json_shape(data: dict[str, Any]) -> None:
     assert list(data) == [
         "strategy", "against", "tape", "package_version", "settings", "skipped_starts",
-        "cohorts", "summary", "paired", "beliefs", "digest", "db",
+        "skipped_why", "cohorts", "summary", "paired", "beliefs", "digest", "db",
     ]  # fmt: skip
     assert data["strategy"] == "favourite"
     assert data["against"] == ["hold", "favourite", "random"]
@@ -277,7 +278,7 @@ def test_default_starts_are_the_full_universe_sundays() -> None:
         (("favourite", "--starts", "2024-09-01"), "FROM..TO"),
         (("favourite", "--starts", "2024-09-02..2024-09-03"), "no Sunday"),
         (("favourite", "--starts", "soon..later"), "not an ISO-8601"),
-        (("favourite", "--starts", "2020-01-05..2020-01-12"), "no market is open"),
+        (("favourite", "--starts", "2020-01-05..2020-01-12"), "no open, priced market"),
         (("favourite", "--decisions", "sometimes"), "cadence"),
         (("favourite", "--cash", "-1"), "cash"),
         (("favourite", "--universe", "0"), "universe must be at least 1"),
@@ -356,9 +357,20 @@ def test_nice_ticks_are_round_and_inside(low: float, width: float) -> None:
 
 
 def test_weeks_with_nothing_to_trade_are_skipped_and_named(tmp_path: Path) -> None:
-    """Markets of the sample still trade on 2024-11-17, none a week later: one of three runs."""
+    """Three markets of the sample still trade on 2024-11-17, but its recording ends on 11-12:
+    that week has nothing to decide (it used to run a cohort with no decision at all), and a
+    week later nothing trades. Each skipped week is named with its reason."""
     db = str(tmp_path / "s.db")
-    out = run_json("hold", "--universe", "5", "--starts", "2024-11-17..2024-12-01",
+    out = run_json("hold", "--universe", "5", "--starts", "2024-11-10..2024-11-24",
                    "--against", "favourite", "--jobs", "1", "--db", db)  # fmt: skip
-    assert out["skipped_starts"] == ["2024-11-24T00:00:00Z", "2024-12-01T00:00:00Z"]
-    assert [c["start"][:10] for c in out["cohorts"]] == ["2024-11-17"]
+    assert out["skipped_starts"] == ["2024-11-17T00:00:00Z", "2024-11-24T00:00:00Z"]
+    assert out["skipped_why"] == {
+        "2024-11-17T00:00:00Z": UNCOVERED,
+        "2024-11-24T00:00:00Z": NO_MARKET,
+    }
+    assert [c["start"][:10] for c in out["cohorts"]] == ["2024-11-10"]
+    shown = run("hold", "--universe", "5", "--starts", "2024-11-10..2024-11-24",
+                "--against", "favourite", "--jobs", "1", "--db", db).output  # fmt: skip
+    assert f"skipped 2 start(s) with {UNCOVERED}: 2024-11-17; {NO_MARKET}: 2024-11-24" in " ".join(
+        shown.split()
+    )

@@ -29,6 +29,7 @@ from ledger.events import (
     CohortClosed,
     CohortOpened,
     DecisionMade,
+    DecisionsStopped,
     Marked,
     MarketListed,
     MarketResolved,
@@ -481,9 +482,21 @@ def test_an_all_hold_cohort_decides_weekly_until_the_last_resolution(
     assert of_type(events, Marked)[0].prices == [[0.5, 0.5], [0.2, 1 - 0.2], [0.5, 0.5]]
     closed = events[-1]
     assert isinstance(closed, CohortClosed)
-    assert (closed.ts, closed.reason) == (START + 3 * WEEK, "every market settled")
-    # 1 opened + 3 listed + 4 marks + 6 decisions + 3 resolutions + 1 closed
-    assert len(events) == run.events == 18
+    # b trades until +21d but the tape (no coverage recorded: its last point) ends at +20d:
+    # said once, when it happens, and again in the close
+    [stopped] = of_type(events, DecisionsStopped)
+    assert (stopped.ts, stopped.markets) == (START + 20 * DAY + 1, ["b"])
+    assert stopped.reason == (
+        "the tape's recording ends at 2024-01-27 00:00 UTC with 1 market(s) still open (b): "
+        "no price is known after it, so no decision is made"
+    )
+    assert (closed.ts, closed.reason) == (
+        START + 3 * WEEK,
+        "every market settled; no decision after 2024-01-27 00:00 UTC, where the tape's "
+        "recording ends with 1 market(s) still open",
+    )
+    # 1 opened + 3 listed + 4 marks + 6 decisions + 1 stop + 3 resolutions + 1 closed
+    assert len(events) == run.events == 19
 
 
 class Timing(Strategy):

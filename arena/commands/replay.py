@@ -11,9 +11,20 @@ from pathlib import Path
 
 import click
 import pydantic
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from arena.cohort import CohortConfig, parse_instant, split_starts, sundays
+from arena.cohort import (
+    NO_INSTANT,
+    NO_MARKET,
+    CohortConfig,
+    Skipped,
+    describe_skipped,
+    empty_start_detail,
+    parse_instant,
+    split_starts,
+    sundays,
+)
 from arena.commands.options import cohort_options
 from arena.console import make_console
 from arena.replay import replay_cohorts
@@ -23,6 +34,7 @@ from ledger.store import EventStore
 from ledger.usage import model_usage
 from replays.errors import TapeError
 from replays.samples import sample_path
+from replays.tape import Tape
 from replays.tapefile import load_tape
 from strategies.api import StrategyError
 from strategies.llm.connection import environment_defaults
@@ -83,10 +95,20 @@ def parse_agents(specs: tuple[str, ...], from_file: dict[str, str] | None = None
     return agents
 
 
-def skipped_note(skipped: Sequence[datetime]) -> str:
-    """The line that says which asked-for starts had nothing to trade (rich markup)."""
-    days = ", ".join(f"{s:%Y-%m-%d}" for s in skipped)
-    return f"[dim]skipped {len(skipped)} start(s) with no open, priced market: {days}[/]"
+def skipped_note(skipped: Sequence[Skipped]) -> str:
+    """The line that says which asked-for starts had nothing to decide, and why (rich markup)."""
+    return f"[dim]skipped {len(skipped)} start(s) with {escape(describe_skipped(skipped))}[/]"
+
+
+def nothing_to_decide(tape: Tape, skipped: Sequence[Skipped]) -> str:
+    """The one-line error when no asked-for start has anything to decide."""
+    if len(skipped) == 1 and skipped[0].reason != NO_INSTANT:
+        return empty_start_detail(tape, int(skipped[0].start.timestamp()))
+    if all(s.reason == NO_MARKET for s in skipped):
+        when = ", ".join(f"{s.start:%Y-%m-%d %H:%M}" for s in skipped[:3])
+        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        return f"no market of tape {tape.hash[:12]} is open with a price at {when} UTC{more}"
+    return f"nothing to decide on tape {tape.hash[:12]}: {describe_skipped(skipped, limit=3)}"
 
 
 def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
@@ -183,13 +205,9 @@ def replay(
         tape = load_tape(path)
     except TapeError as exc:
         raise click.ClickException(str(exc)) from None
-    kept, skipped = split_starts(tape, [c.start for c in configs], universe)
+    kept, skipped = split_starts(tape, [c.start for c in configs], universe, decision_cadence)
     if not kept:
-        when = ", ".join(f"{s:%Y-%m-%d %H:%M}" for s in skipped[:3])
-        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-        raise click.ClickException(
-            f"no market of tape {tape.hash[:12]} is open with a price at {when} UTC{more}"
-        )
+        raise click.ClickException(nothing_to_decide(tape, skipped))
     configs = [c for c in configs if c.start in kept]
     workers = jobs or min(len(configs), os.cpu_count() or 1)
     progress = Progress(
@@ -211,10 +229,11 @@ def replay(
     except (LedgerError, TapeError, StrategyError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None
     if as_json:
-        skipped_starts = [f"{s:%Y-%m-%dT%H:%M:%SZ}" for s in skipped]
+        skipped_starts = [f"{s.start:%Y-%m-%dT%H:%M:%SZ}" for s in skipped]
+        why = {f"{s.start:%Y-%m-%dT%H:%M:%SZ}": s.reason for s in skipped}
         click.echo(json.dumps({"digest": digest, "db": str(db), "tape": tape.hash,
-                               "skipped_starts": skipped_starts, **report_data(ledger, usage)},
-                              indent=2))  # fmt: skip
+                               "skipped_starts": skipped_starts, "skipped_why": why,
+                               **report_data(ledger, usage)}, indent=2))  # fmt: skip
         return
     if skipped:
         console.print(skipped_note(skipped))

@@ -10,13 +10,17 @@ from pathlib import Path
 import click
 from rich import box
 from rich.console import Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
 from arena.console import make_console
+from arena.report import universe_volume
 from arena.step import Frame, Portfolio, frames
 from ledger.errors import LedgerError
 from ledger.events import (
+    CohortOpened,
+    DecisionsStopped,
     MarketListed,
     MarketResolved,
     MarketVoided,
@@ -84,16 +88,19 @@ def _outcome_lines(frame: Frame) -> Table:
             table.add_row(f"[dim]  market {e.market} resolved {e.winner}[/]")
         elif isinstance(e, MarketVoided):
             table.add_row(f"[dim]  market {e.market} voided[/]")
+        elif isinstance(e, DecisionsStopped):
+            table.add_row(f"[yellow]no more decisions:[/] {escape(e.reason)}")
     return table
 
 
 SEEN_ROWS = 8
 
 
-def _seen_table(frame: Frame, listed: dict[str, MarketListed]) -> Table:
-    """The biggest markets the agent could see, at the prices it saw, with what it held."""
+def _seen_table(frame: Frame, listed: dict[str, MarketListed], volume: str) -> Table:
+    """The biggest markets the agent could see, at the prices it saw, with what it held;
+    ``volume`` says which volume ranks them (the universe's, e.g. final volume)."""
     table = Table(
-        title=f"what it saw (top {SEEN_ROWS} by volume)", title_justify="left",
+        title=f"what it saw (top {SEEN_ROWS} by {volume})", title_justify="left",
         box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold",
     )  # fmt: skip
     table.add_column("market", no_wrap=True)
@@ -111,7 +118,9 @@ def _seen_table(frame: Frame, listed: dict[str, MarketListed]) -> Table:
     return table
 
 
-def _render(frame: Frame, total: int, agent: str, listed: dict[str, MarketListed]) -> Panel:
+def _render(
+    frame: Frame, total: int, agent: str, listed: dict[str, MarketListed], volume: str
+) -> Panel:
     d = frame.decision
     when = datetime.fromtimestamp(d.ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = Table.grid(padding=(0, 2))
@@ -134,7 +143,7 @@ def _render(frame: Frame, total: int, agent: str, listed: dict[str, MarketListed
         orders.add_row(f"[dim]{agent} so far: {frame.usage_so_far.summary()}[/]")
     assert frame.after is not None
     body = Group(
-        head, _seen_table(frame, listed), orders, _outcome_lines(frame),
+        head, _seen_table(frame, listed, volume), orders, _outcome_lines(frame),
         _portfolio_table(frame.before, frame.after),
     )  # fmt: skip
     return Panel(body, title=f"{agent} · decision {frame.index + 1}/{total}", title_align="left")
@@ -173,6 +182,7 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
         raise click.ClickException(f"cohort {cohort} has no agent {agent!r} ({', '.join(names)})")
     cut = frames(events, cohort, agent)
     listed = {e.market: e for e in events if isinstance(e, MarketListed)}
+    volume = universe_volume(opened) if isinstance(opened, CohortOpened) else "volume"
     if as_json:
         click.echo(json.dumps([f.as_dict() for f in cut], indent=2))
         return
@@ -182,12 +192,12 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
         return
     if no_input or not _keys_available():
         for frame in cut:
-            console.print(_render(frame, len(cut), agent, listed))
+            console.print(_render(frame, len(cut), agent, listed, volume))
         return
     k: int | None = 0
     while k is not None:
         console.clear()
-        console.print(_render(cut[k], len(cut), agent, listed))
+        console.print(_render(cut[k], len(cut), agent, listed, volume))
         console.print("[dim]n/enter next · p previous · g first · G last · q quit[/]")
         k = move(click.getchar(), k, len(cut) - 1)
 

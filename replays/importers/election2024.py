@@ -8,6 +8,9 @@ category) that the markets' embedded events lack.
 ``election2024-president-national`` with volume 0; its market object is synthesised and its
 winner derived from its final price by the same §1.9 rule (a side at or above 0.99 wins),
 resolving at its last point because its real close instant is unknown.
+
+Each market is covered until its own last point: the source recorded a race's price until it
+was called, which for a few races was weeks before their market closed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from replays.errors import TapeError
@@ -94,8 +98,21 @@ def import_election2024_result(directory: str | Path = DEFAULT_DIR) -> ImportRes
         yes_token = row["yes_token_id"] or str(obj["clobTokenIds"][0])
         histories[yes_token] = series
     result = assemble(objects, histories, source=str(directory))
+    result.tape = _covered_to_last_points(result.tape)
     result.notes.extend(notes)
     return result
+
+
+def _covered_to_last_points(tape: Tape) -> Tape:
+    """The map snapshots stopped recording a race once it was called (Vermont's presidential
+    series ends on 2024-11-06 though its market closed on 11-20), so each market is covered
+    until its own last point, not until it closed."""
+    markets = [
+        msgspec.structs.replace(market, covered_until=int(tape.times(m)[-1]))
+        for m, market in enumerate(tape.markets)
+    ]
+    offsets, times, prices = tape.columns
+    return Tape(markets, offsets, times, prices, tape.resolutions, source="election2024")
 
 
 def import_election2024(directory: str | Path = DEFAULT_DIR) -> Tape:

@@ -91,7 +91,8 @@ def market_info(obj: Mapping[str, Any], first_point: int | None = None) -> Marke
     tags = event_tags(obj)
     volume = to_float(first(obj, "volumeNum", "volume")) or 0.0
     open_ts = parse_ts(first(obj, "startDate", "start_date", "createdAt", "created_at"))
-    close_ts = parse_ts(first(obj, "closedTime", "closed_time", "endDate", "end_date"))
+    end_ts = parse_ts(first(obj, "endDate", "end_date"))
+    close_ts = parse_ts(first(obj, "closedTime", "closed_time"))
     market_id = str(first(obj, "id", "market_id"))
     return MarketInfo(
         id=market_id,
@@ -102,11 +103,17 @@ def market_info(obj: Mapping[str, Any], first_point: int | None = None) -> Marke
         tags=tags,
         volume=volume,
         open_ts=open_ts if open_ts is not None else first_point,
-        close_ts=close_ts,
+        close_ts=close_ts if close_ts is not None else end_ts,
+        end_ts=end_ts,
         clob_token_ids=tuple(
             str(t) for t in json_list(first(obj, "clobTokenIds", "clob_token_ids"))
         ),
     )
+
+
+def is_closed(obj: Mapping[str, Any]) -> bool:
+    """Gamma says the market is closed, or gives the instant it closed."""
+    return obj.get("closed") is True or first(obj, "closedTime", "closed_time") is not None
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,7 @@ def verdict(obj: Mapping[str, Any], market: MarketInfo) -> Verdict:
     it, so the tape leaves it unresolved.
     """
     ts = parse_ts(first(obj, "closedTime", "closed_time", "umaEndDate", "endDate", "end_date"))
-    closed = obj.get("closed") is True or first(obj, "closedTime", "closed_time") is not None
+    closed = is_closed(obj)
     tokens = [t for t in json_list(obj.get("tokens")) if isinstance(t, Mapping)]
     flagged = [obj["winner"]] if obj.get("winner") else []
     flagged += [t.get("outcome") for t in tokens if t.get("winner") is True]

@@ -18,7 +18,14 @@ import msgspec
 import numpy as np
 
 from replays.errors import TapeError
-from replays.importers.parsing import align_outcomes, clean_series, json_list, market_info, verdict
+from replays.importers.parsing import (
+    align_outcomes,
+    clean_series,
+    is_closed,
+    json_list,
+    market_info,
+    verdict,
+)
 from replays.tape import MarketInfo, Resolution, Tape
 
 Series = tuple[np.ndarray, np.ndarray]
@@ -121,10 +128,35 @@ def _market_series(market: MarketInfo, histories: Mapping[str, Series]) -> Serie
     return align_outcomes(present) if len(present) == len(found) else None
 
 
+def recorded_facts(
+    market: MarketInfo, obj: Mapping[str, Any], times: np.ndarray, recorded_at: int | None
+) -> MarketInfo:
+    """``market`` with how far its history reaches and what its volume was when.
+
+    A closed market's CLOB history is complete: it is covered until it closed (or its last
+    point, if later), and its volume is final. An open market is covered until the recording
+    was made (``recorded_at``, when the market list was fetched: every history was fetched
+    after it), where the volume it had then is its one volume point; with no recording
+    instant, only until its last point."""
+    last = int(times[-1])
+    if is_closed(obj):
+        return msgspec.structs.replace(market, covered_until=max(market.close_ts or last, last))
+    if recorded_at is None:
+        return msgspec.structs.replace(market, covered_until=last)
+    return msgspec.structs.replace(
+        market, covered_until=recorded_at, volume_history=((recorded_at, market.volume),)
+    )
+
+
 def assemble(
-    objects: Iterable[Mapping[str, Any]], histories: Mapping[str, Series], source: str
+    objects: Iterable[Mapping[str, Any]],
+    histories: Mapping[str, Series],
+    source: str,
+    recorded_at: int | None = None,
 ) -> ImportResult:
-    """Markets, series and resolutions from parsed objects; the one place tapes are imported."""
+    """Markets, series and resolutions from parsed objects; the one place tapes are imported.
+
+    ``recorded_at`` is when a live recording fetched its markets (see ``recorded_facts``)."""
     markets: list[MarketInfo] = []
     series: dict[str, Series] = {}
     resolutions: dict[str, Resolution] = {}
@@ -138,6 +170,7 @@ def assemble(
             continue
         if market.open_ts is None:
             market = msgspec.structs.replace(market, open_ts=int(found[0][0]))
+        market = recorded_facts(market, obj, found[0], recorded_at)
         markets.append(market)
         series[market.id] = found
         judged = verdict(obj, market)
@@ -149,12 +182,15 @@ def assemble(
     return ImportResult(tape, skipped, undecided)
 
 
-def import_polymarket_result(markets_path: str | Path, prices_path: str | Path) -> ImportResult:
+def import_polymarket_result(
+    markets_path: str | Path, prices_path: str | Path, recorded_at: int | None = None
+) -> ImportResult:
     """Like ``import_polymarket``, also reporting skipped and undecided markets."""
     markets_path, prices_path = Path(markets_path), Path(prices_path)
     objects = read_market_objects(markets_path)
     histories, dropped = read_price_histories(prices_path)
-    result = assemble(objects, histories, source=f"{markets_path}+{prices_path.name}")
+    source = f"{markets_path}+{prices_path.name}"
+    result = assemble(objects, histories, source, recorded_at)
     if dropped:
         result.notes.append(f"dropped {dropped} points without a price (NaN or null)")
     return result

@@ -119,8 +119,8 @@ def forecast_prompt(view: View, market: str, *, show_price: bool = True) -> str:
     lines = [f"Question: {meta.question}"]
     if meta.category:
         lines.append(f"Category: {meta.category}")
-    if meta.close_ts is not None:
-        lines.append(f"Closes: {_date(meta.close_ts)}")
+    if meta.end_ts is not None:  # scheduled: when it actually closed is not knowable yet
+        lines.append(f"Closes: {_date(meta.end_ts)}")
     lines.append(f"Today: {_date(view.ts)}")
     if show_price:
         q = float(view.markets.yes[view.markets.index(market)])

@@ -137,7 +137,7 @@ def _position_lines(p: PositionView, markets: MarketsView) -> list[str]:
 
 def _market_lines(markets: MarketsView, i: int) -> list[str]:
     meta = markets.meta_at(i)
-    head, tail = _fixed_lines(meta)
+    head, closes = _fixed_lines(meta)
     if meta.is_binary:
         yes = float(markets.yes[i])
         prices = f"  Prices: {fixed(yes * 100, 1)}% YES / {fixed((1 - yes) * 100, 1)}% NO"
@@ -149,13 +149,21 @@ def _market_lines(markets: MarketsView, i: int) -> list[str]:
             if 0 <= p <= 1  # NaN fails too: the original lists only valid prices
         }
         prices = f"  Prices: {_js_json(shown)}"
-    return [*head, prices, *tail]
+    volume = float(markets.volume[i])  # as of now, NaN where unknown: never the final total
+    shown = _grouped(volume) if volume and math.isfinite(volume) else "N/A"
+    return [*head, prices, f"  Volume: ${shown}", closes, ""]
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _fixed_lines(meta: MarketMeta) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The lines of a market that do not change from one decision to the next, before and
-    after its prices: worked out once per market, not once per market a week."""
+def _grouped(volume: float) -> str:
+    """``locale_number`` of a volume, which repeats from one decision to the next."""
+    return locale_number(volume)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _fixed_lines(meta: MarketMeta) -> tuple[tuple[str, ...], str]:
+    """The lines of a market that do not change from one decision to the next, before its
+    prices and the "Closes" line after them: worked out once per market, not once a week."""
     head = [
         f"- ID: {meta.id}",
         f'  Question: "{meta.question}"',
@@ -165,12 +173,10 @@ def _fixed_lines(meta: MarketMeta) -> tuple[tuple[str, ...], tuple[str, ...]]:
         head.append("  Type: Binary (YES/NO)")
     else:
         head += ["  Type: Multi-outcome", f"  Outcomes: {_js_json(list(meta.outcomes))}"]
-    volume = meta.volume
-    shown = locale_number(volume) if volume and math.isfinite(volume) else "N/A"
-    closes = (
-        "N/A" if meta.close_ts is None else f"{datetime.fromtimestamp(meta.close_ts, UTC):%Y-%m-%d}"
+    closes = (  # the scheduled end: when it actually closed is not knowable yet
+        "N/A" if meta.end_ts is None else f"{datetime.fromtimestamp(meta.end_ts, UTC):%Y-%m-%d}"
     )
-    return tuple(head), (f"  Volume: ${shown}", f"  Closes: {closes}", "")
+    return tuple(head), f"  Closes: {closes}"
 
 
 def fixed(x: float, digits: int) -> str:
