@@ -27,6 +27,7 @@ from arena.cohort import (
     CohortConfig,
     Skipped,
     cadence_seconds,
+    decides,
     describe_skipped,
     select_universe,
     split_starts,
@@ -117,10 +118,15 @@ def default_starts(tape: Tape, universe: int, decision_cadence: str = "weekly") 
     """
     first, last = tape.span()
     candidates = sundays(datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC))
-    sizes = [len(select_universe(tape, int(s.timestamp()), universe)) for s in candidates]
-    full = min(universe, max(sizes, default=0))
-    wanted = [s for s, n in zip(candidates, sizes, strict=True) if n and n >= full]
-    return split_starts(tape, wanted, universe, decision_cadence)[0]
+    chosen = [select_universe(tape, int(s.timestamp()), universe) for s in candidates]
+    full = min(universe, max(map(len, chosen), default=0))
+    return [
+        s
+        for s, markets in zip(candidates, chosen, strict=True)
+        if markets
+        and len(markets) >= full
+        and decides(tape, markets, int(s.timestamp()), decision_cadence)
+    ]
 
 
 def plan_backtest(

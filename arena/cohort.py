@@ -122,7 +122,7 @@ class CohortConfig(pydantic.BaseModel):
 
 
 VOLUME_AS_OF_START = "volume as of the start"
-VOLUME_FINAL = "final volume (known only after the start)"
+VOLUME_FINAL = "final volume"
 """How a universe was ranked (``CohortOpened.settings["universe_by"]``): by what the tape knew
 at the start, or, where it knows no volume then, by the volume it recorded later."""
 
@@ -184,10 +184,13 @@ def start_problem(tape: Tape, start: int, size: int, decision_cadence: str) -> s
     universe = select_universe(tape, start, size)
     if not universe:
         return UNCOVERED if _open_priced(tape, start) else NO_MARKET
+    return None if decides(tape, universe, start, decision_cadence) else NO_INSTANT
+
+
+def decides(tape: Tape, universe: Sequence[int], start: int, decision_cadence: str) -> bool:
+    """Whether a cohort of ``universe`` at ``start`` has at least one decision instant."""
     live = _live_until(tape, universe)
-    if decision_instants(tape, universe, start, decision_cadence, int(live.max())).size == 0:
-        return NO_INSTANT
-    return None
+    return decision_instants(tape, universe, start, decision_cadence, int(live.max())).size > 0
 
 
 def empty_start_detail(tape: Tape, start: int) -> str:

@@ -339,3 +339,36 @@ def test_cli_records_a_tape_end_to_end(server: FakePolymarket, tmp_path: Path) -
     again = run_cli(*args, "--json")
     assert json.loads(again.stdout)["tokens_resumed"] == 5
     assert json.loads(again.stdout)["requests"] == 0
+
+
+def test_a_recording_is_covered_until_it_was_made_and_knows_volume_from_then(
+    server: FakePolymarket, tmp_path: Path
+) -> None:
+    """Open markets: covered until the market list was fetched (``recorded_at``, kept across a
+    resume), one volume point then. Closed ones: covered until they closed, volume final."""
+    from replays.recorder import write_tape
+
+    made = Recorder(server)
+    when = 1_750_000_000
+    record(made.fetcher, tmp_path, RecordOptions(top=40, closed=None), made.endpoints,
+           clock=lambda: when)  # fmt: skip
+    record(made.fetcher, tmp_path, RecordOptions(top=40, closed=None), made.endpoints,
+           clock=lambda: when + 999)  # a resume keeps the first instant  # fmt: skip
+    made.client.close()
+    assert json.loads((tmp_path / "state.json").read_text())["recorded_at"] == when
+    tape = write_tape(tmp_path, tmp_path / "r.tape").tape
+    listed = json.loads((tmp_path / "markets.json").read_text())
+    open_ids = {str(m["id"]) for m in listed if not m.get("closed")}
+    found = {m.id: m for m in tape.markets}
+    assert {"517310", "517311", "517313", "517314", "517315"} <= open_ids <= set(found)
+    for mid in open_ids:
+        info = found[mid]
+        last = int(tape.times(tape.index[mid])[-1])  # the fake serves histories of any date
+        assert info.covered_until == max(when, last)
+        assert info.volume_history == ((when, info.volume),)
+        assert info.end_ts == info.close_ts  # no closedTime: endDate for both
+    closed = [m for m in tape.markets if m.id not in open_ids]
+    assert closed and all(m.volume_history == () for m in closed)
+    for info in closed:
+        last = int(tape.times(tape.index[info.id])[-1])
+        assert info.covered_until == max(info.close_ts or last, last)

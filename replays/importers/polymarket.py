@@ -133,18 +133,20 @@ def recorded_facts(
 ) -> MarketInfo:
     """``market`` with how far its history reaches and what its volume was when.
 
-    A closed market's CLOB history is complete: it is covered until it closed (or its last
-    point, if later), and its volume is final. An open market is covered until the recording
-    was made (``recorded_at``, when the market list was fetched: every history was fetched
-    after it), where the volume it had then is its one volume point; with no recording
-    instant, only until its last point."""
+    A closed market's CLOB history is complete: it is covered until it closed, and its volume
+    is final. An open market is covered until the recording was made (``recorded_at``, when
+    the market list was fetched: every history was fetched after it), where the volume it had
+    then is its one volume point; with no recording instant, only until its last point. A
+    point later than either shows the recording reached it, so coverage is never shorter."""
     last = int(times[-1])
     if is_closed(obj):
         return msgspec.structs.replace(market, covered_until=max(market.close_ts or last, last))
     if recorded_at is None:
         return msgspec.structs.replace(market, covered_until=last)
     return msgspec.structs.replace(
-        market, covered_until=recorded_at, volume_history=((recorded_at, market.volume),)
+        market,
+        covered_until=max(recorded_at, last),
+        volume_history=((recorded_at, market.volume),),
     )
 
 
