@@ -34,7 +34,7 @@ from arena.cohort import (
     sundays,
 )
 from arena.replay import CohortDone, replay_cohorts
-from arena.report import iso_utc
+from arena.report import iso_utc, universe_volume
 from ledger.events import Marked
 from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_difference
 from ledger.projection import BrierRow, CohortState
@@ -310,6 +310,8 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
                 "cohort": record.state.cohort,
                 "start": iso_utc(record.start),
                 "markets": len(record.state.markets),
+                "universe_by": universe_volume(opened) if (opened := record.state.opened) else None,
+                "decisions_stopped": stopped.reason if (stopped := record.state.stopped) else None,
                 "agents": {name: agents[name] for name in names},
             }
         )

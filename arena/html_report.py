@@ -130,6 +130,16 @@ def _settings_table(data: dict[str, Any]) -> str:
     ]
     for key in ("universe", "cash", "rules", "decision_cadence", "mark_cadence", "seed"):
         rows.append([escape(key), escape(str(settings[key]))])
+    cohorts = data["cohorts"]
+    for by in sorted({c["universe_by"] for c in cohorts}):
+        n = sum(c["universe_by"] == by for c in cohorts)
+        rows.append(["universe chosen by", escape(f"{by} ({n} of {len(cohorts)} cohorts)")])
+    stops = [c for c in cohorts if c["decisions_stopped"]]
+    if stops:
+        first = stops[0]["decisions_stopped"]
+        rows.append(["decisions stopped early", escape(
+            f"{len(stops)} of {len(cohorts)} cohorts, e.g. {stops[0]['start'][:10]}: {first}"
+        )])  # fmt: skip
     return _table(["setting", "value"], rows)
 
 

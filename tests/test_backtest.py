@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.backtest import CohortRecord, default_starts, mean_equity
-from arena.cohort import NO_MARKET, UNCOVERED
+from arena.cohort import NO_MARKET, UNCOVERED, VOLUME_FINAL
 from arena.commands.backtest import backtest
 from arena.html_report import nice_ticks
 from ledger.events import CohortOpened
@@ -237,6 +237,13 @@ def test_report_writes_page_and_results(report: tuple[Path, dict[str, Any]]) -> 
     assert page.count("<polyline") > len(AGENTS)
     for needle in (data["tape"], data["digest"], data["package_version"], "favourite"):
         assert needle in page
+    # the sample has no volume points: its universes were ranked by final volume, and it says
+    n = len(data["cohorts"])
+    assert {c["universe_by"] for c in data["cohorts"]} == {VOLUME_FINAL}
+    assert f"<td>universe chosen by</td><td>final volume ({n} of {n} cohorts)</td>" in page
+    # the ten biggest markets all close before the tape's recording ends: no early stop
+    assert [c["decisions_stopped"] for c in data["cohorts"]] == [None] * n
+    assert "decisions stopped early" not in page
     for external in ("<script", "<link", "src=", "href=", "@import", "url("):
         assert external not in page
 
