@@ -42,6 +42,10 @@ def test_show_sample_lists_markets_by_volume() -> None:
     assert code == 0
     rows = json.loads(out)["market_rows"]
     assert [r["id"] for r in rows] == ["255151", "255143"]  # PA then MI president
+    # the sample records no coverage and no scheduled end: the default, the tape's last point
+    assert {(r["covered_until"], r["coverage_recorded"], r["scheduled_end"]) for r in rows} == {
+        ("2024-11-12 15:01", False, None)
+    }
 
 
 def test_validate_reports_each_file_and_fails_on_any_bad(tmp_path: Path) -> None:
