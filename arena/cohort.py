@@ -128,6 +128,7 @@ at the start, or, where it knows no volume then, by the volume it recorded later
 
 
 def iso_minute(ts: int) -> str:
+    """An instant as people read it in reasons and errors: ``2024-11-12 15:01 UTC``."""
     return f"{datetime.fromtimestamp(ts, UTC):%Y-%m-%d %H:%M} UTC"
 
 
@@ -226,25 +227,23 @@ def _open_priced(tape: Tape, start: int) -> list[int]:
 
 def select_universe(tape: Tape, start: int, size: int) -> list[int]:
     """Top ``size`` markets by volume that are open at ``start``, already have a price and
-    are covered by the tape there (see ``universe_basis`` for which volume).
+    are covered by the tape there (``choose_universe`` also says which volume ranked them)."""
+    return choose_universe(tape, start, size)[0]
 
-    Ties in volume break on market id, so the choice never depends on tape order.
-    """
+
+def choose_universe(tape: Tape, start: int, size: int) -> tuple[list[int], str]:
+    """The universe and how it was ranked: by volume as of the start where the tape knows it
+    for every candidate (one market ranked by a later figure would mix two clocks in one
+    ranking), else by final volume. Ties break on market id, never on tape order."""
     chosen = [m for m in _open_priced(tape, start) if tape.coverage(m) >= start]
-    as_of = universe_basis(tape, chosen, start) == VOLUME_AS_OF_START
+    known = all(not math.isnan(tape.volume_as_of(m, start)) for m in chosen)
+    by = VOLUME_AS_OF_START if chosen and known else VOLUME_FINAL
 
     def volume(m: int) -> float:
-        return tape.volume_as_of(m, start) if as_of else tape.markets[m].volume
+        return tape.volume_as_of(m, start) if by == VOLUME_AS_OF_START else tape.markets[m].volume
 
     chosen.sort(key=lambda m: (-volume(m), tape.markets[m].id))
-    return chosen[:size]
-
-
-def universe_basis(tape: Tape, candidates: Sequence[int], start: int) -> str:
-    """Rank by volume as of the start only where the tape knows it for every candidate;
-    one market ranked by a later figure would make the whole ranking mix two clocks."""
-    known = all(not math.isnan(tape.volume_as_of(m, start)) for m in candidates)
-    return VOLUME_AS_OF_START if candidates and known else VOLUME_FINAL
+    return chosen[:size], by
 
 
 @dataclass(frozen=True)

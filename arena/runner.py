@@ -36,11 +36,10 @@ from arena.cohort import (
     RESOLUTION,
     CohortConfig,
     build_timeline,
+    choose_universe,
     empty_start_detail,
     iso_minute,
     no_decision_detail,
-    select_universe,
-    universe_basis,
     week_of,
 )
 from arena.transcript import Transcript
@@ -288,10 +287,9 @@ class CohortRunner:
             name: build_strategy(spec) for name, spec in config.agents.items()
         }
         self.decision_timeout = decision_timeout
-        self.universe = select_universe(tape, config.start_ts, config.universe)
+        self.universe, self.universe_by = choose_universe(tape, config.start_ts, config.universe)
         if not self.universe:
             raise LedgerError(empty_start_detail(tape, config.start_ts))
-        self.universe_by = universe_basis(tape, self.universe, config.start_ts)
         self.timeline = build_timeline(tape, self.universe, config)
         if not self.timeline.decisions:
             raise LedgerError(no_decision_detail(tape, self.timeline, config.start_ts))

@@ -357,6 +357,14 @@ def test_universe_ranked_by_volume_as_of_the_start_where_the_tape_knows_it() -> 
     )  # fmt: skip
     opened = run(partly, config(universe=2))[0]
     assert opened.universe == ["b", "a"] and opened.settings["universe_by"] == VOLUME_FINAL
+    # the ranking is of every candidate: one chosen market with a volume point is not enough
+    mixed = tape_of(
+        (market("a", volume=5_000.0, volume_history=((START - DAY, 900.0),), covered_until=START),
+         [(-DAY, 0.5)], (WEEK, "Yes")),
+        (market("b", volume=1_000.0, covered_until=START), [(-DAY, 0.5)], (WEEK, "No")),
+    )  # fmt: skip
+    opened = run(mixed, config(universe=1))[0]
+    assert opened.universe == ["a"] and opened.settings["universe_by"] == VOLUME_FINAL
 
 
 # -- the tape's new fields -----------------------------------------------------------------------
