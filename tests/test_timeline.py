@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,6 @@ from ledger.events import (
     DecisionsStopped,
     OrderFilled,
 )
-from ledger.store import EventStore
 from replays.errors import TapeError
 from replays.importers import import_polymarket
 from replays.tape import MarketInfo, Resolution, Tape
@@ -80,12 +78,24 @@ def config(**overrides: Any) -> CohortConfig:
     return CohortConfig(**(values | overrides))
 
 
+class Kept:
+    """Stands in for the store: keeps what the runner appends, in order, in memory."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def read(self, stream: str) -> list[Any]:
+        return []
+
+    def append(self, stream: str, events: list[Any], expected_version: int) -> None:
+        self.events += events
+
+
 def run(tape: Tape, cfg: CohortConfig, strategies: dict[str, Strategy] | None = None) -> list[Any]:
-    """The events of a cohort replayed in memory, read back from a throwaway store."""
-    runner = CohortRunner(tape, cfg, strategies=strategies or {"h": Hold()})
-    with tempfile.TemporaryDirectory() as folder, EventStore.open(Path(folder) / "r.db") as store:
-        runner.run(store)
-        return list(store.read(stream=runner.cohort))
+    """The events a cohort writes, replayed in memory."""
+    kept = Kept()
+    CohortRunner(tape, cfg, strategies=strategies or {"h": Hold()}).run(kept)  # type: ignore[arg-type]
+    return kept.events
 
 
 def decision_offsets(events: list[AnyEvent]) -> list[int]:
