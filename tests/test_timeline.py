@@ -52,7 +52,7 @@ from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import load_tape, save_tape
 from strategies.api import Bet, Context, Decision, MarketMeta, Strategy, View
 from strategies.builtin.hold import Hold
-from strategies.llm_prompt import user_prompt
+from strategies.llm.prompt import user_prompt
 
 
 def market(mid: str, **fields: Any) -> MarketInfo:

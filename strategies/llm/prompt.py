@@ -150,8 +150,8 @@ def _market_lines(markets: MarketsView, i: int) -> list[str]:
         }
         prices = f"  Prices: {_js_json(shown)}"
     volume = float(markets.volume[i])  # as of now, NaN where unknown: never the final total
-    shown = _grouped(volume) if volume and math.isfinite(volume) else "N/A"
-    return [*head, prices, f"  Volume: ${shown}", closes, ""]
+    grouped = _grouped(volume) if volume and math.isfinite(volume) else "N/A"
+    return [*head, prices, f"  Volume: ${grouped}", closes, ""]
 
 
 @functools.lru_cache(maxsize=1 << 16)
