@@ -13,22 +13,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 import msgspec
 import numpy as np
 
-from ledger.errors import LedgerError
+from ledger.intervals import (
+    DRAWS,
+    Method,
+    MethodChoice,
+    PairedDifference,
+    bootstrap_difference,
+    bootstrap_interval,
+    choose_method,
+    cohort_mean_draws,
+    market_weights,
+    mean_ci,
+    paired_difference,
+)
 from ledger.metrics import brier, ece, log_loss, murphy
 from ledger.projection import BrierRow, CohortState, Ledger
 
 RANDOM_BRIER = 0.25
 """The Brier of always saying 0.5: the baseline of Forecaster Arena's skill score."""
-
-_Z_975 = 1.959963984540054
-_SERIES_MAX_DF = 1000
-"""Above this the exact series (one term per two degrees of freedom) gives way to the
-Cornish-Fisher expansion, whose error there is below 1e-9."""
 
 
 class AgentStanding(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,88 +72,33 @@ class LeaderboardRow(msgspec.Struct, frozen=True, kw_only=True):
     brier: float | None
     win_rate: float | None
     n_resolved: int
+    n_bets: int
+    bss: float | None
+    bss_market: float | None
     return_mean: float
     return_ci_low: float | None
     return_ci_high: float | None
     brier_mean: float | None
     brier_ci_low: float | None
     brier_ci_high: float | None
+    interval: Method
+    """How both intervals were made: ``markets`` (bootstrap) or ``cohorts`` (Student's t)."""
 
 
-class PairedDifference(NamedTuple):
-    """The mean of paired differences ``a - b`` and its 95% interval."""
+class CategoryRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One agent's results on the markets of one category, summed over its cohorts.
 
-    mean: float
-    ci_low: float | None
-    ci_high: float | None
-    significant: bool
+    ``return_pp`` is the category's share of the agent's mean return, in percentage points of
+    starting cash, so an agent's categories add up to its mean return."""
 
-
-# -- statistics ----------------------------------------------------------------------------------
-
-
-def _t_two_sided_mass(t: float, df: int) -> float:
-    """P(|T| < t) for Student's t with integer ``df``, by the finite series of Abramowitz and
-    Stegun 26.7.3-4; exact up to rounding, so no table runs out and no scipy is needed."""
-    theta = math.atan(t / math.sqrt(df))
-    c2 = math.cos(theta) ** 2
-    if df % 2 == 1:
-        term, total = 1.0, 1.0 if df > 1 else 0.0
-        for k in range(1, (df - 1) // 2):
-            term *= c2 * (2 * k) / (2 * k + 1)
-            total += term
-        return (2.0 / math.pi) * (theta + math.sin(theta) * math.cos(theta) * total)
-    term, total = 1.0, 1.0
-    for k in range(1, df // 2):
-        term *= c2 * (2 * k - 1) / (2 * k)
-        total += term
-    return math.sin(theta) * total
-
-
-def t_quantile_975(df: int) -> float:
-    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (12.706 for df=1)."""
-    if df < 1:
-        raise LedgerError(f"degrees of freedom must be at least 1, got {df}")
-    if df > _SERIES_MAX_DF:
-        z = _Z_975
-        return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-    lo, hi = 0.0, 64.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if _t_two_sided_mass(mid, df) < 0.95:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-13:
-            break
-    return (lo + hi) / 2
-
-
-def mean_ci(values: Sequence[float]) -> tuple[float, float | None, float | None]:
-    """Mean and 95% interval ``mean ± t·s/√n`` (sample s); no interval for a single value."""
-    n = len(values)
-    if n == 0:
-        raise LedgerError("cannot take the mean of no values")
-    mean = math.fsum(values) / n
-    if n == 1:
-        return mean, None, None
-    s = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_quantile_975(n - 1) * s / math.sqrt(n)
-    return mean, mean - half, mean + half
-
-
-def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDifference:
-    """Compare two strategies on the same cohorts: the interval of the per-cohort differences.
-
-    Pairing removes the variation that cohorts share (a bull week lifts both), which is why
-    ``arena backtest`` compares per cohort rather than two independent means. ``significant``
-    means the 95% interval excludes zero; one pair never is.
-    """
-    if len(a) != len(b):
-        raise LedgerError(f"paired samples differ in length: {len(a)} vs {len(b)}")
-    mean, low, high = mean_ci([x - y for x, y in zip(a, b, strict=True)])
-    significant = low is not None and high is not None and (low > 0 or high < 0)
-    return PairedDifference(mean, low, high, significant)
+    agent: str
+    category: str
+    markets: int
+    n_bets: int
+    n_resolved: int
+    pnl: float
+    return_pp: float
+    brier: float | None
 
 
 # -- scores of Brier rows -----------------------------------------------------------------------
@@ -223,11 +174,80 @@ def standings(source: Ledger | Iterable[CohortState]) -> dict[str, list[AgentSta
     return {state.cohort: cohort_standings(state) for state in _states(source)}
 
 
-def leaderboard(source: Ledger | Iterable[CohortState]) -> list[LeaderboardRow]:
-    """Every agent name across all cohorts, ordered by total P/L (origins §1.12)."""
+class MarketResample:
+    """The bootstrap over markets for a set of cohorts: one weight matrix over the union of
+    their universes, applied alike to every agent, so paired differences stay paired."""
+
+    def __init__(self, states: Sequence[CohortState], draws: int = DRAWS, seed: int = 0) -> None:
+        self.states = list(states)
+        self.markets = sorted({m for s in self.states for m in s.markets})
+        self.index = {m: j for j, m in enumerate(self.markets)}
+        self.draws = draws
+        self.seed = seed
+        self.weights = market_weights(max(len(self.markets), 1), draws, seed)
+        self._matrices: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def matrices(self, agent: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per cohort the agent traded in (rows), by market (columns): its return in percent
+        of starting cash, its summed implied Brier and its resolved bets."""
+        if agent in self._matrices:
+            return self._matrices[agent]
+        states = [s for s in self.states if agent in s.books]
+        shape = (len(states), self.weights.shape[1])
+        ret, brier_sum, resolved = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        for k, state in enumerate(states):
+            cash = state.books[agent].initial_cash
+            for market, pnl in state.market_pnl(agent).items():
+                ret[k, self.index[market]] += pnl / cash * 100.0 if cash else 0.0
+            for row in state.books[agent].brier_rows:
+                j = self.index[row.market]
+                brier_sum[k, j] += row.brier
+                resolved[k, j] += 1
+        self._matrices[agent] = (ret, brier_sum, resolved)
+        return ret, brier_sum, resolved
+
+    def return_interval(self, agent: str, mean: float) -> tuple[float | None, float | None]:
+        """The interval of the agent's mean return over its cohorts."""
+        ret = self.matrices(agent)[0]
+        draws = cohort_mean_draws(self.weights, ret)
+        return bootstrap_interval(draws, mean, _carrying(ret))
+
+    def brier_interval(self, agent: str, mean: float) -> tuple[float | None, float | None]:
+        """The interval of the mean over cohorts of each cohort's mean implied Brier."""
+        _, brier_sum, resolved = self.matrices(agent)
+        draws = cohort_mean_draws(self.weights, brier_sum, resolved)
+        return bootstrap_interval(draws, mean, _carrying(resolved))
+
+    def paired(self, a: str, b: str, mean: float) -> PairedDifference:
+        """``a``'s mean return minus ``b``'s; both must be in every cohort."""
+        diff = self.matrices(a)[0] - self.matrices(b)[0]
+        draws = cohort_mean_draws(self.weights, diff)
+        return bootstrap_difference(draws, np.zeros_like(draws), mean, _carrying(diff))
+
+
+def _carrying(matrix: np.ndarray) -> int:
+    """How many markets (columns) carry any of the figure."""
+    return int(np.count_nonzero(np.abs(matrix).sum(axis=0)))
+
+
+def leaderboard(
+    source: Ledger | Iterable[CohortState],
+    *,
+    interval: MethodChoice = "auto",
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> list[LeaderboardRow]:
+    """Every agent name across all cohorts, ordered by total P/L (origins §1.12).
+
+    ``interval`` picks how the 95% intervals are made (``ledger.intervals``); ``auto``
+    resamples markets when the cohorts share any. ``draws`` and ``seed`` shape the bootstrap.
+    """
+    states = _states(source)
+    method = interval_method(states, interval)
+    resample = MarketResample(states, draws, seed) if method == "markets" else None
     per_agent: dict[str, list[AgentStanding]] = {}
     rows_of: dict[str, list[BrierRow]] = {}
-    for state in _states(source):
+    for state in states:
         for standing in cohort_standings(state):
             per_agent.setdefault(standing.agent, []).append(standing)
             rows_of.setdefault(standing.agent, []).extend(state.books[standing.agent].brier_rows)
@@ -239,25 +259,115 @@ def leaderboard(source: Ledger | Iterable[CohortState]) -> list[LeaderboardRow]:
         return_mean, return_low, return_high = mean_ci([r.return_pct for r in results])
         briers = [r.brier for r in results if r.brier is not None]
         brier_mean, brier_low, brier_high = mean_ci(briers) if briers else (None, None, None)
+        if resample is not None:
+            return_low, return_high = resample.return_interval(agent, return_mean)
+            if brier_mean is not None:
+                brier_low, brier_high = resample.brier_interval(agent, brier_mean)
+        pooled = _mean_brier(rows)
         board.append(
             LeaderboardRow(
                 agent=agent,
                 cohorts=len(results),
                 total_pnl=total_pnl,
                 pnl_pct=total_pnl / capital * 100.0 if capital else 0.0,
-                brier=_mean_brier(rows),
+                brier=pooled,
                 win_rate=_win_rate(rows),
                 n_resolved=len(rows),
+                n_bets=sum(r.n_bets for r in results),
+                bss=_skill(pooled, RANDOM_BRIER),
+                bss_market=_skill(pooled, _market_brier(rows)),
                 return_mean=return_mean,
                 return_ci_low=return_low,
                 return_ci_high=return_high,
                 brier_mean=brier_mean,
                 brier_ci_low=brier_low,
                 brier_ci_high=brier_high,
+                interval=method,
             )
         )
     board.sort(key=lambda r: (-r.total_pnl, r.agent))
     return board
+
+
+def interval_method(
+    source: Ledger | Iterable[CohortState], choice: MethodChoice = "auto"
+) -> Method:
+    """The method ``leaderboard`` uses for these cohorts: ``auto`` resamples markets when any
+    market is in more than one cohort's universe."""
+    return choose_method(choice, [list(s.markets) for s in _states(source)])
+
+
+def paired_returns(
+    source: Ledger | Iterable[CohortState],
+    a: str,
+    b: str,
+    *,
+    interval: MethodChoice = "auto",
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> PairedDifference:
+    """Agent ``a``'s return minus ``b``'s, cohort by cohort, with the interval of its mean by
+    the same method as ``leaderboard`` (both agents must be in every cohort)."""
+    states = _states(source)
+    diffs = []
+    for state in states:
+        by_agent = {s.agent: s.return_pct for s in cohort_standings(state)}
+        diffs.append((by_agent[a], by_agent[b]))
+    t = paired_difference([x for x, _ in diffs], [y for _, y in diffs])
+    if interval_method(states, interval) == "cohorts":
+        return t
+    return MarketResample(states, draws, seed).paired(a, b, t.mean)
+
+
+def categories(source: Ledger | Iterable[CohortState]) -> list[CategoryRow]:
+    """Each agent's bets, P/L, share of mean return and pooled implied Brier per market
+    category (as the tape names it; ``—`` when it names none), by agent then category."""
+    states = _states(source)
+    cells: dict[tuple[str, str], dict[str, float]] = {}
+    markets: dict[tuple[str, str], set[str]] = {}
+    cohorts: dict[str, int] = {}
+    for state in states:
+        category = {m: listed.category or "—" for m, listed in state.markets.items()}
+        for agent, book in state.books.items():
+            cohorts[agent] = cohorts.get(agent, 0) + 1
+            for market, pnl in state.market_pnl(agent).items():
+                cell = _cell(cells, markets, agent, category[market], market)
+                cell["pnl"] += pnl
+                cell["pp"] += pnl / book.initial_cash * 100.0 if book.initial_cash else 0.0
+            for market, n in book.bets_by_market.items():
+                _cell(cells, markets, agent, category[market], market)["bets"] += n
+            for row in book.brier_rows:
+                cell = _cell(cells, markets, agent, category[row.market], row.market)
+                cell["resolved"] += 1
+                cell["brier"] += row.brier
+    return [
+        CategoryRow(
+            agent=agent,
+            category=category,
+            markets=len(markets[agent, category]),
+            n_bets=int(c["bets"]),
+            n_resolved=int(c["resolved"]),
+            pnl=c["pnl"],
+            return_pp=c["pp"] / cohorts[agent],
+            brier=c["brier"] / c["resolved"] if c["resolved"] else None,
+        )
+        for (agent, category), c in sorted(cells.items())
+    ]
+
+
+def _cell(
+    cells: dict[tuple[str, str], dict[str, float]],
+    markets: dict[tuple[str, str], set[str]],
+    agent: str,
+    category: str,
+    market: str,
+) -> dict[str, float]:
+    key = (agent, category)
+    markets.setdefault(key, set()).add(market)
+    cell = cells.get(key)
+    if cell is None:
+        cell = cells[key] = {"pnl": 0.0, "pp": 0.0, "bets": 0.0, "resolved": 0.0, "brier": 0.0}
+    return cell
 
 
 def belief_scores(rows: Sequence[BrierRow]) -> dict[str, object] | None:

@@ -111,6 +111,13 @@ class Book(msgspec.Struct):
     n_rejected: int = 0
     n_decisions: int = 0
     n_errors: int = 0
+    flows: dict[str, float] = msgspec.field(default_factory=dict)
+    """Per market, the cash it has paid this agent: sells, payouts and refunds less buys.
+    With the open positions' marked value it splits the agent's P/L by market, which is what
+    intervals that resample markets (``ledger.intervals``) and the per-category report need.
+    Derived from the same events as the rest, so ``snapshot`` (and the state digest every
+    closed cohort records) leaves it out and logs written before it still verify."""
+    bets_by_market: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class CohortState:
@@ -201,9 +208,13 @@ class CohortState:
         self.n_orders += 1
         book = self.books[e.agent]
         key = (e.market, e.side)
+        flows = book.flows
+        market = e.market
         if e.kind == "buy":
             book.cash -= e.amount
             book.n_bets += 1
+            flows[market] = flows.get(market, 0.0) - e.amount
+            book.bets_by_market[market] = book.bets_by_market.get(market, 0) + 1
             position = book.positions.get(key)
             if position is None:
                 outcome = self.side_of(e.market, e.side)
@@ -221,6 +232,7 @@ class CohortState:
             return
         book.cash += e.amount
         book.n_sells += 1
+        flows[market] = flows.get(market, 0.0) + e.amount
         book.realized += e.realized or 0.0
         position = book.positions[key]
         position.last_price = e.price
@@ -257,12 +269,14 @@ class CohortState:
     def _settled(self, e: PositionSettled) -> None:
         book = self.books[e.agent]
         book.cash += e.payout
+        book.flows[e.market] = book.flows.get(e.market, 0.0) + e.payout
         book.realized += e.realized
         del book.positions[(e.market, e.side)]
 
     def _refunded(self, e: PositionRefunded) -> None:
         book = self.books[e.agent]
         book.cash += e.refund
+        book.flows[e.market] = book.flows.get(e.market, 0.0) + e.refund
         del book.positions[(e.market, e.side)]
 
     # -- valuation ---------------------------------------------------------------------------
@@ -276,6 +290,15 @@ class CohortState:
 
     def positions_value(self, agent: str) -> float:
         return sum(p.shares * self.side_price(p) for p in self.books[agent].positions.values())
+
+    def market_pnl(self, agent: str) -> dict[str, float]:
+        """The agent's P/L split by market: the cash each paid (``Book.flows``) plus what its
+        open positions there are marked at. The values add up to the agent's P/L."""
+        book = self.books[agent]
+        pnl = dict(book.flows)
+        for p in book.positions.values():
+            pnl[p.market] = pnl.get(p.market, 0.0) + p.shares * self.side_price(p)
+        return pnl
 
     def digest(self) -> str:
         """sha256 of ``snapshot()``: floats enter by their exact repr, so equal means equal."""

@@ -7,6 +7,7 @@ markets, stay inside (0, 1) and drift toward 0.5 rather than sticking at the edg
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,55 @@ def random_walk_tape(
         for m, won in zip(markets, yes_won, strict=True)
     }
     offsets = np.arange(n_markets + 1, dtype=np.int64) * n_steps
+    return Tape(markets, offsets, np.tile(grid, n_markets), prices.T.reshape(-1), resolutions)
+
+
+def fair_tape(
+    n_markets: int,
+    n_days: int,
+    seed: int,
+    spread: float = 1.0,
+    start_ts: int = 1_704_067_200,
+) -> Tape:
+    """``n_markets`` binary markets priced *fairly*: every price is the probability of YES given
+    everything known at its instant, so no strategy has an edge and every bet's expected P/L is
+    exactly zero. For testing what intervals claim when the truth is known.
+
+    Each market follows a Brownian signal ``X`` (one step a day, from ``N(0, spread² n_days)``:
+    at 1 the first prices are uniform on (0, 1), smaller keeps them nearer 0.5) and
+    resolves YES iff ``X`` is above zero one day after its last point, so the price at day ``t``
+    is ``Φ(X_t / √(n_days − t))``, a martingale. All markets resolve at the same instant, as the
+    markets of one election do: weekly cohorts of this tape share their outcomes.
+    """
+    if n_markets < 1 or n_days < 1:
+        raise ValueError("need at least one market and one day")
+    day = 86_400
+    rng = np.random.default_rng(seed)
+    steps = rng.standard_normal((n_days, n_markets))
+    walk = np.cumsum(steps, axis=0) + rng.normal(0.0, spread * np.sqrt(n_days), n_markets)
+    signal = np.vstack([walk[:1] - steps[:1], walk[:-1]])  # X at each day's point
+    remaining = np.arange(n_days, 0, -1, dtype=np.float64)[:, None]
+    normal_cdf = np.vectorize(lambda z: 0.5 * math.erfc(-z / math.sqrt(2.0)))
+    prices = np.clip(normal_cdf(signal / np.sqrt(remaining)), 1e-9, 1.0 - 1e-9)
+    grid = start_ts + day * np.arange(n_days, dtype=np.int64)
+    last_ts = int(grid[-1])
+    markets = [
+        MarketInfo(
+            id=f"fair-{k:04d}",
+            question=f"Fair market {k}?",
+            outcomes=("Yes", "No"),
+            category="synthetic",
+            volume=float(n_markets - k),
+            open_ts=start_ts,
+            close_ts=last_ts,
+        )
+        for k in range(n_markets)
+    ]
+    resolutions = {
+        m.id: Resolution(market=m.id, ts=last_ts + day, winner="Yes" if won else "No")
+        for m, won in zip(markets, walk[-1] > 0, strict=True)
+    }
+    offsets = np.arange(n_markets + 1, dtype=np.int64) * n_days
     return Tape(markets, offsets, np.tile(grid, n_markets), prices.T.reshape(-1), resolutions)
 
 

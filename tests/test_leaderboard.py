@@ -9,13 +9,13 @@ import pytest
 
 from ledger.errors import LedgerError
 from ledger.events import BetIntent, CohortOpened, Marked, MarketListed, SellIntent
+from ledger.intervals import mean_ci, paired_difference, t_quantile_975
 from ledger.leaderboard import (
+    categories,
     cohort_standings,
     leaderboard,
-    mean_ci,
-    paired_difference,
+    paired_returns,
     standings,
-    t_quantile_975,
 )
 from ledger.projection import CohortState, Ledger
 from ledger.rules import Broker, rules_for, settle
@@ -154,8 +154,13 @@ def test_standings_rank_by_total_value() -> None:
 
 
 def test_leaderboard_by_hand() -> None:
-    alice, bob = leaderboard(two_cohorts())
+    alice, bob = leaderboard(two_cohorts(), interval="cohorts")
     assert (alice.agent, alice.cohorts, bob.agent) == ("alice", 2, "bob")
+    assert (alice.interval, alice.n_bets, bob.n_bets) == ("cohorts", 3, 3)
+    # pooled skill: 1 - 0.32 / 0.25; the market paid 0.25 (won) and 0.5 (won): its Brier
+    # ((0.75)^2 + 0.5^2) / 2 = 0.40625, so 1 - 0.32 / 0.40625
+    assert alice.bss == pytest.approx(1 - 0.32 / 0.25)
+    assert alice.bss_market == pytest.approx(1 - 0.32 / 0.40625)
     # alice: P/L 1975 + 2500 = 4475 on 2 x 10000 = 22.375%
     assert (alice.total_pnl, alice.pnl_pct) == (4_475.0, 22.375)
     # all her rows: (0.64 + 0) / 2 = 0.32; both won
@@ -175,6 +180,49 @@ def test_leaderboard_by_hand() -> None:
     assert bob.brier_ci_low == pytest.approx(0.26 - T_1 * 0.1)
     assert bob.brier_ci_high == pytest.approx(0.26 + T_1 * 0.1)
     assert (bob.win_rate, bob.n_resolved) == (0.0, 3)
+
+
+def test_the_bootstrap_over_markets_by_hand() -> None:
+    """The two cohorts share both markets, so ``auto`` resamples markets. Alice made 15% on
+    ``bin`` and 4.75% on ``other`` in c1, 25% on ``bin`` in c2: a draw's mean return is
+    (15 + 25) / 2 · w_bin + 4.75 / 2 · w_other = 20 w_bin + 2.375 w_other, with (w_bin,
+    w_other) = (2, 0), (1, 1), (0, 2) at chances 1/4, 1/2, 1/4: 40, 22.375 or 4.75. Their
+    standard deviation is 17.625 / √2 = 12.463 (up to the noise of 2,000 draws), and with
+    G = 2 markets the interval is 22.375 ± t₁ · √2 · 12.463: honest about two markets."""
+    ledger = two_cohorts()
+    alice, bob = leaderboard(ledger)
+    assert alice.interval == "markets"
+    assert alice.return_mean == 22.375
+    half = T_1 * math.sqrt(2) * 17.625 / math.sqrt(2)
+    assert alice.return_ci_low == pytest.approx(22.375 - half, rel=0.05)
+    assert alice.return_ci_high == pytest.approx(22.375 + half, rel=0.05)
+    # bob lost on bin only (-9.875 · w_bin): one market carries it, too few for an interval
+    assert (bob.return_ci_low, bob.return_ci_high) == (None, None)
+    assert (bob.brier_ci_low, bob.brier_ci_high) == (None, None)
+    # alice - bob per draw: 29.875 w_bin + 2.375 w_other, sd 27.5 / √2
+    diff = paired_returns(ledger, "alice", "bob")
+    assert diff.mean == pytest.approx(22.375 + 9.875)
+    assert diff.ci_high - diff.ci_low == pytest.approx(2 * T_1 * 27.5, rel=0.05)
+    assert not diff.significant
+    # the same seed gives the same interval; another seed moves it a little, not much
+    assert leaderboard(ledger)[0] == alice
+    other = leaderboard(ledger, seed=1)[0]
+    assert other.return_ci_low == pytest.approx(alice.return_ci_low, rel=0.05)
+    assert leaderboard(ledger, interval="cohorts")[0].interval == "cohorts"
+
+
+def test_categories_add_up_to_the_leaderboard() -> None:
+    """Both markets are uncategorised here (``—``): one row per agent, holding everything."""
+    ledger = two_cohorts()
+    rows = {r.agent: r for r in categories(ledger)}
+    alice = rows["alice"]
+    assert (alice.category, alice.markets, alice.n_bets, alice.n_resolved) == ("—", 2, 3, 2)
+    # P/L 1500 + 475 + 2500; (15 + 4.75 + 25) / 2 = her mean return; Brier (0.64 + 0) / 2
+    assert (alice.pnl, alice.return_pp) == (4_475.0, 22.375)
+    assert alice.brier == pytest.approx(0.32)
+    bob = rows["bob"]
+    # the rejected bet is not a bet; the sold half still counts as the buy it was
+    assert (bob.n_bets, bob.n_resolved, bob.pnl, bob.return_pp) == (3, 3, -1_975.0, -9.875)
 
 
 def test_rows_serialize_with_the_documented_keys() -> None:
