@@ -3,7 +3,9 @@
 A single cohort says little: one election week can make any strategy look clever. So a backtest
 replays the strategy *and* its comparison agents in the same cohorts (same universe, same
 instants, same seeds), one cohort per Sunday, and reports per-cohort results, means with 95%
-intervals, and the paired difference of returns, which removes what the cohorts share.
+intervals, and the paired difference of returns, which removes what the cohorts share. Weekly
+cohorts of one tape trade the same markets, so the intervals resample markets, not cohorts
+(``ledger.intervals``).
 
 Everything reported is folded from the log (never taken from the runner's memory), and the run's
 settings, tape hash and package version travel with the results, so a results file says exactly
@@ -20,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 import pydantic
 
 from arena.cohort import (
@@ -33,11 +34,11 @@ from arena.cohort import (
     split_starts,
     sundays,
 )
+from arena.equity import CohortRecord, fold_cohort
 from arena.replay import CohortDone, replay_cohorts
-from arena.report import iso_utc, universe_volume
-from ledger.events import Marked
-from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_difference
-from ledger.projection import BrierRow, CohortState
+from arena.report import IntervalSettings, interval_info, iso_utc, universe_volume
+from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_returns
+from ledger.projection import BrierRow
 from ledger.store import EventStore
 from replays.tape import Tape
 from strategies.loader import AgentSpec, build_strategy
@@ -201,33 +202,6 @@ def plan_backtest(
 
 
 @dataclass
-class CohortRecord:
-    """One cohort folded from the log, with each agent's total value after every mark."""
-
-    state: CohortState
-    start: int
-    offsets: list[int]  # seconds since the cohort's start, one per Marked event
-    values: dict[str, list[float]]  # agent -> cash + positions value at each offset
-
-
-def fold_cohort(store: EventStore, cohort: str) -> CohortRecord:
-    """Fold one cohort's stream, recording every agent's total value after each mark."""
-    state = CohortState(cohort)
-    offsets: list[int] = []
-    values: dict[str, list[float]] = {}
-    for event in store.read(stream=cohort):
-        state.apply(event)
-        if isinstance(event, Marked) and state.opened is not None:
-            offsets.append(event.ts - state.opened.start)
-            for agent, book in state.books.items():
-                total = book.cash + state.positions_value(agent)
-                values.setdefault(agent, []).append(total)
-    if state.opened is None:
-        raise BacktestError(f"cohort {cohort} has no CohortOpened event in the log")
-    return CohortRecord(state, state.opened.start, offsets, values)
-
-
-@dataclass
 class BacktestResult:
     """A finished backtest: its plan, every cohort folded from the log, and the log's digest."""
 
@@ -265,22 +239,6 @@ def run_backtest(
     return BacktestResult(plan, records, digest, db)
 
 
-def mean_equity(records: Sequence[CohortRecord], agent: str) -> tuple[np.ndarray, np.ndarray]:
-    """The agent's total value averaged over cohorts, by time since each cohort's start.
-
-    A cohort that has ended contributes its final value to later offsets (everything it held has
-    settled by then), so the average never jumps because a short cohort dropped out.
-    """
-    grid = np.unique(np.concatenate([np.asarray(r.offsets, dtype=np.int64) for r in records]))
-    total = np.zeros(grid.size)
-    for r in records:
-        offsets = np.asarray(r.offsets, dtype=np.int64)
-        idx = np.searchsorted(offsets, grid, side="right") - 1
-        values = np.asarray(r.values[agent])
-        total += np.where(idx >= 0, values[np.maximum(idx, 0)], r.state.books[agent].initial_cash)
-    return grid, total / len(records)
-
-
 # -- results as data -----------------------------------------------------------------------------
 
 
@@ -289,14 +247,14 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
     plan = result.plan
     names = result.agent_names
     cohorts = []
-    returns: dict[str, list[float]] = {name: [] for name in names}
     for record in result.records:
         agents = {}
         for s in cohort_standings(record.state):
-            returns[s.agent].append(s.return_pct)
             agents[s.agent] = {
                 "return_pct": s.return_pct,
                 "brier": s.brier,
+                "bss": s.bss,
+                "bss_market": s.bss_market,
                 "win_rate": s.win_rate,
                 "pnl": s.pnl,
                 "total_value": s.total_value,
@@ -315,14 +273,11 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
                 "agents": {name: agents[name] for name in names},
             }
         )
-    board = {
-        row.agent: msgspec.to_builtins(row) for row in leaderboard(r.state for r in result.records)
-    }
+    states = [r.state for r in result.records]
+    board = {row.agent: msgspec.to_builtins(row) for row in leaderboard(states)}
     summary = {name: {k: v for k, v in board[name].items() if k != "agent"} for name in names}
     paired = {
-        name: paired_difference(returns[STRATEGY], returns[name])._asdict()
-        for name in names
-        if name != STRATEGY
+        name: paired_returns(states, STRATEGY, name)._asdict() for name in names if name != STRATEGY
     }
     beliefs = {name: b for name in names if (b := belief_scores(result.brier_rows(name)))}
     return {
@@ -334,6 +289,7 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
         "skipped_starts": [iso_utc(int(s.start.timestamp())) for s in plan.skipped],
         "skipped_why": {iso_utc(int(s.start.timestamp())): s.reason for s in plan.skipped},
         "cohorts": cohorts,
+        "interval": interval_info(states, IntervalSettings()),
         "summary": summary,
         "paired": paired,
         "beliefs": beliefs or None,

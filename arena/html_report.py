@@ -1,36 +1,48 @@
-"""The backtest as one self-contained HTML page: tables, equity curves and reliability diagrams.
+"""Reports as one self-contained HTML page: tables, equity curves and reliability diagrams.
 
-The charts are SVG written here by hand, and the page links nothing (no scripts, fonts or
-stylesheets from elsewhere), so a report opens offline years later exactly as it was written
-and can be mailed or archived as a single file next to its ``results.json``.
+Two pages share every part: a backtest's (``arena backtest --report``) and any replay's
+(``arena report DB --html``). The page links nothing (no scripts, fonts or stylesheets from
+elsewhere), so it opens offline years later exactly as it was written and can be mailed or
+archived as a single file next to its JSON. Every table says which Brier and which interval it
+shows, and the settings table holds what it takes to run the same thing again.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from arena.backtest import STRATEGY, BacktestResult, mean_equity
-from ledger.metrics import reliability
-from ledger.projection import BrierRow
-
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-RELIABILITY_BINS = 10
-WIDTH, HEIGHT = 640, 320
-LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 45
+from arena.backtest import STRATEGY, BacktestResult
+from arena.charts import (
+    PALETTE,
+    RELIABILITY_BINS,
+    agent_equity,
+    equity_chart,
+    figure,
+    reliability_chart,
+)
+from arena.equity import CohortRecord, fold_cohort, mean_equity
+from arena.report import BRIER_IMPLIED, IntervalSettings, Usage, report_data
+from ledger.leaderboard import belief_scores
+from ledger.projection import BrierRow, Ledger
+from ledger.store import EventStore
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222;
+       padding: 0 1em; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; margin: 0.5em 0 0.3em; font-size: 0.9em; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right;
+         white-space: nowrap; }
+.l { text-align: left; }
+th.l + th:not(.l), td.l + td:not(.l) { padding-left: 1.2em; }
+td.text { text-align: left; white-space: normal; }
+.nw { white-space: nowrap; }
+p.note { font-size: 0.85em; color: #555; margin: 0 0 1.5em; max-width: 60em; }
 .pos { color: #1a7f37; } .neg { color: #cf222e; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; } figcaption { font-size: 0.9em; color: #555; }
@@ -39,58 +51,126 @@ svg text { font-size: 11px; fill: #444; }
 """
 
 
+COST_LABELS = {
+    "cost": "USD",
+    "tokens_in": "tokens in",
+    "tokens_out": "tokens out",
+    "latency_median_ms": "median ms",
+    "latency_p95_ms": "p95 ms",
+}
+
+
+# -- pages ---------------------------------------------------------------------------------------
+
+
 def write_report(directory: Path, result: BacktestResult, data: dict[str, Any]) -> Path:
-    """Write ``index.html`` and ``results.json`` into ``directory``; return the page's path."""
+    """A backtest: ``index.html`` and ``results.json`` into ``directory``; the page's path."""
+    return _write(directory, "results.json", data, render_html(result, data))
+
+
+def write_replay_report(
+    directory: Path,
+    store: EventStore,
+    ledger: Ledger,
+    intervals: IntervalSettings,
+    usage: Usage | None = None,
+) -> Path:
+    """Any replay's log: ``index.html`` and ``report.json`` (what ``arena report --json``
+    prints, with the log's digest) into ``directory``; the page's path."""
+    cohorts = sorted(ledger.cohorts)
+    data = report_data(ledger, usage, intervals) | {
+        "db": str(store.path),
+        "digest": store.digest(streams=cohorts),
+    }
+    records = [fold_cohort(store, cohort) for cohort in cohorts]
+    return _write(directory, "report.json", data, render_replay_html(data, records))
+
+
+def _write(directory: Path, name: str, data: dict[str, Any], html: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "results.json").write_text(json.dumps(data, indent=2) + "\n")
+    (directory / name).write_text(json.dumps(data, indent=2) + "\n")
     page = directory / "index.html"
-    page.write_text(render_html(result, data))
+    page.write_text(html)
     return page
 
 
 def render_html(result: BacktestResult, data: dict[str, Any]) -> str:
+    """The backtest page: settings, summary with paired differences, cohorts, charts."""
     names = result.agent_names
-    colours = {name: PALETTE[k % len(PALETTE)] for k, name in enumerate(names)}
-    title = f"Backtest of {data['strategy']}"
+    colours = _colours(names)
     sections = [
-        f"<h1>{escape(title)}</h1>",
-        _settings_table(data),
-        "<h2>Summary over cohorts</h2>",
+        _settings_table(_backtest_settings(data)),
+        '<h2 id="summary">Summary over cohorts</h2>',
         _summary_table(data),
-        "<h2>Per cohort</h2>",
+        _note(f"{data['interval']['text']}: {data['interval']['detail']} {BRIER_IMPLIED}."),
+        '<h2 id="per-cohort">Per cohort</h2>',
         _cohort_table(data),
+        _note(BRIER_IMPLIED + "."),
     ]
     if data["beliefs"]:
-        sections += ["<h2>Stated beliefs</h2>", _beliefs_table(data["beliefs"])]
-    sections += [
-        "<h2>Equity</h2>",
-        "<p>Total value (cash + positions at the latest marks) by days since each cohort's "
-        "start; thin lines are single cohorts, the thick line their mean.</p>",
-        '<div class="charts">',
-        _figure(
-            "Mean over cohorts, every agent",
-            _equity_chart(
-                [(name, *mean_equity(result.records, name)) for name in names], colours, ()
-            ),
+        sections += _beliefs_section(data["beliefs"])
+    sections += _cost_section(data.get("model_usage_by_agent"))
+    sections += _charts(result.records, names, colours, result.brier_rows)
+    return _page(f"Backtest of {data['strategy']}", sections)
+
+
+def render_replay_html(data: dict[str, Any], records: Sequence[CohortRecord]) -> str:
+    """Any replay's page: leaderboard, cohorts, categories, beliefs, cost, charts, settings."""
+    names = [row["agent"] for row in data["leaderboard"]]
+    colours = _colours(names)
+
+    def rows_of(agent: str) -> list[BrierRow]:
+        return [row for r in records if agent in r.state.books
+                for row in r.state.books[agent].brier_rows]  # fmt: skip
+
+    beliefs = {name: b for name in names if (b := belief_scores(rows_of(name)))}
+    sections = [
+        '<h2 id="leaderboard">Leaderboard</h2>',
+        _leaderboard_table(data["leaderboard"]),
+        _note(
+            f"Across {len(data['cohorts'])} cohort(s), by total P/L. Mean return: the mean of "
+            f"the cohorts' returns. {data['interval']['text']}: {data['interval']['detail']} "
+            f"{BRIER_IMPLIED}."
         ),
-        *(_figure(name, _agent_equity(result, name, colours[name])) for name in names),
-        "</div>",
-        "<h2>Reliability</h2>",
-        f"<p>Forecast against observed frequency in {RELIABILITY_BINS} bins (area ∝ bets): "
-        "● implied confidence (amount / 25% of cash), ■ stated belief.</p>",
-        '<div class="charts">',
-        *(
-            _figure(name, _reliability_chart(result.brier_rows(name), colours[name]))
-            for name in names
+        '<h2 id="cohorts">Cohorts</h2>',
+        _cohort_lines(data, names),
+        _note("Each agent's return in each cohort."),
+        '<h2 id="categories">By category</h2>',
+        _categories_table(data["categories"]),
+        _note(
+            "Return: the category's P/L in points of starting cash, mean over cohorts (an "
+            "agent's categories add up to its mean return). Brier (impl.) pooled over the "
+            "category's resolved bets."
         ),
-        "</div>",
     ]
-    body = "\n".join(sections)
+    if beliefs:
+        sections += _beliefs_section(beliefs)
+    sections += _cost_section(data.get("model_usage_by_agent"))
+    sections += _charts(records, names, colours, rows_of)
+    sections += ['<h2 id="settings">Settings</h2>', _replay_settings(data)]
+    return _page(f"Replay of {len(data['cohorts'])} cohort(s)", sections)
+
+
+def _page(title: str, sections: Sequence[str]) -> str:
+    body = "\n".join([f"<h1>{escape(title)}</h1>", *sections])
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n<body>\n{body}\n"
         "</body></html>\n"
     )
+
+
+def _colours(names: Sequence[str]) -> dict[str, str]:
+    return {name: PALETTE[k % len(PALETTE)] for k, name in enumerate(names)}
+
+
+def _unbroken(text: str) -> str:
+    """Text that must not wrap inside (a date breaks at its hyphens otherwise)."""
+    return f'<span class="nw">{escape(text)}</span>'
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{escape(text)}</p>'
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -100,47 +180,108 @@ def _fmt(x: float | None, fmt: str = "{:.4f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def _pct(x: float | None) -> str:
+def _pct(x: float | None, suffix: str = "%") -> str:
     if x is None:
         return "—"
     cls = "pos" if x > 0 else "neg" if x < 0 else ""
-    return f'<span class="{cls}">{x:+.2f}%</span>'
+    return f'<span class="{cls}">{x:+,.2f}{suffix}</span>'
 
 
 def _interval(low: float | None, high: float | None) -> str:
     return "—" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}]%"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """Figures right-aligned, the first ``left`` columns (names, dates, ids) left-aligned;
+    no cell wraps (a narrow window scrolls the table instead of breaking a date)."""
+
+    def cell(tag: str, k: int, content: str) -> str:
+        return f'<{tag} class="l">{content}</{tag}>' if k < left else f"<{tag}>{content}</{tag}>"
+
+    head = "".join(cell("th", k, escape(h)) for k, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(cell("td", k, c) for k, c in enumerate(row)) + "</tr>" for row in rows
+    )
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'
 
 
-def _settings_table(data: dict[str, Any]) -> str:
+def _settings_table(rows: Sequence[tuple[str, str]]) -> str:
+    body = "".join(
+        f'<tr><td class="l">{escape(k)}</td><td class="text">{v}</td></tr>' for k, v in rows
+    )
+    head = "<thead><tr><th>setting</th><th>value</th></tr></thead>"
+    return f"<table>{head}<tbody>{body}</tbody></table>"
+
+
+def _backtest_settings(data: dict[str, Any]) -> list[tuple[str, str]]:
     settings = data["settings"]
     starts = settings["starts"]
     rows = [
-        ["strategy", f"<code>{escape(data['strategy'])}</code> (trades as {STRATEGY})"],
-        ["against", escape(", ".join(data["against"]))],
-        ["cohorts", f"{len(starts)}: {escape(starts[0][:10])} .. {escape(starts[-1][:10])}"],
-        ["tape", f"<code>{escape(data['tape'])}</code> ({escape(settings['tape_path'])})"],
-        ["package version", escape(data["package_version"])],
-        ["log digest", f"<code>{escape(data['digest'])}</code>"],
+        ("strategy", f"<code>{escape(data['strategy'])}</code> (trades as {STRATEGY})"),
+        ("against", escape(", ".join(data["against"]))),
+        ("cohorts", f"{len(starts)}: {_unbroken(starts[0][:10])} .. {_unbroken(starts[-1][:10])}"),
+        ("tape", f"<code>{escape(data['tape'])}</code> ({escape(settings['tape_path'])})"),
+        ("package version", escape(data["package_version"])),
+        ("log digest", f"<code>{escape(data['digest'])}</code>"),
     ]
     for key in ("universe", "cash", "rules", "decision_cadence", "mark_cadence", "seed"):
-        rows.append([escape(key), escape(str(settings[key]))])
+        rows.append((key, escape(str(settings[key]))))
     cohorts = data["cohorts"]
     for by in sorted({c["universe_by"] for c in cohorts}):
         n = sum(c["universe_by"] == by for c in cohorts)
-        rows.append(["universe chosen by", escape(f"{by} ({n} of {len(cohorts)} cohorts)")])
+        rows.append(("universe chosen by", escape(f"{by} ({n} of {len(cohorts)} cohorts)")))
     stops = [c for c in cohorts if c["decisions_stopped"]]
     if stops:
         first = stops[0]["decisions_stopped"]
-        rows.append(["decisions stopped early", escape(
+        rows.append(("decisions stopped early", escape(
             f"{len(stops)} of {len(cohorts)} cohorts, e.g. {stops[0]['start'][:10]}: {first}"
-        )])  # fmt: skip
-    return _table(["setting", "value"], rows)
+        )))  # fmt: skip
+    return rows
+
+
+def _replay_settings(data: dict[str, Any]) -> str:
+    """One table per group of cohorts run with the same settings, with the command that
+    replays them (the tape is named by its hash: the log does not know where it was)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for cohort in data["cohorts"]:
+        settings = {k: v for k, v in cohort["settings"].items() if k != "start"}
+        groups.setdefault(json.dumps(settings, sort_keys=True), []).append(cohort)
+    parts = [
+        _settings_table([
+            ("package version", escape(data["package_version"])),
+            ("log", f"<code>{escape(data['db'])}</code>"),
+            ("log digest", f"<code>{escape(data['digest'])}</code>"),
+            ("intervals", escape(f"{data['interval']['text']}; {data['interval']['detail']}")),
+        ])
+    ]  # fmt: skip
+    for key, cohorts in groups.items():
+        s = json.loads(key)
+        starts = [c["start"][:10] for c in cohorts]
+        command = [
+            "arena", "replay", "--tape", f"TAPE-{s['tape'][:12]}", "--starts",
+            f"{starts[0]}..{starts[-1]}", "--rules", s["rules"], "--cash", f"{s['cash']:g}",
+            "--universe", str(s["universe"]), "--decisions", s["decision_cadence"], "--marks",
+            s["mark_cadence"], "--seed", str(s["seed"]),
+            *(a for name, spec in s["agents"].items() for a in ("--agent", f"{name}={spec}")),
+        ]  # fmt: skip
+        keys = ("rules", "cash", "universe", "universe_by", "decision_cadence", "mark_cadence",
+                "seed")  # fmt: skip
+        agents = ", ".join(f"{n} = {spec}" for n, spec in s["agents"].items())
+        replay = (
+            f"<code>{' '.join(_unbroken(shlex.quote(w)) for w in command)}</code> "
+            "(TAPE: the tape file with that hash; "
+            "Sundays without a cohort here are skipped)"
+        )
+        rows = [
+            ("cohorts", f"{len(starts)}: " + ", ".join(_unbroken(d) for d in starts)),
+            ("tape", f"<code>{escape(s['tape'])}</code>"),
+            *((k, escape(str(s[k]))) for k in keys),
+            ("agents", escape(agents)),
+            ("to replay", replay),
+        ]
+        parts.append(_settings_table(rows))
+    return "\n".join(parts)
 
 
 def _summary_table(data: dict[str, Any]) -> str:
@@ -155,14 +296,18 @@ def _summary_table(data: dict[str, Any]) -> str:
                 _interval(s["return_ci_low"], s["return_ci_high"]),
                 _fmt(s["brier_mean"]),
                 _fmt(s["brier"]),
+                _fmt(s["bss"], "{:+.3f}"),
+                _fmt(s["bss_market"], "{:+.3f}"),
                 _fmt(s["win_rate"], "{:.1%}"),
                 _pct(pair["mean"]) if pair else "",
                 _interval(pair["ci_low"], pair["ci_high"]) if pair else "",
                 ("✓" if pair["significant"] else "·") if pair else "",
             ]
         )
-    header = ["agent", "cohorts", "mean return", "95% CI", "Brier (mean)", "Brier (pooled)",
-              "win rate", f"{STRATEGY} − agent", "95% CI", "sig."]  # fmt: skip
+    method = data["interval"]["method"]
+    header = ["agent", "cohorts", "mean return", f"95% CI ({method})",
+              "Brier (impl., mean of cohorts)", "Brier (impl., pooled)", "BSS", "BSS mkt",
+              "win rate", f"{STRATEGY} − agent", f"95% CI ({method})", "sig."]  # fmt: skip
     return _table(header, rows)
 
 
@@ -170,7 +315,7 @@ def _cohort_table(data: dict[str, Any]) -> str:
     names = list(data["settings"]["agents"])
     header = ["start", "cohort", "markets"]
     for name in names:
-        header += [f"{name} return", "Brier", "win rate"]
+        header += [f"{name} return", "Brier (impl.)", "win rate"]
     rows = []
     for cohort in data["cohorts"]:
         row = [escape(cohort["start"][:10]), escape(cohort["cohort"]), str(cohort["markets"])]
@@ -179,188 +324,133 @@ def _cohort_table(data: dict[str, Any]) -> str:
             row += [_pct(a["return_pct"]), _fmt(a["brier"], "{:.3f}"),
                     _fmt(a["win_rate"], "{:.0%}")]  # fmt: skip
         rows.append(row)
+    return _table(header, rows, left=2)
+
+
+def _leaderboard_table(board: Sequence[dict[str, Any]]) -> str:
+    rows = [
+        [
+            escape(r["agent"]), str(r["cohorts"]), str(r["n_bets"]), _pct(r["total_pnl"], ""),
+            _pct(r["return_mean"]), _interval(r["return_ci_low"], r["return_ci_high"]),
+            _fmt(r["brier"], "{:.3f}"), _fmt(r["bss"], "{:+.3f}"),
+            _fmt(r["bss_market"], "{:+.3f}"), _fmt(r["win_rate"], "{:.0%}"),
+        ]
+        for r in board
+    ]  # fmt: skip
+    method = board[0]["interval"] if board else ""
+    header = ["agent", "cohorts", "bets", "total P/L ($)", "mean return",
+              f"95% CI ({method})", "Brier (impl.)", "BSS", "BSS mkt", "win"]  # fmt: skip
     return _table(header, rows)
 
 
-def _beliefs_table(beliefs: dict[str, Any]) -> str:
+def _cohort_lines(data: dict[str, Any], names: Sequence[str]) -> str:
+    rows = []
+    for cohort in data["cohorts"]:
+        returns = {a["agent"]: a["return_pct"] for a in cohort["agents"]}
+        status = "closed" if cohort["closed"] else "open"
+        rows.append(
+            [escape((cohort["start"] or "?")[:10]), escape(cohort["cohort"]),
+             str(cohort["markets"]), status, *(_pct(returns.get(n)) for n in names)]
+        )  # fmt: skip
+    return _table(["start", "cohort", "markets", "status", *names], rows, left=2)
+
+
+def _categories_table(rows: Sequence[dict[str, Any]]) -> str:
+    body = [
+        [escape(r["agent"]), escape(r["category"]), str(r["markets"]), str(r["n_bets"]),
+         _pct(r["pnl"], ""), _pct(r["return_pp"], " pp"), _fmt(r["brier"], "{:.3f}")]
+        for r in rows
+    ]  # fmt: skip
+    header = ["agent", "category", "markets", "bets", "P/L ($)", "return", "Brier (impl.)"]
+    return _table(header, body, left=2)
+
+
+def _beliefs_section(beliefs: dict[str, Any]) -> list[str]:
     rows = []
     for name, b in beliefs.items():
         m = b["murphy"]
         scores = [b["brier"], b["log_loss"], b["ece"], m["reliability"], m["resolution"],
                   m["uncertainty"], b["implied_brier"]]  # fmt: skip
         rows.append([escape(name), str(b["n"]), *map(_fmt, scores)])
-    header = ["agent", "bets", "Brier", "log loss", "ECE", "REL", "RES", "UNC", "implied Brier"]
-    return _table(header, rows)
+    header = ["agent", "bets", "Brier (stated)", "log loss", "ECE", "REL", "RES", "UNC",
+              "Brier (impl.)"]  # fmt: skip
+    return [
+        '<h2 id="beliefs">Stated beliefs</h2>',
+        _table(header, rows),
+        _note(
+            "Brier (stated): the probability the agent gave for its bet's side, against the "
+            "result, pooled over every cohort; REL, RES, UNC: its Murphy decomposition; "
+            "Brier (impl.) of the same bets beside it."
+        ),
+    ]
 
 
-# -- charts -------------------------------------------------------------------------------------
+def _cost_section(cost: Any) -> list[str]:
+    """What the agents' model calls cost, when the data carries it (``model_usage_by_agent``:
+    agent -> figures): one row per agent, its figures in the order the data gives them."""
+    if not cost:
+        return []
+    rows = [(str(agent), figures) for agent, figures in cost.items() if isinstance(figures, dict)]
+    keys = list(dict.fromkeys(k for _, figures in rows for k in figures))
+    body = [
+        [escape(agent), *(escape(_cost_cell(figures.get(k))) for k in keys)]
+        for agent, figures in rows
+    ]
+    header = ["agent", *(COST_LABELS.get(k, k.replace("_", " ")) for k in keys)]
+    return [
+        '<h2 id="cost">Cost of model calls</h2>',
+        _table(header, body),
+        _note(
+            "Over every cohort: HTTP attempts (calls), questions asked, re-asks after an unusable "
+            "answer, attempts that failed, answers the parser rejected, tokens and dollars as "
+            "the server reported them (— where it reported none), latency per attempt."
+        ),
+    ]
 
 
-def _figure(caption: str, svg: str) -> str:
-    return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+def _cost_cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values covering [low, high]: steps of 1, 2 or 5 times a power of ten."""
-    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
-        return [low]
-    raw = (high - low) / count
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.ceil(low / step) * step
-    return [first + k * step for k in range(int((high - first) / step + 1e-9) + 1)]
-
-
-@dataclass(frozen=True)
-class _Frame:
-    """Maps data coordinates into the plot area of a WIDTH × HEIGHT SVG."""
-
-    x0: float
-    x1: float
-    y0: float
-    y1: float
-
-    def x(self, v: float) -> float:
-        return LEFT + (v - self.x0) / (self.x1 - self.x0) * (WIDTH - LEFT - RIGHT)
-
-    def y(self, v: float) -> float:
-        return HEIGHT - BOTTOM - (v - self.y0) / (self.y1 - self.y0) * (HEIGHT - TOP - BOTTOM)
-
-    def polyline(self, xs: Sequence[float], ys: Sequence[float], colour: str, width: float) -> str:
-        points = " ".join(f"{self.x(a):.1f},{self.y(b):.1f}" for a, b in zip(xs, ys, strict=True))
-        return (
-            f'<polyline points="{points}" fill="none" stroke="{colour}" '
-            f'stroke-width="{width}" stroke-linejoin="round"/>'
-        )
-
-    def axes(self, x_label: str, y_label: str, y_fmt: str) -> str:
-        parts = [
-            f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" '
-            f'height="{HEIGHT - TOP - BOTTOM}" fill="none" stroke="#999"/>'
-        ]
-        for t in nice_ticks(self.x0, self.x1):
-            x = self.x(t)
-            parts.append(
-                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="#eee"/>'
-                f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 15}" text-anchor="middle">{t:g}</text>'
-            )
-        for t in nice_ticks(self.y0, self.y1):
-            y = self.y(t)
-            parts.append(
-                f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
-                f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">'
-                f"{escape(y_fmt.format(t))}</text>"
-            )
-        parts.append(
-            f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 8}" text-anchor="middle">'
-            f"{escape(x_label)}</text>"
-            f'<text transform="translate(14 {(TOP + HEIGHT - BOTTOM) / 2}) rotate(-90)" '
-            f'text-anchor="middle">{escape(y_label)}</text>'
-        )
-        return "".join(parts)
-
-
-def _svg(content: str, label: str) -> str:
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(label)}">'
-        f"{content}</svg>"
-    )
-
-
-def _padded(low: float, high: float) -> tuple[float, float]:
-    if high - low < 1e-9:
-        return low - 1.0, high + 1.0
-    pad = (high - low) * 0.05
-    return low - pad, high + pad
-
-
-def _equity_chart(
-    means: Sequence[tuple[str, np.ndarray, np.ndarray]],
+def _charts(
+    records: Sequence[CohortRecord],
+    names: Sequence[str],
     colours: dict[str, str],
-    thin: Sequence[tuple[str, np.ndarray, np.ndarray]],
-) -> str:
-    """Thick lines for ``means`` and thin ones for ``thin``: (agent, offsets in s, values)."""
-    series = [*means, *thin]
-    days = [offsets / 86_400 for _, offsets, _ in series]
-    values = [v for _, _, v in series]
-    x1 = max(float(d.max()) for d in days)
-    low, high = _padded(min(float(v.min()) for v in values), max(float(v.max()) for v in values))
-    frame = _Frame(0.0, x1 if x1 > 0 else 1.0, low, high)
-    lines = [
-        frame.polyline(list(d), list(v), colours[name], 0.7)
-        for (name, _, v), d in zip(thin, days[len(means) :], strict=True)
+    rows_of: Any,
+) -> list[str]:
+    """Equity curves (all agents' means, then each agent over its cohorts) and a reliability
+    diagram per agent; cohorts that were never marked draw no curve."""
+    marked = [r for r in records if r.offsets]
+    sections = [
+        '<h2 id="equity">Equity</h2>',
+        _note(
+            "Total value (cash + positions at the latest marks) by days since each cohort's "
+            "start; thin lines are single cohorts, the thick line their mean."
+        ),
     ]
-    lines += [
-        frame.polyline(list(d), list(v), colours[name], 2.2)
-        for (name, _, v), d in zip(means, days[: len(means)], strict=True)
+    drawn = [name for name in names if any(name in r.values for r in marked)]
+    if drawn:
+        means = [(name, *mean_equity(marked, name)) for name in drawn]
+        sections += [
+            '<div class="charts">',
+            figure("Mean over cohorts, every agent", equity_chart(means, colours, ())),
+            *(figure(name, agent_equity(marked, name, colours[name])) for name in drawn),
+            "</div>",
+        ]
+    else:
+        sections.append(_note("No cohort was marked: there is no curve to draw."))
+    sections += [
+        '<h2 id="reliability">Reliability</h2>',
+        _note(
+            f"Forecast against observed frequency in {RELIABILITY_BINS} bins (area ∝ bets): "
+            "● implied confidence (amount / 25% of cash), ■ stated belief."
+        ),
+        '<div class="charts">',
+        *(figure(name, reliability_chart(rows_of(name), colours[name])) for name in names),
+        "</div>",
     ]
-    legend = (
-        f'<rect x="{LEFT + 4}" y="{TOP + 3}" width="120" height="{14 * len(means) + 6}" '
-        'fill="white" fill-opacity="0.8"/>'
-    )
-    legend += "".join(
-        f'<text x="{LEFT + 8}" y="{TOP + 14 * (k + 1)}" fill="{colours[name]}" '
-        f'style="fill:{colours[name]}">— {escape(name)}</text>'
-        for k, (name, _, _) in enumerate(means)
-    )
-    axes = frame.axes("days since cohort start", "total value ($)", "{:,.0f}")
-    return _svg(axes + "".join(lines) + legend, "equity curve")
-
-
-def _agent_equity(result: BacktestResult, name: str, colour: str) -> str:
-    cohorts = [
-        (name, np.asarray(r.offsets, dtype=np.int64), np.asarray(r.values[name]))
-        for r in result.records
-    ]
-    thin_colours = {name: colour}
-    return _equity_chart([(name, *mean_equity(result.records, name))], thin_colours, cohorts)
-
-
-def _reliability_chart(rows: Sequence[BrierRow], colour: str) -> str:
-    frame = _Frame(0.0, 1.0, 0.0, 1.0)
-    parts = [
-        frame.axes("forecast probability", "observed frequency", "{:.1f}"),
-        f'<line x1="{frame.x(0):.1f}" y1="{frame.y(0):.1f}" x2="{frame.x(1):.1f}" '
-        f'y2="{frame.y(1):.1f}" stroke="#999" stroke-dasharray="4 3"/>',
-    ]
-    won = [float(r.won) for r in rows]
-    if not rows:
-        parts.append(
-            f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">no resolved bets</text>'
-        )
-        return _svg("".join(parts), "reliability diagram")
-    parts.append(_bin_marks(frame, [r.confidence for r in rows], won, colour, square=False))
-    beliefs = [(r.belief, float(r.won)) for r in rows if r.belief is not None]
-    if beliefs:
-        p, y = zip(*beliefs, strict=True)
-        parts.append(_bin_marks(frame, list(p), list(y), colour, square=True))
-    return _svg("".join(parts), "reliability diagram")
-
-
-def _bin_marks(
-    frame: _Frame, p: Sequence[float], y: Sequence[float], colour: str, *, square: bool
-) -> str:
-    """One mark per non-empty bin, joined by a line, its area proportional to its bets."""
-    stats = reliability(p, y, RELIABILITY_BINS, right_closed=False)
-    keep = stats.nonempty
-    xs = [float(v) for v in stats.mean_forecast[keep]]
-    ys = [float(v) for v in stats.observed[keep]]
-    counts = stats.count[keep]
-    radii = 3.0 + 9.0 * np.sqrt(counts / counts.max())
-    marks = [frame.polyline(xs, ys, colour, 1.0)]
-    for x, yv, r, n in zip(xs, ys, radii, counts, strict=True):
-        cx, cy = frame.x(x), frame.y(yv)
-        tip = f"<title>{n} bet(s): forecast {x:.3f}, observed {yv:.3f}</title>"
-        if square:
-            marks.append(
-                f'<rect x="{cx - r:.1f}" y="{cy - r:.1f}" width="{2 * r:.1f}" '
-                f'height="{2 * r:.1f}" fill="{colour}" fill-opacity="0.35" '
-                f'stroke="{colour}">{tip}</rect>'
-            )
-        else:
-            marks.append(
-                f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" fill="{colour}" '
-                f'fill-opacity="0.6" stroke="{colour}">{tip}</circle>'
-            )
-    return "".join(marks)
+    return sections

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv (Python >= 3.11) and installs arena with its development tools, from nothing.
+# Creates .venv (Python >= 3.11) and installs arena with its development tools, from nothing;
+# installs Chromium (Debian's package) when it is missing, for the tests that render reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -8,3 +9,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[dev]'
+if ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq chromium >/dev/null
+  else
+    echo "setup: chromium is missing and apt-get cannot install it here (needs apt-get as root); the HTML report tests need it" >&2
+  fi
+fi

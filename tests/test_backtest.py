@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -19,10 +18,11 @@ from click.testing import CliRunner, Result
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.backtest import CohortRecord, default_starts, mean_equity
+from arena.backtest import default_starts
+from arena.charts import nice_ticks
 from arena.cohort import NO_MARKET, UNCOVERED, VOLUME_FINAL
 from arena.commands.backtest import backtest
-from arena.html_report import nice_ticks
+from arena.equity import CohortRecord, mean_equity
 from ledger.events import CohortOpened
 from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, CohortState
@@ -31,7 +31,6 @@ from replays.tapefile import load_tape
 
 SMALL = ("--universe", "10", "--starts", "2024-09-01..2024-09-15")
 AGENTS = ["strategy", "hold", "favourite", "random"]
-T_975_DF2 = 4.302652729911275  # Student t, 0.975 quantile, 2 degrees of freedom (tables)
 
 
 def run(*args: str) -> Result:
@@ -68,7 +67,7 @@ def report(workdir: Path) -> tuple[Path, dict[str, Any]]:
 def test_json_shape(data: dict[str, Any]) -> None:
     assert list(data) == [
         "strategy", "against", "tape", "package_version", "settings", "skipped_starts",
-        "skipped_why", "cohorts", "summary", "paired", "beliefs", "digest", "db",
+        "skipped_why", "cohorts", "interval", "summary", "paired", "beliefs", "digest", "db",
     ]  # fmt: skip
     assert data["strategy"] == "favourite"
     assert data["against"] == ["hold", "favourite", "random"]
@@ -122,25 +121,22 @@ def test_identical_agents_differ_by_exactly_zero(data: dict[str, Any]) -> None:
     }  # fmt: skip
 
 
-def test_mean_and_interval_by_hand(data: dict[str, Any]) -> None:
+def test_means_by_hand_and_intervals_over_markets(data: dict[str, Any]) -> None:
+    # weekly cohorts of one tape share their markets: the intervals resample markets
+    assert data["interval"]["method"] == "markets"
+    assert (data["interval"]["markets"], data["interval"]["draws"]) == (10, 2000)
     for name in AGENTS:
         r = [c["agents"][name]["return_pct"] for c in data["cohorts"]]
-        # mean ± t(0.975, df=2) · s / √3 with the sample standard deviation s
-        mean = sum(r) / 3
-        s = math.sqrt(sum((x - mean) ** 2 for x in r) / 2)
         summary = data["summary"][name]
-        assert summary["return_mean"] == pytest.approx(mean)
-        assert summary["return_ci_low"] == pytest.approx(mean - T_975_DF2 * s / math.sqrt(3))
-        assert summary["return_ci_high"] == pytest.approx(mean + T_975_DF2 * s / math.sqrt(3))
+        assert summary["return_mean"] == pytest.approx(sum(r) / 3)
+        assert summary["interval"] == "markets"
+        assert summary["return_ci_low"] <= summary["return_mean"] <= summary["return_ci_high"]
     strategy = [c["agents"]["strategy"]["return_pct"] for c in data["cohorts"]]
     rand = [c["agents"]["random"]["return_pct"] for c in data["cohorts"]]
-    d = [a - b for a, b in zip(strategy, rand, strict=True)]
-    mean = sum(d) / 3
-    half = T_975_DF2 * math.sqrt(sum((x - mean) ** 2 for x in d) / 2) / math.sqrt(3)
     paired = data["paired"]["random"]
-    assert paired["mean"] == pytest.approx(mean)
-    assert (paired["ci_low"], paired["ci_high"]) == pytest.approx((mean - half, mean + half))
-    assert paired["significant"] == (mean - half > 0 or mean + half < 0)
+    assert paired["mean"] == pytest.approx(sum(strategy) / 3 - sum(rand) / 3)
+    assert paired["ci_low"] <= paired["mean"] <= paired["ci_high"]
+    assert paired["significant"] == (paired["ci_low"] > 0 or paired["ci_high"] < 0)
 
 
 def test_beliefs_only_for_agents_that_state_them(data: dict[str, Any]) -> None:

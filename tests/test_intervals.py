@@ -19,10 +19,10 @@ from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
 from ledger.errors import LedgerError
 from ledger.intervals import (
+    bootstrap_interval,
     choose_method,
     cohort_mean_draws,
     market_weights,
-    bootstrap_interval,
 )
 from ledger.leaderboard import cohort_standings, leaderboard
 from ledger.projection import CohortState
@@ -121,6 +121,7 @@ def test_bootstrap_interval_by_hand() -> None:
     half = 2.262157163 * math.sqrt(10 / 9) * math.sqrt(5 / 3)
     assert bootstrap_interval(draws, 2.0, 10) == pytest.approx((2.0 - half, 2.0 + half))
     assert bootstrap_interval(draws, 2.0, 1) == (None, None)  # one market: no interval
+    assert bootstrap_interval(draws, 0.0, 0) == (0.0, 0.0)  # none: the same in every draw
     assert bootstrap_interval(np.array([1.0, np.nan]), 1.0, 10) == (None, None)
     with pytest.raises(LedgerError):
         market_weights(0)

@@ -24,6 +24,7 @@ from arena.commands.options import cohort_options
 from arena.commands.replay import parse_starts, skipped_note
 from arena.console import make_console
 from arena.html_report import write_report
+from arena.report import BRIER_IMPLIED
 from ledger.errors import LedgerError
 from replays.errors import TapeError
 from replays.samples import sample_path
@@ -71,9 +72,11 @@ def summary_table(data: dict[str, Any]) -> Table:
         title=f"Over {len(data['cohorts'])} cohort(s): mean with 95% interval; "
         f"paired = {STRATEGY} − agent, cohort by cohort (✓: interval excludes 0)",
         title_justify="left",
+        caption=f"{data['interval']['text']}. {BRIER_IMPLIED}",
+        caption_justify="left",
         header_style="bold",
     )
-    for name in ["agent", "mean return [95% CI]", "Brier", "win rate",
+    for name in ["agent", "mean return [95% CI]", "Brier (impl.)", "BSS", "win rate",
                  f"{STRATEGY} − agent [95% CI]"]:  # fmt: skip
         table.add_column(name, justify="left" if name == "agent" else "right")
     for name, s in data["summary"].items():
@@ -85,7 +88,8 @@ def summary_table(data: dict[str, Any]) -> Table:
         table.add_row(
             name,
             f"{_pct(s['return_mean'])} {_interval(s['return_ci_low'], s['return_ci_high'])}",
-            _num(s["brier_mean"]),
+            _num(s["brier"]),
+            _num(s["bss"], "{:+.3f}"),
             _num(s["win_rate"], "{:.1%}"),
             paired,
         )
@@ -98,8 +102,8 @@ def beliefs_table(beliefs: dict[str, Any]) -> Table:
         title_justify="left",
         header_style="bold",
     )
-    for name in ["agent", "bets", "Brier", "log loss", "ECE", "REL", "RES", "UNC",
-                 "implied Brier"]:  # fmt: skip
+    for name in ["agent", "bets", "Brier (stated)", "log loss", "ECE", "REL", "RES", "UNC",
+                 "Brier (impl.)"]:  # fmt: skip
         table.add_column(name, justify="left" if name == "agent" else "right")
     for name, b in beliefs.items():
         m = b["murphy"]

@@ -1,4 +1,5 @@
-"""``arena report DB``: standings per cohort and the cross-cohort leaderboard."""
+"""``arena report DB``: the leaderboard and one line per cohort; each cohort's tables on
+request; the same as JSON or as an HTML page."""
 
 from __future__ import annotations
 
@@ -8,25 +9,73 @@ from pathlib import Path
 import click
 
 from arena.console import make_console
-from arena.report import load_ledger, print_report, report_data
+from arena.report import IntervalSettings, load_ledger, print_report, report_data
 from ledger.errors import LedgerError
+from ledger.intervals import DRAWS, METHOD_CHOICES
 from ledger.store import EventStore
 from ledger.usage import model_usage
 
 
 @click.command()
 @click.argument("db", type=click.Path(path_type=Path))
-@click.option("--cohort", "cohorts", multiple=True, help="Only these cohorts (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def report(db: Path, cohorts: tuple[str, ...], as_json: bool) -> None:
-    """Cash, P/L, return, Brier, win rate, bets and rejections per agent and cohort, and the
-    leaderboard across cohorts with 95% confidence intervals; for agents that ask a model,
-    its calls, re-asks, failures, tokens, dollars and latency.
+@click.option(
+    "--cohort",
+    "cohorts",
+    multiple=True,
+    help="Only these cohorts, with their own tables (repeatable).",
+)
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Every cohort's own tables, and the results per category.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
+@click.option(
+    "--html",
+    "html_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write DIR/index.html (charts, settings) and DIR/report.json.",
+)
+@click.option(
+    "--interval",
+    type=click.Choice(METHOD_CHOICES),
+    default="auto",
+    show_default=True,
+    help="95% intervals: bootstrap over markets, Student's t over cohorts, or auto "
+    "(markets when cohorts share any).",
+)
+@click.option(
+    "--draws",
+    type=click.IntRange(100, 100_000),
+    default=DRAWS,
+    show_default=True,
+    help="Bootstrap draws.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+def report(
+    db: Path,
+    cohorts: tuple[str, ...],
+    show_all: bool,
+    as_json: bool,
+    html_dir: Path | None,
+    interval: str,
+    draws: int,
+    seed: int,
+) -> None:
+    """The leaderboard across cohorts (mean return with a 95% interval that says how it was
+    made, implied-confidence Brier and skill scores) and one line per cohort; for agents
+    that ask a model, its calls, re-asks, failures, tokens, dollars and latency.
 
     \b
-    Example:
+    Examples:
+      arena report arena.db
+      arena report arena.db --cohort 2024-09-01-3f2a9c1e
+      arena report arena.db --all --interval cohorts
+      arena report arena.db --html report/
       arena report arena.db --json
     """
+    intervals = IntervalSettings(interval, draws, seed)  # type: ignore[arg-type]
     try:
         with EventStore.open(db, readonly=True) as store:
             unknown = set(cohorts) - set(store.streams())
@@ -34,9 +83,22 @@ def report(db: Path, cohorts: tuple[str, ...], as_json: bool) -> None:
                 raise click.ClickException(f"{db} has no cohort {sorted(unknown)[0]}")
             ledger = load_ledger(store, cohorts or None)
             usage = model_usage(store, cohorts or None)
+            if html_dir is not None:
+                from arena.html_report import write_replay_report
+
+                try:
+                    write_replay_report(html_dir, store, ledger, intervals, usage)
+                except OSError as exc:
+                    raise click.ClickException(
+                        f"{html_dir}: cannot write the report: {exc}"
+                    ) from None
     except LedgerError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        click.echo(json.dumps(report_data(ledger, usage), indent=2))
+        click.echo(json.dumps(report_data(ledger, usage, intervals), indent=2))
         return
-    print_report(make_console(), ledger, usage=usage)
+    console = make_console()
+    print_report(console, ledger, detail=True if cohorts or show_all else None,
+                 intervals=intervals, usage=usage)  # fmt: skip
+    if html_dir is not None:
+        console.print(f"report [bold]{html_dir / 'index.html'}[/]")

@@ -1,0 +1,126 @@
+"""``arena report DB --html DIR``: the page as a person sees it, rendered by headless Chromium.
+
+A replay of three weekly cohorts with a favourite-backer and an agent that only holds cash (a
+flat line at $10,000, the case whose axis once read "10,000" five times). The screenshot is
+decoded to pixels and checked for what the eye checks; the layout is measured in the browser.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from arena.charts import PALETTE, nice_ticks, padded, tick_labels
+from arena.commands.replay import replay
+from arena.commands.report import report
+from tests.browser import dates_wrapped, screenshot
+
+AGENTS = ("--agent", "fav=favourite", "--agent", "idle=hold")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("html")
+    db = tmp / "run.db"
+    args = ["--starts", "2024-09-01..2024-09-15", "--universe", "8", *AGENTS, "--db", str(db)]
+    made = CliRunner().invoke(replay, args)
+    assert made.exit_code == 0, made.output
+    written = CliRunner().invoke(report, [str(db), "--html", str(tmp / "out")])
+    assert written.exit_code == 0, written.output
+    return tmp / "out" / "index.html"
+
+
+def hex_rgb(colour: str) -> np.ndarray:
+    return np.array([int(colour[k : k + 2], 16) for k in (1, 3, 5)])
+
+
+def near(pixels: np.ndarray, colour: str, tolerance: int = 40) -> np.ndarray:
+    """Pixels within ``tolerance`` of ``colour`` on every channel (lines are anti-aliased)."""
+    return np.asarray((np.abs(pixels.astype(np.int64) - hex_rgb(colour)) <= tolerance).all(-1))
+
+
+def test_the_page_as_chromium_draws_it(page: Path, tmp_path: Path) -> None:
+    """At half scale a plot is 275 px wide; agents take the palette in leaderboard order."""
+    board = json.loads((page.parent / "report.json").read_text())["leaderboard"]
+    colour = {row["agent"]: PALETTE[k] for k, row in enumerate(board)}
+    pixels = screenshot(page, tmp_path / "page.png", 1000, 2600)
+    ink = (pixels < 200).any(-1)
+    assert ink.mean() > 0.02, "the page is (nearly) blank"
+    for agent in ("fav", "idle"):
+        xs = np.nonzero(near(pixels, colour[agent]))[1]
+        assert xs.size > 200, f"no curve drawn for {agent}"
+        assert xs.max() - xs.min() > 200, f"{agent}'s strokes do not cross a plot"
+    # the holder's line is flat: one row holds a straight run across the plot
+    assert near(pixels, colour["idle"]).sum(axis=1).max() > 200
+    # the favourite-backer's curves move: its colour is on many rows
+    assert np.count_nonzero(near(pixels, colour["fav"]).any(axis=1)) > 40
+
+
+def test_no_date_breaks_across_lines(page: Path) -> None:
+    html = page.read_text()
+    # in a window narrower than the tables, the tables scroll and the dates stay whole
+    assert dates_wrapped(html, 500) == []
+    # the probe can tell: without the rules that keep them whole, dates break at a hyphen
+    loose = html.replace("white-space: nowrap;", "")
+    assert dates_wrapped(loose, 500) != []
+
+
+def test_flat_axes_read_distinct_labels(page: Path) -> None:
+    html = page.read_text()
+    idle = html[: html.index("<figcaption>idle</figcaption>")].split("<svg")[-1]  # its curve
+    labels = re.findall(r'text-anchor="end">([^<]+)</text>', idle)
+    assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+    assert "10,000" in labels
+
+
+def test_the_page_holds_what_reproduces_the_run(page: Path) -> None:
+    html = page.read_text()
+    text = re.sub(r"<[^>]+>", "", html)  # what the reader sees
+    data = json.loads((page.parent / "report.json").read_text())
+    for needle in (data["digest"], data["package_version"], "arena replay --tape TAPE-",
+                   "--agent fav=favourite", "Brier (impl.)", "BSS mkt", "bootstrap over the",
+                   "By category", "Reliability"):  # fmt: skip
+        assert needle in text
+    tape = data["cohorts"][0]["settings"]["tape"]
+    assert tape in html and "2024-09-15" in html
+    for external in ("<script", "<link", "src=", "href=", "@import", "url("):
+        assert external not in html
+    assert "Cost of model calls" not in html  # no model calls, no cost section
+
+
+def test_a_cost_section_appears_when_the_data_has_it() -> None:
+    from arena.html_report import _cost_section
+
+    assert _cost_section(None) == []
+    usage = {"gpt": {"calls": 12, "tokens_in": 3400, "cost": 0.0315, "latency_median_ms": 1.5}}
+    html = "".join(_cost_section(usage))
+    assert "Cost of model calls" in html
+    for cell in ("gpt", "calls", "12", "tokens in", "3,400", "USD", "0.0315", "median ms"):
+        assert f">{cell}<" in html
+
+
+@given(
+    low=st.floats(-1e6, 1e6, allow_nan=False),
+    width=st.floats(0, 1e4, allow_nan=False),
+)
+def test_tick_labels_never_repeat(low: float, width: float) -> None:
+    ticks = nice_ticks(*padded(low, low + width))
+    labels = tick_labels(ticks, "{:,.0f}")
+    assert len(set(labels)) == len(labels)
+
+
+def test_a_flat_line_gets_a_readable_range() -> None:
+    # ±1% of the value: 9,900 .. 10,100, ticks 50 apart, whole dollars
+    low, high = padded(10_000.0, 10_000.0)
+    assert (low, high) == (9_900.0, 10_100.0)
+    assert tick_labels(nice_ticks(low, high), "{:,.0f}") == [
+        "9,900", "9,950", "10,000", "10,050", "10,100",
+    ]  # fmt: skip
+    assert tick_labels([0.1, 0.15, 0.2], "{:.1f}") == ["0.10", "0.15", "0.20"]
