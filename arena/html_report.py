@@ -210,7 +210,7 @@ def _settings_table(rows: Sequence[tuple[str, str]]) -> str:
     body = "".join(
         f'<tr><td class="l">{escape(k)}</td><td class="text">{v}</td></tr>' for k, v in rows
     )
-    head = "<thead><tr><th>setting</th><th>value</th></tr></thead>"
+    head = '<thead><tr><th class="l">setting</th><th class="l">value</th></tr></thead>'
     return f"<table>{head}<tbody>{body}</tbody></table>"
 
 

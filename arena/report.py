@@ -265,7 +265,7 @@ def positions_table(rows: Sequence[dict[str, Any]]) -> Table:
 
 def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
     table = _table(
-        "Stated probabilities, scored",
+        "Stated beliefs (P of the bet's side), scored",
         "Brier (stated): the probability the agent gave for its bet's side; ECE and the "
         "Murphy terms of the same; Brier (impl.) of the same bets beside it",
     )

@@ -45,27 +45,11 @@ def random_walk_tape(
     prices = np.clip(np.round(1.0 / (1.0 + np.exp(-logits)), 3), 0.02, 0.98)
 
     grid = start_ts + step_seconds * np.arange(n_steps, dtype=np.int64)
-    last_ts = int(grid[-1])
     volumes = np.round(rng.lognormal(11.0, 1.5, n_markets), 2)
     yes_won = rng.random(n_markets) < prices[-1]
-    markets = [
-        MarketInfo(
-            id=f"syn-{k:05d}",
-            question=f"Synthetic market {k}?",
-            outcomes=("Yes", "No"),
-            category="synthetic",
-            volume=float(volumes[k]),
-            open_ts=start_ts,
-            close_ts=last_ts,
-        )
-        for k in range(n_markets)
-    ]
-    resolutions = {
-        m.id: Resolution(market=m.id, ts=last_ts + step_seconds, winner="Yes" if won else "No")
-        for m, won in zip(markets, yes_won, strict=True)
-    }
-    offsets = np.arange(n_markets + 1, dtype=np.int64) * n_steps
-    return Tape(markets, offsets, np.tile(grid, n_markets), prices.T.reshape(-1), resolutions)
+    return _binary_tape(
+        "syn-{:05d}", "Synthetic market {}?", grid, step_seconds, prices, volumes, yes_won
+    )
 
 
 def fair_tape(
@@ -96,24 +80,40 @@ def fair_tape(
     normal_cdf = np.vectorize(lambda z: 0.5 * math.erfc(-z / math.sqrt(2.0)))
     prices = np.clip(normal_cdf(signal / np.sqrt(remaining)), 1e-9, 1.0 - 1e-9)
     grid = start_ts + day * np.arange(n_days, dtype=np.int64)
+    volumes = np.arange(n_markets, 0, -1, dtype=np.float64)
+    return _binary_tape("fair-{:04d}", "Fair market {}?", grid, day, prices, volumes, walk[-1] > 0)
+
+
+def _binary_tape(
+    id_format: str,
+    question_format: str,
+    grid: np.ndarray,
+    step: int,
+    prices: np.ndarray,
+    volumes: np.ndarray,
+    yes_won: np.ndarray,
+) -> Tape:
+    """Binary markets sharing one time ``grid`` (``prices`` is instants × markets), open from
+    its first instant to its last, each resolving ``step`` seconds after it."""
     last_ts = int(grid[-1])
     markets = [
         MarketInfo(
-            id=f"fair-{k:04d}",
-            question=f"Fair market {k}?",
+            id=id_format.format(k),
+            question=question_format.format(k),
             outcomes=("Yes", "No"),
             category="synthetic",
-            volume=float(n_markets - k),
-            open_ts=start_ts,
+            volume=float(volume),
+            open_ts=int(grid[0]),
             close_ts=last_ts,
         )
-        for k in range(n_markets)
+        for k, volume in enumerate(volumes)
     ]
     resolutions = {
-        m.id: Resolution(market=m.id, ts=last_ts + day, winner="Yes" if won else "No")
-        for m, won in zip(markets, walk[-1] > 0, strict=True)
+        m.id: Resolution(market=m.id, ts=last_ts + step, winner="Yes" if won else "No")
+        for m, won in zip(markets, yes_won, strict=True)
     }
-    offsets = np.arange(n_markets + 1, dtype=np.int64) * n_days
+    n_steps, n_markets = prices.shape
+    offsets = np.arange(n_markets + 1, dtype=np.int64) * n_steps
     return Tape(markets, offsets, np.tile(grid, n_markets), prices.T.reshape(-1), resolutions)
 
 

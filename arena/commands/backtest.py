@@ -24,7 +24,7 @@ from arena.commands.options import cohort_options
 from arena.commands.replay import parse_starts, skipped_note
 from arena.console import make_console
 from arena.html_report import write_report
-from arena.report import BRIER_IMPLIED
+from arena.report import BRIER_IMPLIED, beliefs_table
 from ledger.errors import LedgerError
 from replays.errors import TapeError
 from replays.samples import sample_path
@@ -93,25 +93,6 @@ def summary_table(data: dict[str, Any]) -> Table:
             _num(s["win_rate"], "{:.1%}"),
             paired,
         )
-    return table
-
-
-def beliefs_table(beliefs: dict[str, Any]) -> Table:
-    table = Table(
-        title="Stated beliefs (P of the bet's side) against the result",
-        title_justify="left",
-        header_style="bold",
-    )
-    for name in ["agent", "bets", "Brier (stated)", "log loss", "ECE", "REL", "RES", "UNC",
-                 "Brier (impl.)"]:  # fmt: skip
-        table.add_column(name, justify="left" if name == "agent" else "right")
-    for name, b in beliefs.items():
-        m = b["murphy"]
-        table.add_row(
-            name, str(b["n"]), _num(b["brier"]), _num(b["log_loss"]), _num(b["ece"]),
-            _num(m["reliability"]), _num(m["resolution"]), _num(m["uncertainty"]),
-            _num(b["implied_brier"]),
-        )  # fmt: skip
     return table
 
 
