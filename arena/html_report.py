@@ -356,6 +356,8 @@ def _cohort_lines(data: dict[str, Any], names: Sequence[str]) -> str:
 
 
 def _categories_table(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return _note("No agent traded any market.")
     body = [
         [escape(r["agent"]), escape(r["category"]), str(r["markets"]), str(r["n_bets"]),
          _pct(r["pnl"], ""), _pct(r["return_pp"], " pp"), _fmt(r["brier"], "{:.3f}")]

@@ -87,6 +87,9 @@ def interval_info(states: Sequence[CohortState], settings: IntervalSettings) -> 
             "interval is the estimate ± the draws' standard deviation × t(G − 1) × √(G/(G − 1)), "
             "G the markets that carry the figure. Markets are taken as independent."
         )
+    elif len(states) == 1:
+        info["text"] = "95% interval: none over one cohort"
+        info["detail"] = "--interval markets resamples its markets instead."
     else:
         info["text"] = f"95% interval: Student's t over {len(states)} cohorts"
         info["detail"] = "the cohorts share no market and are taken as independent draws."

@@ -192,8 +192,14 @@ def test_replay_prints_the_cost_and_report_shows_usage(
     usage = data["cohorts"][0]["model_usage"]["llm"]
     assert (usage["calls"], usage["tokens_in"], usage["failures"]) == (n, 1200 * n, 0)
     assert data["model_usage_total"]["calls"] == n
+    assert data["model_usage_by_agent"]["llm"]["calls"] == n
     table = CliRunner().invoke(report, [str(db)])
     assert "Model calls" in table.output and f"{1200 * n:,}" in table.output
+    page = CliRunner().invoke(report, [str(db), "--html", str(tmp_path / "html")])
+    assert page.exit_code == 0, page.output
+    html = (tmp_path / "html" / "index.html").read_text()
+    assert "Cost of model calls" in html
+    assert f">{1200 * n:,}<" in html and f">{0.0021 * n:,.4g}<" in html
 
 
 def test_the_connection_never_changes_the_cohort_or_the_digest(
