@@ -236,7 +236,7 @@ def test_report_writes_page_and_results(report: tuple[Path, dict[str, Any]]) -> 
     # the sample has no volume points: its universes were ranked by final volume, and it says
     n = len(data["cohorts"])
     assert {c["universe_by"] for c in data["cohorts"]} == {VOLUME_FINAL}
-    assert f"<td>universe chosen by</td><td>final volume ({n} of {n} cohorts)</td>" in page
+    assert f'universe chosen by</td><td class="text">final volume ({n} of {n} cohorts)</td>' in page
     # the ten biggest markets all close before the tape's recording ends: no early stop
     assert [c["decisions_stopped"] for c in data["cohorts"]] == [None] * n
     assert "decisions stopped early" not in page
