@@ -1,7 +1,9 @@
 """The ``arena`` console script.
 
 Commands live in ``arena.commands.*`` and are imported only when invoked, so ``arena --help``
-and quick commands do not pay for numpy, httpx and friends they never use.
+and quick commands do not pay for numpy, httpx and friends they never use. ``arena --help``
+lists every command without importing any: each one's one-line summary is kept here, and a
+test checks that it is still the first line of the command's own help.
 """
 
 from __future__ import annotations
@@ -19,12 +21,32 @@ COMMANDS: dict[str, str] = {
     "replay": "arena.commands.replay:replay",
     "report": "arena.commands.report:report",
     "verify": "arena.commands.verify:verify",
+    "export": "arena.commands.export:export",
     "bench": "arena.commands.bench:bench",
     "step": "arena.commands.step:step",
     "backtest": "arena.commands.backtest:backtest",
     "strategies": "arena.commands.strategies:strategies",
     "strategy": "arena.commands.strategy:strategy",
     "cassette": "arena.commands.cassette:cassette",
+}
+
+# command name -> the first paragraph of its help, as ``arena --help`` lists it
+SUMMARIES: dict[str, str] = {
+    "score": "Score resolved forecasts: Brier, log loss, ECE, Murphy, trading P/L and Kelly.",
+    "tapes": "Import, inspect and validate price tapes.",
+    "replay": "Replay cohorts of a tape with trading agents into an event log.",
+    "report": "Cash, P/L, return, Brier, win rate, bets and rejections per agent and cohort, "
+    "and the leaderboard across cohorts with 95% confidence intervals.",
+    "verify": "Prove a log was not altered, cut or extended: hash chain, checking fold, "
+    "recorded state digests, every snapshot, and the head.",
+    "export": "Write a run's fills, positions, decisions, Brier rows and stated beliefs as "
+    "CSV (and Parquet), a predictions file for 'arena score', and SQLite tables.",
+    "bench": "Measure speed: ledger appends and rebuilds, the replay peer workload, tapes, "
+    "plugins.",
+    "step": "Step through one agent's decisions: what it saw, decided, filled, and how it scored.",
+    "backtest": "Backtest STRATEGY against baseline agents over many weekly cohorts.",
+    "strategies": "List the built-in and installed strategies with their settings.",
+    "strategy": "Work with strategy plugins.",
 }
 
 
@@ -42,6 +64,19 @@ class LazyGroup(click.Group):
         command = getattr(importlib.import_module(module_name), attr)
         assert isinstance(command, click.Command)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Click's listing, from ``SUMMARIES`` instead of importing every command."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = [
+            (name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 def _available(name: str) -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
+from ledger.anchor import write_head
 from ledger.store import EventStore
 from replays.tape import Tape
 from replays.tapefile import load_tape
@@ -56,7 +57,8 @@ def replay_cohorts(
     decision_timeout: float = 0.0,
     on_done: Callable[[CohortDone], None] | None = None,
 ) -> list[CohortDone]:
-    """Replay every cohort; results come back in the order of ``configs``."""
+    """Replay every cohort; results come back in the order of ``configs``. The head the log is
+    left at is recorded beside it (``ledger.anchor``), for ``arena verify`` to check later."""
     EventStore.open(db).close()  # create the schema once, before workers race to do it
     results: dict[int, CohortDone] = {}
     if jobs <= 1 or len(configs) <= 1:
@@ -80,6 +82,8 @@ def replay_cohorts(
                 results[k] = future.result()
                 if on_done:
                     on_done(results[k])
+    with EventStore.open(db, readonly=True) as store:
+        write_head(store)
     return [results[k] for k in range(len(configs))]
 
 

@@ -37,7 +37,7 @@ from ledger.leaderboard import (
     leaderboard,
 )
 from ledger.projection import CohortState, Ledger
-from ledger.rebuild import rebuild
+from ledger.restore import load
 from ledger.store import EventStore
 from ledger.usage import ModelUsage, total_usage
 
@@ -52,8 +52,10 @@ COHORT_COLUMNS = 6
 
 
 def load_ledger(store: EventStore, cohorts: Iterable[str] | None = None) -> Ledger:
-    """Fold the log (or only the given cohort streams) into projections."""
-    return rebuild(store, cohorts)
+    """The projections of the log (or only the given cohort streams): each cohort's newest
+    snapshot restored and the events after it folded, their chain links checked on the way
+    (``ledger.restore``; IntegrityError if they do not link)."""
+    return load(store, cohorts).ledger
 
 
 def iso_utc(ts: int) -> str:

@@ -60,6 +60,7 @@ from ledger.events import (
 )
 from ledger.projection import CohortState
 from ledger.rules import Broker, rules_for, settle, void
+from ledger.snapshot import FORMAT, encode_state
 from replays.tape import Tape
 from strategies.api import (
     TRANSCRIPT_FIELDS,
@@ -81,6 +82,9 @@ if TYPE_CHECKING:
     from ledger.store import EventStore
 
 FLUSH_EVERY = 50_000
+SNAPSHOT_EVERY = 200_000
+"""A long cohort stores a snapshot of its state at the first flush after this many events
+since its last one, so a read of a cohort still running folds at most about this many."""
 _TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(Trace) if f.name not in TRANSCRIPT_FIELDS)
 _NO_TRACE = {f: getattr(Trace(), f) for f in _TRACE_FIELDS}
 
@@ -119,13 +123,15 @@ class CohortRun:
 class _Writer:
     """Buffers a cohort's events and appends them in batches, checking any already stored."""
 
-    def __init__(self, store: EventStore | None, stream: str) -> None:
+    def __init__(self, store: EventStore | None, stream: str, state: CohortState) -> None:
         self.store = store
         self.stream = stream
+        self.state = state  # every event added has been applied to it; see snapshot()
         self.stored: list[Event] = list(store.read(stream=stream)) if store else []
         self.version = 0
         self.pending: list[Event] = []
         self.appended = 0
+        self.snapshot_at = 0
 
     def add(self, events: list[Event]) -> None:
         for event in events:
@@ -146,7 +152,19 @@ class _Writer:
             start = self.version - len(self.pending)
             self.store.append(self.stream, self.pending, expected_version=start)
             self.appended += len(self.pending)
+            if self.version - self.snapshot_at >= SNAPSHOT_EVERY:
+                self.snapshot(closing=False)
         self.pending = []
+
+    def snapshot(self, *, closing: bool) -> None:
+        """Store the state's image at the current version (a rerun finds it already there).
+        Every caller applies events to the state before adding them here, so the state is
+        exactly the fold of the stream up to ``version``, which ``arena verify`` checks."""
+        if self.store is not None and self.version <= self.store.stream_version(self.stream):
+            self.store.add_snapshot(
+                self.stream, self.version, encode_state(self.state), fmt=FORMAT, closing=closing
+            )
+            self.snapshot_at = self.version
 
 
 class _Deadline:
@@ -347,7 +365,7 @@ class CohortRunner:
 
     def run(self, store: EventStore | None = None) -> CohortRun:
         state = CohortState(self.cohort)
-        writer = _Writer(store, self.cohort)
+        writer = _Writer(store, self.cohort, state)
         broker = Broker(state, self.rules)
         self.transcript = Transcript(self.cohort)
 
@@ -384,6 +402,7 @@ class CohortRunner:
         )
         emit([closed])
         writer.flush()
+        writer.snapshot(closing=True)
         return CohortRun(self.cohort, state, writer.version, writer.appended)
 
     def _stopped(self, ts: int) -> DecisionsStopped:

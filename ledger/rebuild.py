@@ -11,46 +11,61 @@ Four things make it fast, and none changes the result:
 * A thread reads the next page while this one folds: the sqlite3 module releases the GIL while
   SQLite works, so on two cores the reading costs almost no wall time.
 * The cycle collector is paused while folding (see :func:`_cycle_collector_paused`).
+* The loop calls the fold's handlers itself (``projection.HANDLERS``), without the frame of
+  ``CohortState.apply`` around each: 10-20 % of a fold.
 
-Every event is then folded in log order through the same ``CohortState.apply`` the live run
-used, so the result equals a plain event-by-event fold exactly (the tests compare snapshots).
+Every event is then folded in log order by the same handlers ``CohortState.apply`` calls when
+the run is live, so the result equals a plain event-by-event fold exactly (the tests compare
+snapshots). A fold may start from a restored snapshot of a cohort (``start``) and read only the
+events after it.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 
 import msgspec
 
 from ledger.errors import LedgerError
-from ledger.projection import IGNORED_BY_FOLD, CohortState, FoldEvent, Ledger
+from ledger.projection import HANDLERS, IGNORED_BY_FOLD, CohortState, FoldEvent, Ledger
 from ledger.store import EventStore
 
 _page_decoder: msgspec.json.Decoder[list[FoldEvent]] = msgspec.json.Decoder(list[FoldEvent])
 
 
 def rebuild(
-    store: EventStore, streams: Iterable[str] | None = None, batch: int = 100_000
+    store: EventStore,
+    streams: Iterable[str] | None = None,
+    batch: int = 100_000,
+    *,
+    start: Mapping[str, tuple[CohortState, int]] | None = None,
 ) -> Ledger:
     """The projections of every cohort (or of the given cohort streams), folded from the log,
-    ``batch`` events a page."""
+    ``batch`` events a page. ``start`` maps a stream to a state restored from a snapshot and
+    the stream version it was taken after: that stream's fold goes on from there."""
     streams = None if streams is None else list(streams)  # iterated again to name a bad event
+    start = start or {}
     ledger = Ledger()
     cohorts = ledger.cohorts
+    for stream, (restored, _) in start.items():
+        cohorts[stream] = restored
     name = ""
     state: CohortState | None = None
     pages = (
         store.payload_arrays(batch=batch, skip=IGNORED_BY_FOLD)
-        if streams is None
+        if streams is None and not start
         else (
             page
-            for stream in streams
-            for page in store.payload_arrays(stream, batch, skip=IGNORED_BY_FOLD)
+            for stream in (store.streams() if streams is None else streams)
+            for page in store.payload_arrays(
+                stream, batch, skip=IGNORED_BY_FOLD, after_version=start.get(stream, (None, 0))[1]
+            )
         )
     )
+    handlers = HANDLERS
     with _cycle_collector_paused():
         for page in _read_ahead(pages):
             try:
@@ -63,8 +78,7 @@ def rebuild(
                     state = cohorts.get(name)
                     if state is None:
                         state = cohorts[name] = CohortState(name)
-                assert state is not None
-                state.apply(event)
+                handlers[type(event)](state, event)
     return ledger
 
 

@@ -18,6 +18,14 @@ Design choices a reader of the file should know (version 2; version 1 stored eac
   ``SELECT type, count(*) FROM events_view GROUP BY type`` in the ``sqlite3`` shell.
 * UPDATE and DELETE are rejected by triggers on both tables, so even the ``sqlite3`` shell cannot
   edit the log without first dropping them (and then ``verify_chain`` notices).
+* ``snapshots`` (see :mod:`ledger.snapshot`) is created by the first snapshot written, not with
+  the log, so a log written before snapshots existed is still schema version 2 and is read as
+  it is; ``arena verify --write-snapshots`` adds the table and its rows, never touching an
+  event. A row names the stream version it was taken after, that event's global ``seq`` and
+  chain ``hash`` (so a snapshot cannot move to another place in the log, and a log cut before
+  a snapshot, or re-chained under it, no longer matches it), whether it was taken at the
+  cohort's close (the per-cohort closing record), the image's ``format``, the readable JSON
+  ``state``, and its own ``hash`` over all of that. It is append-only like the events.
 """
 
 from __future__ import annotations
@@ -52,6 +60,32 @@ _DDL = (
         for verb in ("UPDATE", "DELETE")
     ),
 )
+
+
+SNAPSHOT_DDL = (
+    """CREATE TABLE IF NOT EXISTS snapshots (
+        id INTEGER PRIMARY KEY,
+        stream_id INTEGER NOT NULL REFERENCES streams (id),
+        version INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        chain_hash BLOB NOT NULL,
+        closing INTEGER NOT NULL,
+        format INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        hash BLOB NOT NULL,
+        UNIQUE (stream_id, version)
+    )""",
+    *(
+        f"CREATE TRIGGER IF NOT EXISTS snapshots_no_{verb.lower()} BEFORE {verb} ON snapshots"
+        " BEGIN SELECT RAISE(ABORT, 'snapshots are append-only'); END"
+        for verb in ("UPDATE", "DELETE")
+    ),
+)
+"""The snapshots table, created inside the transaction of the first snapshot written."""
+
+
+def has_snapshots(conn: sqlite3.Connection) -> bool:
+    return "snapshots" in _tables(conn)
 
 
 def ensure_schema(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:

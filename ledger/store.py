@@ -11,9 +11,11 @@ Why it is built the way it is:
   NUL || payload)`` (``GENESIS`` before the first row; see :func:`link_hash`), so each row
   commits to its predecessor and an edit shows at exactly the edited row. The version is not
   hashed because it is implied: :meth:`EventStore.verify_chain` checks that every stream counts
-  1, 2, 3, ... in log order, and that ``seq`` has no holes. A chain cannot reveal a removed tail;
-  any other edit it reveals. One sha256 call a row is the floor: OpenSSL's per-call set-up
-  costs more than hashing 300 bytes, and a per-row hash is what names the first bad row.
+  1, 2, 3, ... in log order, and that ``seq`` has no holes. A chain cannot reveal a removed tail
+  (or a tail re-hashed after an edit); the head a replay records (``arena verify --head``) and
+  the closing snapshots of each cohort do. Any other edit the chain reveals. One sha256 call a
+  row is the floor: OpenSSL's per-call set-up costs more than hashing 300 bytes, and a per-row
+  hash is what names the first bad row.
 * **Speed (300-350k events/s on a busy 2-core machine; ``arena bench``).** A batch is one
   transaction, inserted in chunks by one INSERT ... SELECT over ``json_each`` each: payloads and
   hashes travel as one blob per chunk that SQLite slices, so Python binds five parameters per
@@ -45,7 +47,8 @@ import msgspec
 
 from ledger.errors import ConcurrencyError, IntegrityError, LedgerError
 from ledger.events import ENCODER, EVENT_TYPES, AnyEvent, Event, decode, decode_many
-from ledger.schema import ensure_schema
+from ledger.schema import SNAPSHOT_DDL, ensure_schema, has_snapshots
+from ledger.snapshot import Snapshot, snapshot_hash
 
 GENESIS = bytes(32)
 """The hash before the first event of every log."""
@@ -267,7 +270,11 @@ class EventStore:
             raise
 
     def payload_arrays(
-        self, stream: str | None = None, batch: int = _PAGE, skip: Iterable[str] = ()
+        self,
+        stream: str | None = None,
+        batch: int = _PAGE,
+        skip: Iterable[str] = (),
+        after_version: int = 0,
     ) -> Generator[bytes, None, None]:
         """The log (or one stream) as JSON arrays of the payloads of up to ``batch`` events each,
         in log order, leaving out events whose type is in ``skip``.
@@ -277,9 +284,11 @@ class EventStore:
         types cost no copy and no decode: every payload begins ``{"type":"<Type>",`` (the
         encoder writes the tag first), so a type is a range of payload text that SQLite tests
         with a byte comparison, without parsing JSON. A page whose events are all skipped is
-        not yielded.
+        not yielded. With a ``stream``, ``after_version`` starts after that version of it (the
+        tail after a snapshot).
         """
         key: tuple[int, ...] = ()
+        low = 0
         if stream is None:
             where, end = "seq > ? AND seq <= ?", self.last_seq()
             order = "seq"
@@ -289,7 +298,7 @@ class EventStore:
                 return
             key = (found[0][0],)
             where, end = "stream_id = ? AND version > ? AND version <= ?", self._version_of(key[0])
-            order = "version"
+            order, low = "version", after_version
         bounds: list[str] = []
         for name in sorted(set(skip)):
             if name not in EVENT_TYPES:
@@ -304,8 +313,8 @@ class EventStore:
         previous = conn.text_factory
         conn.text_factory = bytes
         try:
-            for low in range(0, end, batch):
-                (joined,) = self._fetch(sql, (*key, low, low + batch, *bounds))[0]
+            for first in range(low, end, batch):
+                (joined,) = self._fetch(sql, (*key, first, first + batch, *bounds))[0]
                 if joined:
                     yield b"[" + joined + b"]"
         finally:
@@ -433,6 +442,126 @@ class EventStore:
                 versions[stream_id] = version
                 last = seq
         return last
+
+    def check_links(self, stream: str, after_version: int = 0) -> int:
+        """Check the chain links of one stream's events after ``after_version``; return how
+        many were checked.
+
+        Each row must hash from its stored predecessor (the row before it in the global log,
+        whichever stream that is) and follow its stream's previous version, so an edited
+        payload, a deleted or inserted row is caught at the row, for about a microsecond an
+        event, without reading the other streams. A consistent re-hash of everything from the
+        edit onwards is what this cannot see; ``verify`` with a recorded head or the closing
+        snapshots does. Raises IntegrityError naming the first bad seq.
+        """
+        found = self._fetch("SELECT id FROM streams WHERE key = ?", (stream,))
+        if not found:
+            return 0
+        stream_id = found[0][0]
+        framing = stream.encode() + b"\x00"
+        sql = (
+            "SELECT e.seq, e.version, CAST(e.payload AS BLOB), e.hash, p.hash FROM events e"
+            " LEFT JOIN events p ON p.seq = e.seq - 1"
+            f" WHERE e.stream_id = ? AND e.version > ? ORDER BY e.version LIMIT {_PAGE}"
+        )
+        sha256 = hashlib.sha256
+        version, checked = after_version, 0
+        while page := self._fetch(sql, (stream_id, version)):
+            for seq, row_version, payload, row_hash, prev in page:
+                if row_version != version + 1:
+                    raise self._broken(seq, f"breaks its stream's version order ({row_version})")
+                if prev is None and seq != 1:
+                    raise self._broken(seq, "does not link to its predecessor")
+                if sha256((prev or GENESIS) + framing + payload).digest() != row_hash:
+                    raise self._broken(seq, "was altered (hash mismatch)")
+                version = row_version
+            checked += len(page)
+        return checked
+
+    def head(self) -> tuple[int, bytes]:
+        """``(seq, hash)`` of the newest event: what a replay leaves, to be checked later.
+        ``(0, GENESIS)`` for an empty log."""
+        rows = self._fetch("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+        return (rows[0][0], bytes(rows[0][1])) if rows else (0, GENESIS)
+
+    def event_at(self, seq: int) -> tuple[str, int, bytes] | None:
+        """``(stream, version, hash)`` of the event at global ``seq``, or None if there is none."""
+        rows = self._fetch(
+            "SELECT streams.key, version, hash FROM events JOIN streams ON streams.id = stream_id"
+            " WHERE seq = ?",
+            (seq,),
+        )
+        return (rows[0][0], rows[0][1], bytes(rows[0][2])) if rows else None
+
+    def seq_of_hash(self, row_hash: bytes) -> int | None:
+        """The seq of the event whose chain hash is ``row_hash`` (a full scan: error paths)."""
+        rows = self._fetch("SELECT seq FROM events WHERE hash = ?", (row_hash,))
+        return rows[0][0] if rows else None
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def add_snapshot(
+        self, stream: str, version: int, state: bytes, *, fmt: int, closing: bool
+    ) -> bool:
+        """Store ``state``, the image of ``stream`` after its event ``version``, tied to that
+        event's seq and chain hash. False (and nothing written) if that version already has a
+        snapshot; LedgerError if the stream has no such event. One transaction: a snapshot is
+        stored whole or not at all."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in SNAPSHOT_DDL:
+                    conn.execute(statement)
+                rows = self._fetch(
+                    "SELECT events.stream_id, seq, hash FROM events"
+                    " JOIN streams ON streams.id = events.stream_id"
+                    " WHERE streams.key = ? AND version = ?",
+                    (stream, version),
+                )
+                if not rows:
+                    raise LedgerError(f"{self.path}: stream {stream!r} has no version {version}")
+                stream_id, seq, chain_hash = rows[0][0], rows[0][1], bytes(rows[0][2])
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO snapshots"
+                    " (stream_id, version, seq, chain_hash, closing, format, state, hash)"
+                    " VALUES (?, ?, ?, ?, ?, ?, CAST(? AS TEXT), ?)",
+                    (stream_id, version, seq, chain_hash, int(closing), fmt, state,
+                     snapshot_hash(chain_hash, fmt, state)),
+                )  # fmt: skip
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise LedgerError(f"{self.path}: cannot store a snapshot ({exc})") from exc
+        return cursor.rowcount == 1
+
+    def snapshots(self, stream: str | None = None, *, latest: bool = False) -> list[Snapshot]:
+        """Stored snapshots in log order (of one stream, or all); ``latest`` keeps only the
+        newest of each stream. Empty for a log written before snapshots existed."""
+        if not has_snapshots(self._conn):
+            return []
+        where, params = "", ()  # type: tuple[str, tuple[object, ...]]
+        if stream is not None:
+            where, params = " WHERE streams.key = ?", (stream,)
+        if latest:
+            where += (" AND" if where else " WHERE") + (
+                " s.version = (SELECT max(version) FROM snapshots t"
+                " WHERE t.stream_id = s.stream_id)"
+            )
+        rows = self._fetch(
+            "SELECT s.id, coalesce(streams.key, '#' || s.stream_id), s.version, s.seq,"
+            " s.chain_hash, s.closing, s.format, CAST(s.state AS BLOB), s.hash"
+            " FROM snapshots s LEFT JOIN streams ON streams.id = s.stream_id"
+            f"{where} ORDER BY s.seq, s.id",
+            params,
+        )
+        return [
+            Snapshot(i, key, version, seq, bytes(chain), bool(closing), fmt, bytes(state),
+                     bytes(row_hash))
+            for i, key, version, seq, chain, closing, fmt, state, row_hash in rows
+        ]  # fmt: skip
 
     # -- helpers -------------------------------------------------------------------------------
 

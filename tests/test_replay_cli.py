@@ -368,8 +368,14 @@ def test_verify_passes_on_a_fresh_log(tmp_path: Path, hand_tape_file: Path) -> N
     db, _ = scripted_replay(tmp_path, hand_tape_file)
     with EventStore.open(db, readonly=True) as store:
         events = store.last_seq()
+    with EventStore.open(db, readonly=True) as store:
+        head = f"{events}:{store.head()[1].hex()}"
     result = ok_json(invoke(verify, db, "--json"))
-    assert result == {"ok": True, "events": events, "cohorts": 1, "closed_cohorts_checked": 1}
+    assert result == {
+        "ok": True, "events": events, "cohorts": 1, "closed_cohorts_checked": 1,
+        "snapshots_checked": 1, "snapshots_written": 0, "open_cohorts": [], "head": head,
+        "head_checked_against": "head file",
+    }  # fmt: skip
     plain = invoke(verify, db)
     assert plain.exit_code == 0 and plain.output.startswith("OK ")
 

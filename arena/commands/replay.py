@@ -29,6 +29,7 @@ from arena.commands.options import cohort_options
 from arena.console import make_console
 from arena.replay import replay_cohorts
 from arena.report import load_ledger, print_report, report_data, usage_line
+from ledger.anchor import format_head, head_path
 from ledger.errors import LedgerError
 from ledger.store import EventStore
 from ledger.usage import model_usage
@@ -226,12 +227,13 @@ def replay(
             ledger = load_ledger(store, cohorts)
             usage = model_usage(store, cohorts)
             digest = store.digest(streams=cohorts)
+            head = format_head(*store.head())
     except (LedgerError, TapeError, StrategyError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None
     if as_json:
         skipped_starts = [f"{s.start:%Y-%m-%dT%H:%M:%SZ}" for s in skipped]
         why = {f"{s.start:%Y-%m-%dT%H:%M:%SZ}": s.reason for s in skipped}
-        click.echo(json.dumps({"digest": digest, "db": str(db), "tape": tape.hash,
+        click.echo(json.dumps({"digest": digest, "head": head, "db": str(db), "tape": tape.hash,
                                "skipped_starts": skipped_starts, "skipped_why": why,
                                **report_data(ledger, usage)}, indent=2))  # fmt: skip
         return
@@ -246,3 +248,7 @@ def replay(
     if usage:
         console.print(usage_line(usage), soft_wrap=True)
     console.print(f"digest [bold]{digest}[/]")
+    console.print(
+        f"head   [bold]{head}[/] [dim](recorded in {head_path(db)}; "
+        f"'arena verify {db} --head {head}' proves nothing was cut or added)[/]"
+    )

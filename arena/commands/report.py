@@ -9,9 +9,10 @@ from pathlib import Path
 import click
 
 from arena.console import make_console
-from arena.report import IntervalSettings, load_ledger, print_report, report_data
-from ledger.errors import LedgerError
+from arena.report import IntervalSettings, print_report, report_data
+from ledger.errors import IntegrityError, LedgerError
 from ledger.intervals import DRAWS, METHOD_CHOICES
+from ledger.restore import load
 from ledger.store import EventStore
 from ledger.usage import model_usage
 
@@ -81,19 +82,25 @@ def report(
             unknown = set(cohorts) - set(store.streams())
             if unknown:
                 raise click.ClickException(f"{db} has no cohort {sorted(unknown)[0]}")
-            ledger = load_ledger(store, cohorts or None)
+            loaded = load(store, cohorts or None)
             usage = model_usage(store, cohorts or None)
             if html_dir is not None:
                 from arena.html_report import write_replay_report
 
                 try:
-                    write_replay_report(html_dir, store, ledger, intervals, usage)
+                    write_replay_report(html_dir, store, loaded.ledger, intervals, usage)
                 except OSError as exc:
                     raise click.ClickException(
                         f"{html_dir}: cannot write the report: {exc}"
                     ) from None
+    except IntegrityError as exc:
+        raise click.ClickException(f"{exc}; nothing reported (run 'arena verify {db}')") from None
     except LedgerError as exc:
         raise click.ClickException(str(exc)) from None
+    note = loaded.note()
+    if note:
+        click.echo(f"note: {note}", err=True)
+    ledger = loaded.ledger
     if as_json:
         click.echo(json.dumps(report_data(ledger, usage, intervals), indent=2))
         return

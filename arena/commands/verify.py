@@ -1,4 +1,4 @@
-"""``arena verify DB``: re-check the hash chain and rebuild the projections."""
+"""``arena verify DB``: re-check the hash chain, the fold, the snapshots and the head."""
 
 from __future__ import annotations
 
@@ -8,26 +8,44 @@ from pathlib import Path
 import click
 
 from arena.console import make_console
-from arena.verify import verify_store
+from arena.verify import verify_store, write_snapshots
 from ledger.errors import IntegrityError, LedgerError
 from ledger.store import EventStore
 
 
 @click.command()
 @click.argument("db", type=click.Path(path_type=Path))
+@click.option(
+    "--head",
+    metavar="SEQ:HASH",
+    help="The head 'arena replay' printed: the log must end exactly there "
+    "(default: the head recorded in DB.head, if any).",
+)
+@click.option(
+    "--write-snapshots",
+    "write_snapshots_",
+    is_flag=True,
+    help="After verifying, store the snapshots the log lacks (events are not touched), "
+    "so reports read it at once.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def verify(db: Path, as_json: bool) -> None:
-    """Prove a log was not altered: hash chain, checking fold, recorded state digests.
+def verify(db: Path, head: str | None, write_snapshots_: bool, as_json: bool) -> None:
+    """Prove a log was not altered, cut or extended: hash chain, checking fold, recorded state
+    digests, every snapshot, and the head.
 
-    Exits 1 naming the first bad sequence number if anything was changed.
+    Exits 1 naming the first bad sequence number if anything was changed; names every cohort
+    that never closed.
 
     \b
-    Example:
+    Examples:
       arena verify arena.db
+      arena verify arena.db --head 1341:5be0…   # the head arena replay printed
+      arena verify old.db --write-snapshots
     """
     try:
-        with EventStore.open(db, readonly=True) as store:
-            result = verify_store(store)
+        with EventStore.open(db, readonly=not write_snapshots_) as store:
+            result = verify_store(store, head)
+            written = write_snapshots(store, result) if write_snapshots_ else 0
     except IntegrityError as exc:
         if as_json:
             click.echo(json.dumps({"ok": False, "first_bad_seq": exc.seq, "error": str(exc)}))
@@ -36,10 +54,27 @@ def verify(db: Path, as_json: bool) -> None:
     except LedgerError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        click.echo(json.dumps({"ok": True, "events": result.events, "cohorts": result.cohorts,
-                               "closed_cohorts_checked": result.closed}))  # fmt: skip
+        click.echo(json.dumps({
+            "ok": True, "events": result.events, "cohorts": result.cohorts,
+            "closed_cohorts_checked": result.closed, "snapshots_checked": result.snapshots,
+            "snapshots_written": written, "open_cohorts": result.open_cohorts,
+            "head": result.head, "head_checked_against": result.head_source,
+        }))  # fmt: skip
         return
-    make_console().print(
+    console = make_console()
+    console.print(
         f"[green]OK[/] {db}: {result.events:,} events, hash chain intact; "
-        f"{result.cohorts} cohort(s) rebuilt, {result.closed} matched their recorded final state"
+        f"{result.cohorts} cohort(s) rebuilt, {result.closed} matched their recorded final "
+        f"state; {result.snapshots} snapshot(s) matched the fold",
+        highlight=False,
     )
+    checked = f"matches the {result.head_source}" if result.head_source else "no head recorded"
+    console.print(f"head {result.head} ({checked})", highlight=False, markup=False)
+    if result.open_cohorts:
+        names = ", ".join(result.open_cohorts)
+        console.print(
+            f"[yellow]never closed:[/] {len(result.open_cohorts)} cohort(s): {names}",
+            highlight=False,
+        )
+    if written:
+        console.print(f"wrote {written} snapshot(s)")
