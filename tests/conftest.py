@@ -99,3 +99,20 @@ def synthetic_tape_file(tmp_path: Path, synthetic_tape: Tape) -> Path:
     path = tmp_path / "synthetic.tape"
     save_tape(synthetic_tape, path)
     return path
+
+
+@pytest.fixture(scope="session")
+def weekly_log(tmp_path_factory: pytest.TempPathFactory, synthetic_tape: Tape) -> Path:
+    """Three weekly cohorts of the synthetic tape with a favourite and a coin-flipper,
+    replayed one after another (each cohort's events are contiguous in the log), with their
+    closing snapshots and the head recorded beside the log. Copy it before changing it."""
+    from arena.replay import replay_cohorts
+
+    folder = tmp_path_factory.mktemp("weekly")
+    tape_path = folder / "synthetic.tape"
+    save_tape(synthetic_tape, tape_path)
+    agents = {"fav": "favourite", "coin": "random?bets=2"}
+    configs = [hand_config(agents, start=START + k * WEEK, universe=6) for k in range(3)]
+    db = folder / "arena.db"
+    replay_cohorts(tape_path, configs, db, jobs=1)
+    return db

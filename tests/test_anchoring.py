@@ -16,32 +16,20 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import START, WEEK, hand_config
+from conftest import START, WEEK
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arena.cli import cli
-from arena.replay import replay_cohorts
 from arena.verify import verify_store
 from ledger.anchor import head_path, read_head
 from ledger.errors import IntegrityError, LedgerError
 from ledger.store import GENESIS, EventStore, link_hash
-from replays.tapefile import save_tape
-
-AGENTS = {"fav": "favourite", "coin": "random?bets=2"}
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory, synthetic_tape: object) -> Path:
-    """Three weekly cohorts of the synthetic tape, replayed one after another (so each
-    cohort's events are contiguous in the log), with the head recorded beside the log."""
-    folder = tmp_path_factory.mktemp("pristine")
-    tape_path = folder / "synthetic.tape"
-    save_tape(synthetic_tape, tape_path)  # type: ignore[arg-type]
-    configs = [hand_config(AGENTS, start=START + k * WEEK, universe=6) for k in range(3)]
-    db = folder / "arena.db"
-    replay_cohorts(tape_path, configs, db, jobs=1)
-    return db
+@pytest.fixture
+def pristine(weekly_log: Path) -> Path:
+    return weekly_log
 
 
 @pytest.fixture
