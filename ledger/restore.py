@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ledger.anchor import head_problem, read_head
+from ledger.errors import LedgerError
 from ledger.projection import CohortState, Ledger
 from ledger.rebuild import rebuild
 from ledger.snapshot import Snapshot, SnapshotError, decode_state
@@ -74,7 +75,8 @@ def usable_state(store: EventStore, snapshot: Snapshot) -> CohortState:
 def load(store: EventStore, streams: Iterable[str] | None = None, *, check: bool = True) -> Loaded:
     """The projections of the given cohorts (all by default), from their newest usable
     snapshots and the events after them. With ``check`` (the default) the folded events' chain
-    links and the recorded head are checked too; IntegrityError names the first bad seq."""
+    links and the recorded head are checked too; IntegrityError names the first bad seq, and a
+    log whose events do not fold (a fill for an agent never opened, say) is a LedgerError."""
     names = store.streams() if streams is None else list(streams)
     wanted = set(names)
     newest = {s.stream: s for s in store.snapshots(latest=True) if s.stream in wanted}
@@ -92,7 +94,10 @@ def load(store: EventStore, streams: Iterable[str] | None = None, *, check: bool
     if check:
         for name in names:
             checked += store.check_links(name, start.get(name, (None, 0))[1])
-    ledger = rebuild(store, names, start=start)
+    try:
+        ledger = rebuild(store, names, start=start)
+    except (KeyError, ValueError, TypeError) as exc:  # links that hold around facts that do not
+        raise LedgerError(f"{store.path}: the log does not fold ({exc})") from None
     recorded = read_head(store.path) if check else None
     return Loaded(
         ledger=ledger,

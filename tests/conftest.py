@@ -20,6 +20,7 @@ and weekly decisions fall on 0, +7d and +14d.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,23 @@ def weekly_log(tmp_path_factory: pytest.TempPathFactory, synthetic_tape: Tape) -
     db = folder / "arena.db"
     replay_cohorts(tape_path, configs, db, jobs=1)
     return db
+
+
+def rechain(conn: sqlite3.Connection) -> None:
+    """Renumber seqs (from 1) and stream versions and recompute every hash, as a careful forger
+    would after removing rows: a chain that is whole on its own. Triggers must be dropped."""
+    from ledger.store import GENESIS, link_hash
+
+    rows = conn.execute(
+        "SELECT seq, streams.key, CAST(payload AS BLOB) FROM events"
+        " JOIN streams ON streams.id = stream_id ORDER BY seq"
+    ).fetchall()
+    prev, versions = GENESIS, dict[str, int]()
+    for new_seq, (seq, key, payload) in enumerate(rows, start=1):
+        prev = link_hash(prev, key, payload)
+        versions[key] = versions.get(key, 0) + 1
+        conn.execute(
+            "UPDATE events SET seq = ?, version = ?, hash = ? WHERE seq = ?",
+            (-new_seq, -versions[key], prev, seq),
+        )
+    conn.execute("UPDATE events SET seq = -seq, version = -version")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import START, WEEK
+from conftest import START, WEEK, rechain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +24,7 @@ from arena.cli import cli
 from arena.verify import verify_store
 from ledger.anchor import head_path, read_head
 from ledger.errors import IntegrityError, LedgerError
-from ledger.store import GENESIS, EventStore, link_hash
+from ledger.store import EventStore, link_hash
 
 
 @pytest.fixture
@@ -51,18 +51,9 @@ def _tamper(db: Path, *statements: str) -> None:
 
 
 def _rechain(db: Path) -> None:
-    """Renumber seq from 1 and recompute every hash: a chain that is whole on its own."""
     conn = sqlite3.connect(db, isolation_level=None)
-    rows = conn.execute(
-        "SELECT seq, streams.key, CAST(payload AS BLOB) FROM events"
-        " JOIN streams ON streams.id = stream_id ORDER BY seq"
-    ).fetchall()
-    prev = GENESIS
     conn.execute("BEGIN")
-    for new_seq, (seq, key, payload) in enumerate(rows, start=1):
-        prev = link_hash(prev, key, payload)
-        conn.execute("UPDATE events SET seq = ?, hash = ? WHERE seq = ?", (-new_seq, prev, seq))
-    conn.execute("UPDATE events SET seq = -seq")
+    rechain(conn)
     conn.execute("COMMIT")
     conn.close()
 

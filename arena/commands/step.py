@@ -17,7 +17,7 @@ from rich.table import Table
 from arena.console import make_console
 from arena.report import universe_volume
 from arena.step import Frame, Portfolio, frames
-from ledger.errors import LedgerError
+from ledger.errors import IntegrityError, LedgerError
 from ledger.events import (
     CohortOpened,
     DecisionsStopped,
@@ -172,7 +172,10 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
             cohort = cohort or streams[0]
             if cohort not in streams:
                 raise click.ClickException(f"{db} has no cohort {cohort}")
+            store.check_links(cohort)  # frames need every event, so every link is checked
             events = list(store.read(stream=cohort))
+    except IntegrityError as exc:
+        raise click.ClickException(f"{exc}; nothing shown (run 'arena verify {db}')") from None
     except LedgerError as exc:
         raise click.ClickException(str(exc)) from None
     opened = events[0]
@@ -180,7 +183,12 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
     agent = agent or (names[0] if names else "")
     if agent not in names:
         raise click.ClickException(f"cohort {cohort} has no agent {agent!r} ({', '.join(names)})")
-    cut = frames(events, cohort, agent)
+    try:
+        cut = frames(events, cohort, agent)
+    except (KeyError, ValueError, TypeError) as exc:  # a log whose links hold but whose facts
+        raise click.ClickException(  # do not (written so by a buggy or hostile writer)
+            f"{db}: cohort {cohort} does not fold ({exc}); run 'arena verify {db}'"
+        ) from None
     listed = {e.market: e for e in events if isinstance(e, MarketListed)}
     volume = universe_volume(opened) if isinstance(opened, CohortOpened) else "volume"
     if as_json:
