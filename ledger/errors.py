@@ -1,5 +1,7 @@
 """Errors the ledger raises for bad input; the CLI prints them as one line."""
 
+from __future__ import annotations
+
 
 class LedgerError(Exception):
     """Bad input to the ledger: a corrupt or foreign database, a conflicting append, ..."""
@@ -15,3 +17,7 @@ class IntegrityError(LedgerError):
     def __init__(self, message: str, seq: int | None = None) -> None:
         super().__init__(message)
         self.seq = seq
+
+    def __reduce__(self) -> tuple[type[IntegrityError], tuple[str, int | None]]:
+        """Keep ``seq`` across a process boundary (``verify`` checks the chain in another)."""
+        return (type(self), (str(self), self.seq))

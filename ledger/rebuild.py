@@ -10,7 +10,7 @@ Four things make it fast, and none changes the result:
   of a trading log.
 * A thread reads the next page while this one folds: the sqlite3 module releases the GIL while
   SQLite works, so on two cores the reading costs almost no wall time.
-* The cycle collector is paused while folding (see :func:`_cycle_collector_paused`).
+* The cycle collector is paused while folding (see :func:`cycle_collector_paused`).
 * The loop calls the fold's handlers itself (``projection.HANDLERS``), without the frame of
   ``CohortState.apply`` around each: 10-20 % of a fold.
 
@@ -66,12 +66,12 @@ def rebuild(
         )
     )
     handlers = HANDLERS
-    with _cycle_collector_paused():
-        for page in _read_ahead(pages):
+    with cycle_collector_paused():
+        for page in read_ahead(pages):
             try:
                 events = _page_decoder.decode(page)
             except msgspec.MsgspecError as exc:
-                raise _unreadable(store, streams, exc) from None
+                raise unreadable(store, streams, exc) from None
             for event in events:
                 if event.cohort != name:
                     name = event.cohort
@@ -82,7 +82,7 @@ def rebuild(
     return ledger
 
 
-def _unreadable(
+def unreadable(
     store: EventStore, streams: Iterable[str] | None, exc: msgspec.MsgspecError
 ) -> LedgerError:
     """The error for a page that did not decode: reading the log event by event names the
@@ -96,7 +96,7 @@ def _unreadable(
     return LedgerError(f"{store.path}: the log holds an unreadable event ({exc})")
 
 
-def _read_ahead(pages: Generator[bytes, None, None]) -> Iterator[bytes]:
+def read_ahead(pages: Generator[bytes, None, None]) -> Iterator[bytes]:
     """``pages``, with the next one fetched on a worker thread while the caller folds this one.
 
     One fetch is in flight at a time, so the store's connection is still used by one thread at
@@ -114,7 +114,7 @@ def _read_ahead(pages: Generator[bytes, None, None]) -> Iterator[bytes]:
 
 
 @contextmanager
-def _cycle_collector_paused() -> Iterator[None]:
+def cycle_collector_paused() -> Iterator[None]:
     """The fold allocates a few objects per event that outlive their page; each burst of
     allocations would set off the cycle collector, which walks every live container again (a
     tenth of a rebuild). Nothing a fold makes can form a cycle, so it runs after, not during."""

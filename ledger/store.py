@@ -275,6 +275,8 @@ class EventStore:
         batch: int = _PAGE,
         skip: Iterable[str] = (),
         after_version: int = 0,
+        *,
+        positions: bool = False,
     ) -> Generator[bytes, None, None]:
         """The log (or one stream) as JSON arrays of the payloads of up to ``batch`` events each,
         in log order, leaving out events whose type is in ``skip``.
@@ -285,7 +287,8 @@ class EventStore:
         encoder writes the tag first), so a type is a range of payload text that SQLite tests
         with a byte comparison, without parsing JSON. A page whose events are all skipped is
         not yielded. With a ``stream``, ``after_version`` starts after that version of it (the
-        tail after a snapshot).
+        tail after a snapshot). With ``positions`` each element is ``[seq, stream_id, payload]``
+        instead of the payload, for a fold that must name where it is (``arena verify``).
         """
         key: tuple[int, ...] = ()
         low = 0
@@ -305,20 +308,16 @@ class EventStore:
                 raise LedgerError(f"cannot skip {name!r}: not an event type of the log")
             where += " AND NOT (payload >= ? AND payload < ?)"
             bounds += [f'{{"type":"{name}",', f'{{"type":"{name}-']  # '-' sorts right after ','
+        item = "'[' || seq || ',' || stream_id || ',' || payload || ']'" if positions else "payload"
         sql = (
-            "SELECT group_concat(payload, ',') FROM "
-            f"(SELECT payload FROM events WHERE {where} ORDER BY {order})"
-        )
-        conn = self._conn
-        previous = conn.text_factory
-        conn.text_factory = bytes
-        try:
-            for first in range(low, end, batch):
-                (joined,) = self._fetch(sql, (*key, first, first + batch, *bounds))[0]
-                if joined:
-                    yield b"[" + joined + b"]"
-        finally:
-            conn.text_factory = previous
+            f"SELECT CAST(group_concat({item}, ',') AS BLOB) FROM "
+            f"(SELECT seq, stream_id, payload FROM events WHERE {where} ORDER BY {order})"
+        )  # as a BLOB: bytes without touching the connection's text_factory, which other
+        # queries use while this generator is suspended (verify looks up snapshots mid-fold)
+        for first in range(low, end, batch):
+            (joined,) = self._fetch(sql, (*key, first, first + batch, *bounds))[0]
+            if joined:
+                yield b"[" + joined + b"]"
 
     def read_types(self, types: Iterable[str]) -> Iterator[tuple[str, AnyEvent]]:
         """``(stream, event)`` for every event of the given types, in log order: what a report
@@ -408,6 +407,10 @@ class EventStore:
                 sha.update(b"".join(b"%d\x00%s\n" % row for row in page))
                 version = page[-1][0]
         return sha.hexdigest()
+
+    def stream_keys(self) -> dict[int, str]:
+        """Every stream's key by its id (``payload_arrays(positions=True)`` names streams so)."""
+        return self._stream_keys()
 
     def verify_chain(self) -> int:
         """Recompute every link of the hash chain; return how many rows were checked.

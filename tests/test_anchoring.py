@@ -238,3 +238,21 @@ def test_a_bit_flip_either_fails_verify_or_changes_nothing(
     except LedgerError:
         return
     assert _logical(db) == _logical(pristine)
+
+
+def test_the_chain_checked_in_a_child_process_names_the_same_seq(
+    log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Big logs have their chain checked by ``python -m ledger.chain`` beside the fold; the
+    answer (and the seq of a broken link) is the one the in-process check gives."""
+    import arena.verify
+
+    monkeypatch.setattr(arena.verify, "_PARALLEL_FROM", 0)
+    with EventStore.open(log, readonly=True) as store:
+        assert verify_store(store).events == store.last_seq()
+    _tamper(
+        log, "UPDATE events SET payload = replace(payload, '\"ts\":', '\"ts\": ') WHERE seq = 9"
+    )
+    with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+        verify_store(store)
+    assert caught.value.seq == 9 and "event 9 was altered (hash mismatch)" in str(caught.value)

@@ -107,3 +107,14 @@ def test_ledger_as_tables() -> None:
     result = invoke("ledger", "--events", "500")
     assert result.exit_code == 0, result.output
     assert "ledger append" in result.output and "ledger rebuild" in result.output
+
+
+def test_reads() -> None:
+    out = figures("reads", "--events", "3000", "--repeats", "1")
+    assert set(out) == {"events", "report", "verify", "rebuild", "snapshot"}
+    assert out["events"] >= 3000
+    assert is_number(out["report"]["events_per_s_equivalent"])
+    assert is_number(out["verify"]["events_per_s"]) and is_number(out["rebuild"]["seconds"])
+    snapshot = out["snapshot"]
+    assert snapshot["bytes_per_cohort"] > 0 and snapshot["brier_rows"] > 0
+    assert is_number(snapshot["snapshot_growth_pct"])

@@ -14,7 +14,7 @@ from arena.cli import cli
 from ledger.errors import LedgerError
 from ledger.events import CohortOpened, DecisionMade, MarketListed
 from ledger.projection import Ledger
-from ledger.rebuild import _read_ahead, rebuild
+from ledger.rebuild import read_ahead, rebuild
 from ledger.store import EventStore
 
 
@@ -83,7 +83,7 @@ def test_an_unreadable_event_is_a_one_line_error_naming_it(tmp_path: Path, paylo
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_read_ahead_yields_in_order_and_closes_its_source_when_left_early() -> None:
+def testread_ahead_yields_in_order_and_closes_its_source_when_left_early() -> None:
     closed: list[bool] = []
 
     def pages() -> Generator[bytes, None, None]:
@@ -93,21 +93,21 @@ def test_read_ahead_yields_in_order_and_closes_its_source_when_left_early() -> N
         finally:
             closed.append(True)
 
-    assert list(_read_ahead(pages())) == [bytes([k]) for k in range(5)]
+    assert list(read_ahead(pages())) == [bytes([k]) for k in range(5)]
     assert closed == [True]
     closed.clear()
-    reader = _read_ahead(pages())
+    reader = read_ahead(pages())
     assert next(reader) == b"\x00"
     reader.close()  # the consumer stops early: the fetch in flight ends, then the source closes
     assert closed == [True]
 
 
-def test_read_ahead_raises_the_sources_error_in_the_caller() -> None:
+def testread_ahead_raises_the_sources_error_in_the_caller() -> None:
     def pages() -> Generator[bytes, None, None]:
         yield b"a"
         raise LedgerError("disk on fire")
 
-    reader = _read_ahead(pages())
+    reader = read_ahead(pages())
     assert next(reader) == b"a"
     with pytest.raises(LedgerError, match="disk on fire"):
         next(reader)

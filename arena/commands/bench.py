@@ -43,6 +43,7 @@ def bench() -> None:
     Examples:
       arena bench replay --json
       arena bench ledger --events 1000000
+      arena bench reads --events 1000000
     """
 
 
@@ -76,6 +77,31 @@ def ledger(events: int, batch: int, repeats: int, as_json: bool) -> None:
         return
     _show("ledger append", figures["append"], False)
     _show("ledger rebuild", figures["rebuild"], False)
+
+
+@bench.command()
+@click.option("--events", type=int, default=1_000_000, show_default=True)
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs of each measurement; the best is reported, and the median.")  # fmt: skip
+@json_option
+def reads(events: int, repeats: int, as_json: bool) -> None:
+    """Read a closed log: report (snapshot restore + tail), verify (full checking fold + chain),
+    rebuild; and what snapshots add to the log.
+
+    \b
+    Example:
+      arena bench reads --events 1000000 --json
+    """
+    from arena.bench.reads_bench import bench_reads
+
+    console = make_console(stderr=True)
+    with console.status("measuring reads …", spinner="dots"):
+        figures = bench_reads(events, repeats)
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
+        return
+    for name in ("report", "verify", "rebuild", "snapshot"):
+        _show(f"reads: {name}", figures[name], False)
 
 
 @bench.command()

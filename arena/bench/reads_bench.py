@@ -1,0 +1,95 @@
+"""How fast a big closed log is read: the report (restore + tail), the full fold of ``verify``.
+
+The log is the rebuild benchmark's (five agents, 200 markets, the real broker), closed with a
+``CohortClosed`` and its closing snapshot the way a replay closes a cohort. Timed, on the same
+file, best of ``repeats``:
+
+* ``report``: ``ledger.restore.load``, what ``arena report`` reads through: the newest snapshot
+  checked and restored, the tail (empty for a closed cohort) link-checked and folded, the head
+  compared. ``events_per_s_equivalent`` is the log's events over that time.
+* ``verify``: ``arena.verify.verify_store``, the whole chain, the checking fold from the first
+  event, every snapshot against it.
+* ``rebuild``: the plain fold of every event, for comparison.
+
+It also reports the snapshot's size and what snapshots add to the file, beside the events'.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from arena.bench.rebuild_bench import make_log
+from arena.verify import verify_store
+from ledger.anchor import write_head
+from ledger.events import CohortClosed
+from ledger.rebuild import rebuild
+from ledger.restore import load
+from ledger.snapshot import FORMAT, encode_state
+from ledger.store import EventStore
+
+COHORT = "bench-rebuild"
+
+
+def _best(work: Callable[[], object], repeats: int) -> tuple[float, float, float]:
+    """(best wall seconds, median wall seconds, CPU seconds of the best run)."""
+    runs = []
+    for _ in range(max(1, repeats)):
+        began, cpu = time.perf_counter(), time.process_time()
+        work()
+        runs.append((time.perf_counter() - began, time.process_time() - cpu))
+    best = min(runs)
+    return best[0], statistics.median(w for w, _ in runs), best[1]
+
+
+def bench_reads(n_events: int = 1_000_000, repeats: int = 3) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "reads.db"
+        with EventStore.open(path) as store:
+            made, live = make_log(store, n_events)
+            closed = CohortClosed(
+                cohort=COHORT, ts=10**9, reason="bench", state_digest=live.digest()
+            )
+            live.apply(closed)
+            version = store.append(COHORT, [closed])
+        events_bytes = _file_bytes(path)  # closed: the WAL is checkpointed into the file
+        image = encode_state(live)
+        with EventStore.open(path) as store:
+            store.add_snapshot(COHORT, version, image, fmt=FORMAT, closing=True)
+            write_head(store)
+        total_bytes = _file_bytes(path)
+        made += 1
+        figures: dict[str, Any] = {"events": made}
+        with EventStore.open(path, readonly=True) as store:
+            for name, work in (
+                ("report", lambda: load(store)),
+                ("verify", lambda: verify_store(store)),
+                ("rebuild", lambda: rebuild(store)),
+            ):
+                seconds, median, cpu = _best(work, repeats)
+                figures[name] = {
+                    "seconds": round(seconds, 4),
+                    "median_seconds": round(median, 4),
+                    "cpu_seconds": round(cpu, 4),
+                    ("events_per_s_equivalent" if name == "report" else "events_per_s"): round(
+                        made / seconds
+                    ),
+                }
+            restored = load(store).ledger.cohorts[COHORT]
+    if restored.digest() != live.digest():
+        raise RuntimeError("bench reads: the restored state differs from the live state")
+    figures["snapshot"] = {
+        "bytes_per_cohort": len(image),
+        "brier_rows": sum(len(b.brier_rows) for b in live.books.values()),
+        "log_mb_per_million_events": round(events_bytes / made, 1),
+        "snapshot_growth_pct": round(100 * (total_bytes - events_bytes) / events_bytes, 2),
+    }
+    return figures
+
+
+def _file_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.suffix != ".head")
