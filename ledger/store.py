@@ -540,6 +540,15 @@ class EventStore:
             raise LedgerError(f"{self.path}: cannot store a snapshot ({exc})") from exc
         return cursor.rowcount == 1
 
+    def snapshot_bytes(self) -> int:
+        """The bytes all stored snapshots take (images, hashes and keys), for ``arena bench``."""
+        if not has_snapshots(self._conn):
+            return 0
+        return self._scalar(
+            "SELECT coalesce(sum(length(CAST(state AS BLOB)) + length(hash)"
+            " + length(chain_hash) + 32), 0) FROM snapshots"
+        )
+
     def snapshots(self, stream: str | None = None, *, latest: bool = False) -> list[Snapshot]:
         """Stored snapshots in log order (of one stream, or all); ``latest`` keeps only the
         newest of each stream. Empty for a log written before snapshots existed."""

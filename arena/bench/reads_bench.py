@@ -1,7 +1,8 @@
 """How fast a big closed log is read: the report (restore + tail), the full fold of ``verify``.
 
-The log is the rebuild benchmark's (five agents, 200 markets, the real broker), closed with a
-``CohortClosed`` and its closing snapshot the way a replay closes a cohort. Timed, on the same
+The log is the rebuild benchmark's (five agents, 200 markets, the real broker), with a snapshot
+every ``SNAPSHOT_EVERY`` events and closed with a ``CohortClosed`` and its closing snapshot, as
+a replay writes a long cohort. Timed, on the same
 file, best of ``repeats``:
 
 * ``report``: ``ledger.restore.load``, what ``arena report`` reads through: the newest snapshot
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.bench.rebuild_bench import make_log
+from arena.runner import SNAPSHOT_EVERY
 from arena.verify import verify_store
 from ledger.anchor import write_head
 from ledger.events import CohortClosed
@@ -50,18 +52,18 @@ def bench_reads(n_events: int = 1_000_000, repeats: int = 3) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "reads.db"
         with EventStore.open(path) as store:
-            made, live = make_log(store, n_events)
+            made, live = make_log(store, n_events, snapshot_every=SNAPSHOT_EVERY)
             closed = CohortClosed(
                 cohort=COHORT, ts=10**9, reason="bench", state_digest=live.digest()
             )
             live.apply(closed)
             version = store.append(COHORT, [closed])
-        events_bytes = _file_bytes(path)  # closed: the WAL is checkpointed into the file
-        image = encode_state(live)
-        with EventStore.open(path) as store:
+            periodic = len(store.snapshots())
+            image = encode_state(live)
             store.add_snapshot(COHORT, version, image, fmt=FORMAT, closing=True)
             write_head(store)
-        total_bytes = _file_bytes(path)
+            snapshot_bytes = store.snapshot_bytes()
+        total_bytes = _file_bytes(path)  # closed: the WAL is checkpointed into the file
         made += 1
         figures: dict[str, Any] = {"events": made}
         with EventStore.open(path, readonly=True) as store:
@@ -82,11 +84,14 @@ def bench_reads(n_events: int = 1_000_000, repeats: int = 3) -> dict[str, Any]:
             restored = load(store).ledger.cohorts[COHORT]
     if restored.digest() != live.digest():
         raise RuntimeError("bench reads: the restored state differs from the live state")
+    events_bytes = total_bytes - snapshot_bytes
     figures["snapshot"] = {
-        "bytes_per_cohort": len(image),
+        "closing_bytes": len(image),
+        "periodic_snapshots": periodic,
+        "all_snapshots_bytes": snapshot_bytes,
         "brier_rows": sum(len(b.brier_rows) for b in live.books.values()),
-        "log_mb_per_million_events": round(events_bytes / made, 1),
-        "snapshot_growth_pct": round(100 * (total_bytes - events_bytes) / events_bytes, 2),
+        "log_mb_per_million_events": round(total_bytes / made, 1),
+        "snapshot_growth_pct": round(100 * snapshot_bytes / events_bytes, 2),
     }
     return figures
 

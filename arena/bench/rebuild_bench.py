@@ -31,15 +31,22 @@ from ledger.events import (
 from ledger.projection import CohortState
 from ledger.rebuild import rebuild
 from ledger.rules import Broker, rules_for, settle
+from ledger.snapshot import FORMAT, encode_state
 from ledger.store import EventStore
 
 AGENTS = ("alpha", "bravo", "charlie", "delta", "echo")
 
 
 def make_log(
-    store: EventStore, n_events: int, seed: int = 0, markets: int = 200
+    store: EventStore,
+    n_events: int,
+    seed: int = 0,
+    markets: int = 200,
+    snapshot_every: int | None = None,
 ) -> tuple[int, CohortState]:
-    """Append a coherent cohort of at least ``n_events`` events; returns the count and the
+    """Append a coherent cohort of at least ``n_events`` events; with ``snapshot_every``, store
+    a snapshot after each append that passes that many events since the last, as the runner
+    does for a long cohort. Returns the count and the
     state the broker kept live while making them."""
     rng = np.random.default_rng(seed)
     cohort = "bench-rebuild"
@@ -71,7 +78,7 @@ def make_log(
     for event in head:
         state.apply(event)
     pending = list(head)
-    written = version = 0
+    written = version = snapshot_at = 0
     broker = Broker(state, rules_for("v1"))
     prices = rng.uniform(0.05, 0.95, markets)
     step = 0
@@ -104,6 +111,9 @@ def make_log(
             version = store.append(cohort, pending, expected_version=version)
             written += len(pending)
             pending = []
+            if snapshot_every and version - snapshot_at >= snapshot_every:
+                store.add_snapshot(cohort, version, encode_state(state), fmt=FORMAT, closing=False)
+                snapshot_at = version
     for market in ids:
         pending += settle(state, market, step + 1, "Yes" if rng.random() < 0.5 else "No")
     store.append(cohort, pending, expected_version=version)
