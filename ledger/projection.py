@@ -97,6 +97,18 @@ class BrierRow(msgspec.Struct, frozen=True, gc=False, array_like=True):
         return (self.confidence - self.won) ** 2
 
 
+class PendingBuy(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """A buy waiting for its market to resolve: what its Brier row will need, and no more, so
+    a snapshot of a long open cohort holds a short array per buy, not the whole fill."""
+
+    order_id: str
+    market: str
+    side: str
+    confidence: float | None
+    price: float
+    belief: float | None
+
+
 class Book(msgspec.Struct):
     """One agent's account in one cohort."""
 
@@ -105,7 +117,7 @@ class Book(msgspec.Struct):
     initial_cash: float
     positions: dict[tuple[str, str], Position] = msgspec.field(default_factory=dict)
     realized: float = 0.0
-    buys: dict[str, list[OrderFilled]] = msgspec.field(default_factory=dict)
+    buys: dict[str, list[PendingBuy]] = msgspec.field(default_factory=dict)
     brier_rows: list[BrierRow] = msgspec.field(default_factory=list)
     n_bets: int = 0
     n_sells: int = 0
@@ -224,7 +236,9 @@ class CohortState:
             position.shares += e.shares
             position.cost += e.amount
             position.last_price = e.price
-            book.buys.setdefault(e.market, []).append(e)
+            book.buys.setdefault(e.market, []).append(
+                PendingBuy(e.order_id, e.market, e.side, e.confidence, e.price, e.belief)
+            )
             return
         book.cash += e.amount
         book.n_sells += 1

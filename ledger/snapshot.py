@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from ledger.events import CohortClosed, CohortOpened, MarketListed, OrderFilled
-from ledger.projection import Book, BrierRow, CohortState, Position
+from ledger.events import CohortClosed, CohortOpened, MarketListed
+from ledger.projection import Book, BrierRow, CohortState, PendingBuy, Position
 
 FORMAT = 1
 """The layout of :class:`StateImage`; bump it (and keep reading the old one, or not) whenever
@@ -48,7 +48,7 @@ class BookImage(msgspec.Struct, frozen=True, kw_only=True):
     initial_cash: float
     realized: float
     positions: list[Position]
-    pending_buys: list[OrderFilled]
+    pending_buys: list[PendingBuy]
     brier_rows: list[BrierRow]
     counts: tuple[int, int, int, int, int]  # bets, sells, rejected, decisions, errors
 
@@ -128,7 +128,7 @@ def decode_state(data: bytes) -> CohortState:
     state.n_orders = image.n_orders
     state.n_positions = {(a, m, s): n for a, m, s, n in image.n_positions}
     for b in image.books:
-        buys: dict[str, list[OrderFilled]] = {}
+        buys: dict[str, list[PendingBuy]] = {}
         for buy in b.pending_buys:
             buys.setdefault(buy.market, []).append(buy)
         state.books[b.agent] = Book(
