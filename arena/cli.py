@@ -36,7 +36,8 @@ SUMMARIES: dict[str, str] = {
     "tapes": "Import, inspect and validate price tapes.",
     "replay": "Replay cohorts of a tape with trading agents into an event log.",
     "report": "Cash, P/L, return, Brier, win rate, bets and rejections per agent and cohort, "
-    "and the leaderboard across cohorts with 95% confidence intervals.",
+    "and the leaderboard across cohorts with 95% confidence intervals; for agents that ask a "
+    "model, its calls, re-asks, failures, tokens, dollars and latency.",
     "verify": "Prove a log was not altered, cut or extended: hash chain, checking fold, "
     "recorded state digests, every snapshot, and the head.",
     "export": "Write a run's fills, positions, decisions, Brier rows and stated beliefs as "
@@ -47,6 +48,8 @@ SUMMARIES: dict[str, str] = {
     "backtest": "Backtest STRATEGY against baseline agents over many weekly cohorts.",
     "strategies": "List the built-in and installed strategies with their settings.",
     "strategy": "Work with strategy plugins.",
+    "cassette": "Write every model question a log holds (each with all of its attempts) as a "
+    "JSON Lines cassette.",
 }
 
 
@@ -65,16 +68,21 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
+        """A command's line in the listing; one missing from ``SUMMARIES`` is imported to ask
+        (slower, never wrong; the test names it)."""
+        if name in SUMMARIES:
+            return click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)
+        command = self.get_command(ctx, name)
+        return command.get_short_help_str(limit) if command else ""
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Click's listing, from ``SUMMARIES`` instead of importing every command."""
         names = self.list_commands(ctx)
         if not names:
             return
         limit = formatter.width - 6 - max(map(len, names))
-        rows = [
-            (name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
-            for name in names
-        ]
+        rows = [(name, self._summary(ctx, name, limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

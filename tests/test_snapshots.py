@@ -24,8 +24,8 @@ from arena.report import report_data
 from arena.runner import CohortRunner
 from arena.verify import verify_store
 from ledger.errors import IntegrityError
-from ledger.events import CohortClosed
-from ledger.projection import IGNORED_BY_FOLD
+from ledger.events import EVENT_TYPES, CohortClosed
+from ledger.projection import HANDLERS, IGNORED_BY_FOLD
 from ledger.rebuild import rebuild
 from ledger.restore import load
 from ledger.snapshot import FORMAT, decode_state, encode_state, snapshot_hash
@@ -261,6 +261,9 @@ def test_a_cohort_open_past_its_snapshot_folds_the_tail(
 
 
 def test_the_fold_reads_only_types_it_has_a_handler_for() -> None:
-    """A type the fold has no handler for (a transcript, say) is left out by SQLite and
-    ignored by ``apply``, so a new event type cannot break reading an old one."""
-    assert {"OrderPlaced"} == IGNORED_BY_FOLD
+    """A type the fold has no handler for (the model transcript, say) is left out by SQLite and
+    ignored by ``apply``, so a new record-only event type cannot break a fold."""
+    handled = {t.__name__ for t in HANDLERS if t in EVENT_TYPES.values()}
+    assert {"OrderPlaced", "ModelCalled", "PromptStored"} <= IGNORED_BY_FOLD
+    assert IGNORED_BY_FOLD.isdisjoint(handled)
+    assert IGNORED_BY_FOLD | handled == set(EVENT_TYPES)
