@@ -158,9 +158,10 @@ class _Writer:
 
     def snapshot(self, *, closing: bool) -> None:
         """Store the state's image at the current version (a rerun finds it already there).
-        Every caller applies events to the state before adding them here, so the state is
-        exactly the fold of the stream up to ``version``, which ``arena verify`` checks."""
-        if self.store is not None and self.version <= self.store.stream_version(self.stream):
+        Called right after a flush, when the store holds every event up to ``version``; every
+        caller applies events to the state before adding them here, so the state is exactly
+        the fold of the stream up to ``version``, which ``arena verify`` checks."""
+        if self.store is not None:
             self.store.add_snapshot(
                 self.stream, self.version, encode_state(self.state), fmt=FORMAT, closing=closing
             )

@@ -30,7 +30,7 @@ from ledger.errors import IntegrityError, LedgerError
 from ledger.events import CohortClosed, OrderFilled, PositionRefunded, PositionSettled
 from ledger.projection import HANDLERS, IGNORED_BY_FOLD, CohortState, FoldEvent, Ledger
 from ledger.rebuild import cycle_collector_paused, read_ahead, unreadable
-from ledger.snapshot import FORMAT, Snapshot, encode_state
+from ledger.snapshot import FORMAT, Snapshot, SnapshotError, decode_state, encode_state
 from ledger.store import EventStore
 
 TOLERANCE = 1e-9
@@ -203,7 +203,11 @@ def _check_snapshots(
             raise _bad_snapshot(
                 store, snapshot, f"is {kind}, but event {snapshot.seq} says otherwise"
             )
-        if encode_state(state) != snapshot.state:
+        try:  # through a decode, so both sides hold the log's types (an int volume is 500.0)
+            image = encode_state(decode_state(snapshot.state))
+        except SnapshotError as exc:
+            raise _bad_snapshot(store, snapshot, f"is unreadable: {exc}") from None
+        if image != encode_state(state):
             raise _bad_snapshot(store, snapshot, "disagrees with the fold of the log there")
 
 
