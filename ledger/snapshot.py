@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from ledger.events import CohortClosed, CohortOpened, MarketListed
+from ledger.events import CohortClosed, CohortOpened, DecisionsStopped, MarketListed
 from ledger.projection import Book, BrierRow, CohortState, PendingBuy, Position
 
 FORMAT = 1
@@ -60,6 +60,7 @@ class StateImage(msgspec.Struct, frozen=True, kw_only=True):
     cohort: str
     opened: CohortOpened | None
     closed: CohortClosed | None
+    stopped: DecisionsStopped | None
     markets: list[MarketListed]
     marks: list[tuple[str, list[float]]]
     resolutions: list[tuple[str, str | None]]
@@ -86,6 +87,7 @@ def encode_state(state: CohortState) -> bytes:
         cohort=state.cohort,
         opened=state.opened,
         closed=state.closed,
+        stopped=state.stopped,
         markets=list(state.markets.values()),
         marks=list(state.marks.items()),
         resolutions=list(state.resolutions.items()),
@@ -121,7 +123,7 @@ def decode_state(data: bytes) -> CohortState:
     except msgspec.MsgspecError as exc:
         raise SnapshotError(f"not a readable state image ({exc})") from None
     state = CohortState(image.cohort)
-    state.opened, state.closed = image.opened, image.closed
+    state.opened, state.closed, state.stopped = image.opened, image.closed, image.stopped
     state.markets = {m.market: m for m in image.markets}
     state.marks = dict(image.marks)
     state.resolutions = dict(image.resolutions)

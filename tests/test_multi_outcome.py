@@ -85,9 +85,6 @@ def test_the_log_of_a_three_way_market_rebuilds_and_names_outcomes_exactly() -> 
             collected.extend(events)
             return expected_version + len(events)
 
-        def add_snapshot(self, *args: object, **kwargs: object) -> bool:
-            return False  # the runner stores the closing state; this sink keeps events only
-
     config = CohortConfig(start=datetime.fromtimestamp(START, UTC), agents={"x": "hold"},
                           decision_cadence="weekly", mark_cadence="weekly")  # fmt: skip
     run = CohortRunner(election(), config, strategies={"x": ThreeWay()}).run(Sink())  # type: ignore[arg-type]

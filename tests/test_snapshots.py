@@ -25,10 +25,17 @@ from arena.runner import CohortRunner
 from arena.verify import verify_store
 from ledger.errors import IntegrityError
 from ledger.events import EVENT_TYPES, CohortClosed
-from ledger.projection import HANDLERS, IGNORED_BY_FOLD
+from ledger.projection import HANDLERS, IGNORED_BY_FOLD, Book, CohortState
 from ledger.rebuild import rebuild
 from ledger.restore import load
-from ledger.snapshot import FORMAT, decode_state, encode_state, snapshot_hash
+from ledger.snapshot import (
+    FORMAT,
+    BookImage,
+    StateImage,
+    decode_state,
+    encode_state,
+    snapshot_hash,
+)
 from ledger.store import EventStore
 from replays.tape import Tape
 
@@ -98,6 +105,10 @@ def test_an_image_round_trips_exactly(log: Path) -> None:
             restored = decode_state(image)
             assert encode_state(restored) == image, name
             assert restored.snapshot() == state.snapshot()
+            # every attribute of the state, so a field added to CohortState and not to the
+            # image fails here (the memo of outcome lookups is rebuilt on demand)
+            expected = {k: v for k, v in vars(state).items() if k != "_sides"}
+            assert {k: v for k, v in vars(restored).items() if k != "_sides"} == expected
             assert json.loads(image)["format"] == FORMAT  # readable JSON, versioned
 
 
@@ -267,3 +278,13 @@ def test_the_fold_reads_only_types_it_has_a_handler_for() -> None:
     assert {"OrderPlaced", "ModelCalled", "PromptStored"} <= IGNORED_BY_FOLD
     assert IGNORED_BY_FOLD.isdisjoint(handled)
     assert IGNORED_BY_FOLD | handled == set(EVENT_TYPES)
+
+
+def test_the_image_has_a_field_for_everything_the_state_keeps() -> None:
+    """A field added to ``CohortState`` or ``Book`` (as ``stopped`` was) must be added to the
+    image too, or a restored report would silently lose it."""
+    kept = set(vars(CohortState("c"))) - {"_sides"}  # a memo, rebuilt on demand
+    assert kept == set(StateImage.__struct_fields__) - {"format"}
+    counts = {"n_bets", "n_sells", "n_rejected", "n_decisions", "n_errors"}
+    book = (set(Book.__struct_fields__) - counts - {"buys"}) | {"counts", "pending_buys"}
+    assert book == set(BookImage.__struct_fields__)
