@@ -35,9 +35,9 @@ SUMMARIES: dict[str, str] = {
     "score": "Score resolved forecasts: Brier, log loss, ECE, Murphy, trading P/L and Kelly.",
     "tapes": "Import, inspect and validate price tapes.",
     "replay": "Replay cohorts of a tape with trading agents into an event log.",
-    "report": "Cash, P/L, return, Brier, win rate, bets and rejections per agent and cohort, "
-    "and the leaderboard across cohorts with 95% confidence intervals; for agents that ask a "
-    "model, its calls, re-asks, failures, tokens, dollars and latency.",
+    "report": "The leaderboard across cohorts (mean return with a 95% interval that says how it "
+    "was made, implied-confidence Brier and skill scores) and one line per cohort; for agents "
+    "that ask a model, its calls, re-asks, failures, tokens, dollars and latency.",
     "verify": "Prove a log was not altered, cut or extended: hash chain, checking fold, "
     "recorded state digests, every snapshot, and the head.",
     "export": "Write a run's fills, positions, decisions, Brier rows and stated beliefs as "

@@ -51,6 +51,8 @@ class BookImage(msgspec.Struct, frozen=True, kw_only=True):
     pending_buys: list[PendingBuy]
     brier_rows: list[BrierRow]
     counts: tuple[int, int, int, int, int]  # bets, sells, rejected, decisions, errors
+    flows: dict[str, float]  # JSON objects keep their order, so these restore exactly
+    bets_by_market: dict[str, int]
 
 
 class StateImage(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,6 +105,8 @@ def encode_state(state: CohortState) -> bytes:
                 pending_buys=[buy for buys in b.buys.values() for buy in buys],
                 brier_rows=b.brier_rows,
                 counts=(b.n_bets, b.n_sells, b.n_rejected, b.n_decisions, b.n_errors),
+                flows=b.flows,
+                bets_by_market=b.bets_by_market,
             )
             for b in state.books.values()
         ],
@@ -146,6 +150,8 @@ def decode_state(data: bytes) -> CohortState:
             n_rejected=b.counts[2],
             n_decisions=b.counts[3],
             n_errors=b.counts[4],
+            flows=b.flows,
+            bets_by_market=b.bets_by_market,
         )
     return state
 
