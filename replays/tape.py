@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 
 from replays.errors import TapeError
-from replays.validate import check_columns
+from replays.validate import check_columns, check_layout, check_markets, resolutions_by_market
 
 FORMAT_NAME = "arena-tape"
 FORMAT_VERSION = 1
@@ -116,6 +116,21 @@ def _frozen(arr: np.ndarray, dtype: type) -> np.ndarray:
     return view
 
 
+def _stored_block(source: str, market: MarketInfo, prices: np.ndarray) -> np.ndarray:
+    """``(n, stored_columns)`` prices from what a caller passed, or a one-line error."""
+    k = len(market.outcomes)
+    if prices.ndim == 2 and prices.shape[1] == k:
+        return prices[:, [market.yes_column]] if market.is_binary else prices
+    if prices.ndim == 1 and market.is_binary:
+        return prices[:, None]
+    if prices.ndim == 1 and prices.size % k == 0:
+        return prices.reshape(-1, k)
+    raise TapeError(
+        f"{source}: market {market.id}: prices of shape {prices.shape} do not fit "
+        f"{k} outcomes {list(market.outcomes)}"
+    )
+
+
 class Tape:
     """An immutable, validated price tape. Build with ``from_series`` or ``load_tape``.
 
@@ -139,6 +154,8 @@ class Tape:
         self._offsets = _frozen(offsets, np.int64)
         self._times = _frozen(times, np.int64)
         self._prices = _frozen(prices, np.float64)
+        check_markets(source, self.markets)
+        check_layout(source, len(self.markets), self._offsets, self._times.shape[0])
         cols = np.array([m.stored_columns for m in self.markets], dtype=np.int64)
         self._price_offsets = np.concatenate(([0], np.cumsum(np.diff(self._offsets) * cols)))
         check_columns(
@@ -159,6 +176,7 @@ class Tape:
         """Build from per-market ``(times, prices)``; prices are 1-D YES for binary markets or
         ``(n, n_outcomes)`` (binary markets may also pass both columns; NO is dropped)."""
         markets = tuple(markets)
+        check_markets(source, markets)
         known = {m.id for m in markets}
         for mid in series:
             if mid not in known:
@@ -169,12 +187,8 @@ class Tape:
         for m in markets:
             t, p = series.get(m.id, (np.empty(0, np.int64), np.empty(0)))
             t = np.asarray(t, dtype=np.int64)
-            p = np.asarray(p, dtype=np.float64)
-            if p.ndim == 2 and m.is_binary:
-                p = p[:, m.yes_column]
-            elif p.ndim == 1 and not m.is_binary:
-                p = p.reshape(-1, len(m.outcomes))
-            if p.shape[0] != t.shape[0]:
+            p = _stored_block(source, m, np.asarray(p, dtype=np.float64))
+            if t.ndim != 1 or p.shape[0] != t.shape[0]:
                 raise TapeError(
                     f"{source}: market {m.id}: {t.shape[0]} instants but {p.shape[0]} prices"
                 )
@@ -183,7 +197,7 @@ class Tape:
             lengths.append(t.shape[0])
         offsets = np.concatenate(([0], np.cumsum(np.asarray(lengths, dtype=np.int64))))
         if not isinstance(resolutions, Mapping):
-            resolutions = {r.market: r for r in resolutions}
+            resolutions = resolutions_by_market(source, resolutions)
         return cls(
             markets,
             offsets,

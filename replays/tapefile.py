@@ -13,13 +13,14 @@ import io
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import numpy as np
 
 from replays.errors import TapeError
 from replays.tape import FORMAT_NAME, FORMAT_VERSION, MarketInfo, Resolution, Tape
+from replays.untrusted import Budget, read_file, read_member, read_npy
+from replays.validate import Instant, check_markets, resolutions_by_market
 
 COLUMNS = (("offsets", "<i8"), ("times", "<i8"), ("prices", "<f8"))
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member dates keep the file byte-reproducible
@@ -37,9 +38,16 @@ class _Header(msgspec.Struct):
 
 
 class _Series(msgspec.Struct):
+    """A series line as written; ``t`` and ``p`` are decoded once the market is known."""
+
     market: str
-    t: list[int]
-    p: list[Any]
+    t: msgspec.Raw
+    p: msgspec.Raw
+
+
+_TIMES = msgspec.json.Decoder(list[Instant])
+_YES_PRICES = msgspec.json.Decoder(list[float])
+_OUTCOME_PRICES = msgspec.json.Decoder(list[list[float]])
 
 
 def _header(tape: Tape) -> _Header:
@@ -63,6 +71,7 @@ def _decode_header(source: str, raw: bytes) -> _Header:
             f"{source}: not an {FORMAT_NAME} v{FORMAT_VERSION} file "
             f"(format={header.format!r}, version={header.version})"
         )
+    check_markets(source, header.markets)  # before any series is shaped by them
     return header
 
 
@@ -87,25 +96,20 @@ def _write_columnar(tape: Tape, path: Path) -> None:
             zf.writestr(info, buf.getvalue())
 
 
-def _read_columnar(path: Path, verify_hash: bool) -> Tape:
+def _read_columnar(path: Path, verify_hash: bool, budget: Budget) -> Tape:
     source = str(path)
     try:
         with zipfile.ZipFile(path) as zf:
-            header = _decode_header(source, zf.read("meta.json"))
-            arrays = []
-            for name, dtype in COLUMNS:
-                with zf.open(f"{name}.npy") as fp:
-                    arr = np.lib.format.read_array(fp, allow_pickle=False)
-                if arr.ndim != 1 or arr.dtype != np.dtype(dtype):
-                    raise TapeError(f"{source}: corrupt tape: {name} is {arr.dtype}{arr.shape}")
-                arrays.append(arr)
+            header = _decode_header(source, read_member(zf, "meta.json", budget))
+            offsets, times, prices = (
+                read_npy(zf, f"{name}.npy", dtype, budget) for name, dtype in COLUMNS
+            )
     except TapeError:
         raise
     except (zipfile.BadZipFile, KeyError, OSError, EOFError, ValueError, zlib.error) as exc:
         raise TapeError(f"{source}: corrupt columnar tape: {exc}") from None
-    offsets, times, prices = arrays
-    tape = Tape(header.markets, offsets, times, prices, {r.market: r for r in header.resolutions},
-                source=source)  # fmt: skip
+    resolutions = resolutions_by_market(source, header.resolutions)
+    tape = Tape(header.markets, offsets, times, prices, resolutions, source=source)
     return _checked(source, tape, header, verify_hash)
 
 
@@ -129,31 +133,58 @@ def _write_jsonl(tape: Tape, path: Path, compress: bool) -> None:
         path.write_bytes(data)
 
 
-def _read_jsonl(path: Path, verify_hash: bool) -> Tape:
-    source = str(path)
+def _series_arrays(
+    source: str, number: int, row: _Series, markets: dict[str, MarketInfo]
+) -> tuple[np.ndarray, np.ndarray]:
+    """One line's instants and prices, decoded with the types its market needs.
+
+    Typed decoding is what refuses ``true`` or ``"0.5"`` as a price (numpy would read them as
+    1.0 and 0.5) and 2**70 as an instant (an OverflowError in numpy), naming line and market.
+    """
+    where = f"{source}: line {number}: market {row.market}"
+    market = markets.get(row.market)
+    if market is None:
+        raise TapeError(f"{where}: points for a market not in the tape")
     try:
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise TapeError(f"{source}: corrupt or truncated gzip: {exc}") from None
-    lines = data.splitlines()
+        times = np.asarray(_TIMES.decode(row.t), dtype=np.int64)
+    except msgspec.ValidationError as exc:
+        raise TapeError(
+            f"{where}: instants must be whole unix seconds in 1970-01-01..2100-01-01 ({exc})"
+        ) from None
+    k = len(market.outcomes)
+    shape = "YES prices" if market.is_binary else f"one list of {k} outcomes' prices per instant"
+    try:
+        if market.is_binary:
+            return times, np.asarray(_YES_PRICES.decode(row.p), dtype=np.float64)
+        rows = _OUTCOME_PRICES.decode(row.p)
+    except msgspec.ValidationError as exc:
+        raise TapeError(f"{where}: prices must be {shape} ({exc})") from None
+    short = next((i for i, r in enumerate(rows) if len(r) != k), None)
+    if short is not None:
+        raise TapeError(f"{where}: prices must be {shape} (point {short} has {len(rows[short])})")
+    return times, np.asarray(rows, dtype=np.float64).reshape(-1, k)
+
+
+def _read_jsonl(path: Path, verify_hash: bool, budget: Budget) -> Tape:
+    source = str(path)
+    lines = read_file(path, budget).splitlines()
     if not lines or not lines[0].strip():
         raise TapeError(f"{source}: empty tape file")
     header = _decode_header(source, lines[0])
+    markets = {m.id: m for m in header.markets}
     series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
         try:
             row = msgspec.json.decode(line, type=_Series)
-            prices = np.asarray(row.p, dtype=np.float64)
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise TapeError(f"{source}: line {number}: bad series: {exc}") from None
         if row.market in series:
             raise TapeError(f"{source}: market {row.market}: two series lines")
-        series[row.market] = (np.asarray(row.t, dtype=np.int64), prices)
-    tape = Tape.from_series(header.markets, series, header.resolutions, source=source)
+        series[row.market] = _series_arrays(source, number, row, markets)
+    resolutions = resolutions_by_market(source, header.resolutions)
+    tape = Tape.from_series(header.markets, series, resolutions, source=source)
     return _checked(source, tape, header, verify_hash)
 
 
@@ -182,11 +213,12 @@ def save_tape(tape: Tape, path: str | Path) -> None:
         _write_jsonl(tape, path, compress=kind == "jsonl.gz")
 
 
-def load_tape(path: str | Path, *, verify_hash: bool = False) -> Tape:
+def load_tape(path: str | Path, *, verify_hash: bool = False, max_bytes: int | None = None) -> Tape:
     """Read and validate a tape, detecting its form from the first bytes, never running code.
 
     ``verify_hash`` also recomputes the content hash and compares it with the one the file
-    records (``arena tapes validate`` does; plain loads skip it to stay fast).
+    records (``arena tapes validate`` does; plain loads skip it to stay fast). ``max_bytes``
+    caps what the file may decompress to (default ``ARENA_TAPE_MAX_BYTES``, else 2 GiB).
     """
     path = Path(path)
     try:
@@ -195,9 +227,9 @@ def load_tape(path: str | Path, *, verify_hash: bool = False) -> Tape:
     except OSError as exc:
         raise TapeError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if magic.startswith(b"PK"):
-        return _read_columnar(path, verify_hash)
+        return _read_columnar(path, verify_hash, Budget(str(path), max_bytes))
     if magic.startswith((b"\x1f\x8b", b"{")):
-        return _read_jsonl(path, verify_hash)
+        return _read_jsonl(path, verify_hash, Budget(str(path), max_bytes))
     if not magic:
         raise TapeError(f"{path}: empty tape file")
     raise TapeError(f"{path}: not a tape (neither a .tape zip nor JSON lines)")

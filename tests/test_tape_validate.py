@@ -167,7 +167,7 @@ def test_pickled_arrays_are_never_loaded(tmp_path: Path) -> None:
             buf = io.BytesIO()
             np.save(buf, np.array([object()], dtype=object), allow_pickle=True)
             zf.writestr(f"{name}.npy", buf.getvalue())
-    refused(path, "corrupt columnar tape")
+    refused(path, "corrupt tape: offsets.npy is |O(1,), not 1-D <i8")
 
 
 def test_recorded_hash_must_match_the_content(tmp_path: Path) -> None:
@@ -183,3 +183,199 @@ def test_vectorised_check_finds_the_right_market_in_a_big_tape() -> None:
     series["m137"][1][999] = 1.5
     with pytest.raises(TapeError, match=r"market m137: price 1\.5 is outside"):
         Tape.from_series(markets, series, {})
+
+
+# -- what fuzzing found: each was a traceback, a runaway allocation, or garbage accepted ---------
+
+
+def multi_header(*outcomes: list[str]) -> dict[str, Any]:
+    return header([{"id": f"m{i}", "question": "?", "outcomes": o} for i, o in enumerate(outcomes)])
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "problem"),
+    [
+        ([], "needs at least two outcomes, has []"),
+        (["Yes", "Yes"], "outcome 'Yes' is listed twice"),
+        (["Yes", "yes", "No"], "outcome 'yes' is listed twice"),
+    ],
+)
+def test_outcome_lists_that_broke_the_reshape(
+    tmp_path: Path, outcomes: list[str], problem: str
+) -> None:
+    path = write_jsonl(tmp_path / "t.tape.jsonl", multi_header(outcomes),
+                       {"market": "m0", "t": [100, 200, 300], "p": [0.1, 0.2, 0.3]})  # fmt: skip
+    refused(path, "market m0", problem)
+
+
+def test_a_flat_price_list_for_a_multi_outcome_market(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.tape.jsonl", multi_header(["A", "B", "C"]),
+                       {"market": "m0", "t": [100, 200], "p": [0.1, 0.2]})  # fmt: skip
+    refused(path, "market m0", "3 outcomes")
+    ragged = {"market": "m0", "t": [100, 200], "p": [[0.1, 0.2, 0.7], [0.5, 0.5]]}
+    refused(write_jsonl(tmp_path / "r.tape.jsonl", multi_header(["A", "B", "C"]), ragged),
+            "market m0", "3 outcomes")  # fmt: skip
+
+
+@pytest.mark.parametrize("instant", [2**70, 2**63, -(2**63) - 1, -5, 4_102_444_800])
+def test_instants_out_of_range(tmp_path: Path, instant: int) -> None:
+    path = write_jsonl(tmp_path / "t.tape.jsonl", header(),
+                       {"market": "a", "t": [100, instant], "p": [0.1, 0.2]})  # fmt: skip
+    refused(path, "market a", "instant", "2100-01-01")
+
+
+def test_a_resolution_at_2_to_the_63(tmp_path: Path) -> None:
+    """Accepted today; a replay then asked numpy for marks every hour until 2**63 (777 TiB)."""
+    head = header(resolutions=[{"market": "a", "ts": 2**63, "winner": "Yes"}])
+    path = write_jsonl(tmp_path / "t.tape.jsonl", head, {"market": "a", "t": [100], "p": [0.1]})
+    refused(path, "market a", "resolution instant", "2100-01-01")
+
+
+@pytest.mark.parametrize("field", ["open_ts", "close_ts"])
+def test_market_instants_out_of_range(tmp_path: Path, field: str) -> None:
+    head = header([{"id": "a", "question": "A?", "outcomes": ["Yes", "No"], field: 2**64}])
+    path = write_jsonl(tmp_path / "t.tape.jsonl", head, {"market": "a", "t": [100], "p": [0.1]})
+    refused(path, "market a", field)
+
+
+def test_volume_must_be_a_finite_non_negative_number(tmp_path: Path) -> None:
+    head = header([{"id": "a", "question": "A?", "outcomes": ["Yes", "No"], "volume": -1}])
+    path = write_jsonl(tmp_path / "t.tape.jsonl", head, {"market": "a", "t": [100], "p": [0.1]})
+    refused(path, "market a", "volume -1")
+
+
+def test_two_resolutions_of_one_market(tmp_path: Path) -> None:
+    """The second one silently won."""
+    twice = [{"market": "a", "ts": 300, "winner": w} for w in ("Yes", "No")]
+    path = write_jsonl(tmp_path / "t.tape.jsonl", header(resolutions=twice),
+                       {"market": "a", "t": [100], "p": [0.1]})  # fmt: skip
+    refused(path, "market a", "resolved twice")
+    market = MarketInfo(id="a", question="", outcomes=("Yes", "No"))
+    with pytest.raises(TapeError, match="market a: resolved twice"):
+        Tape.from_series([market], {"a": (np.array([1]), np.array([0.5]))},
+                         [Resolution(market="a", ts=5, winner="Yes")] * 2)  # fmt: skip
+
+
+@pytest.mark.parametrize("price", [True, "0.5", None, [0.5]])
+def test_a_price_that_is_not_a_number(tmp_path: Path, price: Any) -> None:
+    """`true` was read as 1.0 and "0.5" as 0.5."""
+    path = write_jsonl(tmp_path / "t.tape.jsonl", header(),
+                       {"market": "a", "t": [100, 200], "p": [price, 0.2]})  # fmt: skip
+    message = refused(path, "market a", "line 2")
+    assert "Traceback" not in message
+
+
+@pytest.mark.parametrize("instant", [True, "100", 1.5])
+def test_an_instant_that_is_not_an_integer(tmp_path: Path, instant: Any) -> None:
+    path = write_jsonl(tmp_path / "t.tape.jsonl", header(),
+                       {"market": "a", "t": [instant, 200], "p": [0.1, 0.2]})  # fmt: skip
+    refused(path, "market a", "line 2")
+
+
+def write_members(path: Path, head: dict[str, Any], members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("meta.json", json.dumps(head))
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+def four_markets() -> dict[str, Any]:
+    return header([{"id": f"m{i}", "question": "?", "outcomes": ["Yes", "No"]} for i in range(4)])
+
+
+def good_columns() -> dict[str, bytes]:
+    return {
+        "offsets.npy": npy(np.array([0, 1, 2, 3, 4], dtype="<i8")),
+        "times.npy": npy(np.array([100, 100, 100, 100], dtype="<i8")),
+        "prices.npy": npy(np.full(4, 0.5)),
+    }
+
+
+def with_prices(member: bytes) -> dict[str, bytes]:
+    return {**good_columns(), "prices.npy": member}
+
+
+def test_offsets_two_entries_short(tmp_path: Path) -> None:
+    """Three offsets for four markets crashed in numpy's broadcasting."""
+    members = {**good_columns(), "offsets.npy": npy(np.array([0, 2, 4], dtype="<i8"))}
+    path = write_members(tmp_path / "t.tape", four_markets(), members)
+    refused(path, "offsets", "3 entries", "4 markets")
+    assert load_tape(write_members(tmp_path / "ok.tape", four_markets(), good_columns()))
+
+
+def test_npy_header_claiming_ten_to_the_eleven_floats(tmp_path: Path) -> None:
+    """numpy allocated the claimed 745 GiB before reading a byte of it."""
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        head, {"descr": "<f8", "fortran_order": False, "shape": (10**11,)}
+    )
+    claim = head.getvalue() + np.zeros(3).tobytes()
+    path = write_members(tmp_path / "t.tape", four_markets(), with_prices(claim))
+    refused(path, "prices.npy", "claims 100000000000", "holds 24 bytes")
+
+
+@pytest.mark.parametrize(
+    ("member", "problem"),
+    [
+        (npy(np.array([[0.5, 0.5], [0.5, 0.5]])), "(2, 2)"),
+        (npy(np.full(4, 0.5, dtype=">f8")), ">f8"),
+        (npy(np.full(4, 0.5, dtype="<f4")), "<f4"),
+        (npy(np.full(4, 0.5))[:-5], "holds 27 bytes"),
+        (b"\x93NUMPY\x01\x00\xff\x00{'descr'", "header"),
+        (b"not an npy at all", "not a .npy"),
+    ],
+)
+def test_corrupt_npy_members(tmp_path: Path, member: bytes, problem: str) -> None:
+    path = write_members(tmp_path / "t.tape", four_markets(), with_prices(member))
+    refused(path, "prices.npy", problem)
+
+
+def gzip_bomb(size: int) -> bytes:
+    """``size`` bytes of spaces, gzipped: about a thousand to one."""
+    return gzip.compress(b" " * size, compresslevel=9)
+
+
+def test_a_gzip_bomb_stops_at_the_limit(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.tape.jsonl.gz"
+    path.write_bytes(gzip.compress(json.dumps(header()).encode() + b"\n") + gzip_bomb(8 << 20))
+    assert path.stat().st_size < 64 << 10
+    with pytest.raises(TapeError) as info:
+        load_tape(path, max_bytes=1 << 20)
+    assert str(info.value) == (
+        f"{path}: decompresses to more than 1.0 MiB, the limit for a tape "
+        "(ARENA_TAPE_MAX_BYTES raises it)"
+    )
+
+
+def test_the_limit_comes_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "bomb.tape.jsonl.gz"
+    path.write_bytes(gzip_bomb(3 << 20))
+    monkeypatch.setenv("ARENA_TAPE_MAX_BYTES", str(2 << 20))
+    refused(path, "more than 2.0 MiB")
+    monkeypatch.setenv("ARENA_TAPE_MAX_BYTES", "lots")
+    refused(path, "ARENA_TAPE_MAX_BYTES='lots' is not a number of bytes")
+
+
+def test_a_zip_bomb_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
+    members = with_prices(npy(np.zeros(1 << 20)))  # 8 MiB of zeros
+    path = write_members(tmp_path / "t.tape", four_markets(), members)
+    assert path.stat().st_size < 64 << 10
+    with pytest.raises(TapeError, match=r"prices\.npy.*more than 1\.0 MiB"):
+        load_tape(path, max_bytes=1 << 20)
+    bomb_meta = write_members(tmp_path / "m.tape", four_markets(), good_columns())
+    with (
+        pytest.warns(UserWarning, match="Duplicate name"),
+        zipfile.ZipFile(bomb_meta, "a", compression=zipfile.ZIP_DEFLATED) as zf,
+    ):
+        zf.writestr("meta.json", b" " * (4 << 20))  # a second, huge meta.json shadows the first
+    with pytest.raises(TapeError, match=r"meta\.json.*more than 1\.0 MiB"):
+        load_tape(bomb_meta, max_bytes=1 << 20)

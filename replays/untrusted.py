@@ -1,0 +1,137 @@
+"""Reading tape bytes we do not trust, with a ceiling on what they can make us allocate.
+
+A tape file can come from anywhere. Its compressed forms can inflate far beyond the file (a
+4 MB gzip of spaces is 4 GB), and a ``.npy`` header states a shape that numpy allocates before
+reading a byte of it (one claiming 10^11 floats asked for 745 GiB). So every read here spends
+from one ``Budget`` per file before it allocates, and an ``.npy`` member's claimed shape is
+checked against the bytes the member really holds.
+
+The limit is ``ARENA_TAPE_MAX_BYTES``, 2 GiB by default: about 130 M points in columnar form,
+25 times the 5 M-point tape ``arena bench tapes`` loads, and small enough to refuse a bomb
+before the machine swaps.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from replays.errors import TapeError
+
+ENV = "ARENA_TAPE_MAX_BYTES"
+DEFAULT_MAX_BYTES = 2 << 30
+_CHUNK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
+
+
+class Budget:
+    """What one file may still make us hold, in decompressed bytes, across all its parts."""
+
+    def __init__(self, source: str, limit: int | None = None) -> None:
+        """``limit`` defaults to ``ARENA_TAPE_MAX_BYTES`` (a bad value is a one-line error)."""
+        self.source = source
+        self.limit = _limit_from_env(source) if limit is None else limit
+        self.left = self.limit
+
+    def spend(self, n: int, what: str = "") -> None:
+        """Reserve ``n`` bytes for ``what`` (a member name), or refuse the whole file."""
+        if n > self.left:
+            part = f"{what} " if what else ""
+            raise TapeError(
+                f"{self.source}: {part}decompresses to more than {_size(self.limit)}, "
+                f"the limit for a tape ({ENV} raises it)"
+            )
+        self.left -= n
+
+
+def _limit_from_env(source: str) -> int:
+    raw = os.environ.get(ENV)
+    if raw is None:
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise TapeError(f"{source}: {ENV}={raw!r} is not a number of bytes")
+    return value
+
+
+def read_file(path: Path, budget: Budget) -> bytes:
+    """The file's bytes, gunzipped when they start with the gzip magic, within ``budget``.
+
+    Decompression runs a chunk at a time, so a bomb is refused after at most the limit (plus
+    one chunk) was inflated, never after all of it.
+    """
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) != _GZIP_MAGIC:
+                budget.spend(os.fstat(fh.fileno()).st_size)
+                fh.seek(0)
+                return fh.read()
+            fh.seek(0)
+            parts: list[bytes] = []
+            with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                while chunk := gz.read(_CHUNK):
+                    budget.spend(len(chunk))
+                    parts.append(chunk)
+    except OSError as exc:  # gzip.BadGzipFile is an OSError
+        raise TapeError(f"{path}: corrupt or truncated gzip: {exc}") from None
+    except EOFError as exc:
+        raise TapeError(f"{path}: corrupt or truncated gzip: {exc}") from None
+    return b"".join(parts)
+
+
+def read_member(zf: zipfile.ZipFile, name: str, budget: Budget) -> bytes:
+    """One zip member, refused before inflating if its stated size exceeds the budget.
+
+    ``zipfile`` never inflates past the size the archive states, so the check is a bound.
+    """
+    budget.spend(zf.getinfo(name).file_size, name)
+    return zf.read(name)
+
+
+def read_npy(zf: zipfile.ZipFile, name: str, dtype: str, budget: Budget) -> np.ndarray:
+    """A 1-D little-endian array member, its header checked against the bytes it holds.
+
+    numpy's own reader trusts the header's shape and allocates it first; here the claim must
+    equal the member's size before anything is allocated, and then no more is read than that.
+    """
+    info = zf.getinfo(name)
+    budget.spend(info.file_size, name)
+    source = budget.source
+    with zf.open(info) as fp:
+        try:
+            version = np.lib.format.read_magic(fp)
+        except ValueError:
+            raise TapeError(f"{source}: {name} is not a .npy array") from None
+        try:
+            if version == (1, 0):
+                shape, _, found = np.lib.format.read_array_header_1_0(fp)
+            elif version == (2, 0):
+                shape, _, found = np.lib.format.read_array_header_2_0(fp)
+            else:
+                raise ValueError(f"unsupported .npy version {version}")
+        except (ValueError, SyntaxError, TypeError) as exc:
+            raise TapeError(f"{source}: {name} has a bad .npy header: {exc}") from None
+        if found.str != dtype or len(shape) != 1 or found.hasobject:
+            raise TapeError(
+                f"{source}: corrupt tape: {name} is {found.str}{tuple(shape)}, not 1-D {dtype}"
+            )
+        present = info.file_size - fp.tell()
+        claimed = shape[0] * found.itemsize
+        if claimed != present:
+            raise TapeError(
+                f"{source}: corrupt tape: {name} claims {shape[0]} values ({claimed} bytes) "
+                f"but holds {present} bytes"
+            )
+        data = fp.read(present)
+    return np.frombuffer(data, dtype=found)
