@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import os
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -72,21 +73,23 @@ def read_file(path: Path, budget: Budget) -> bytes:
     one chunk) was inflated, never after all of it.
     """
     try:
-        with open(path, "rb") as fh:
-            if fh.read(2) != _GZIP_MAGIC:
-                budget.spend(os.fstat(fh.fileno()).st_size)
-                fh.seek(0)
-                return fh.read()
+        fh = open(path, "rb")  # noqa: SIM115 - closed below; open and gzip errors differ
+    except OSError as exc:
+        raise TapeError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with fh:
+        if fh.read(2) != _GZIP_MAGIC:
+            budget.spend(os.fstat(fh.fileno()).st_size)
             fh.seek(0)
-            parts: list[bytes] = []
+            return fh.read()
+        fh.seek(0)
+        parts: list[bytes] = []
+        try:
             with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
                 while chunk := gz.read(_CHUNK):
                     budget.spend(len(chunk))
                     parts.append(chunk)
-    except OSError as exc:  # gzip.BadGzipFile is an OSError
-        raise TapeError(f"{path}: corrupt or truncated gzip: {exc}") from None
-    except EOFError as exc:
-        raise TapeError(f"{path}: corrupt or truncated gzip: {exc}") from None
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            raise TapeError(f"{path}: corrupt or truncated gzip: {exc}") from None
     return b"".join(parts)
 
 

@@ -16,7 +16,7 @@ from replays.importers import import_election2024, import_polymarket, import_pol
 from replays.importers.parsing import align_outcomes, market_info, parse_ts, verdict
 from replays.samples import sample_path
 from replays.tape import Tape
-from replays.tapefile import load_tape
+from replays.tapefile import load_tape, save_tape
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "polymarket"
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="shared data not present")
@@ -176,3 +176,98 @@ def test_btc_set_imports_through_the_generic_importer() -> None:
     # 728 YES series × 1,440 minutes, less 1,800 YES points recorded as NaN (3,600 over both sides)
     assert result.tape.n_points == 728 * 1440 - 1800
     assert result.notes == ["dropped 3600 points without a price (NaN or null)"]
+
+
+# -- hostile raw shapes: each was a traceback, or a tape that then could not be loaded ----------
+
+
+def import_one(tmp_path: Path, market: dict[str, Any], history: list[dict[str, Any]]) -> Any:
+    mpath, ppath = write_inputs(tmp_path, [market], [{"token_id": "111", "history": history}])
+    return import_polymarket_result(mpath, ppath)
+
+
+POINT = {"t": 1704067200, "p": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("point", "problem"),
+    [
+        ({"t": 2**70, "p": 0.5}, "line 1: Expected `int` <= 4102444799"),  # was OverflowError
+        ({"t": -1, "p": 0.5}, "line 1: Expected `int` >= 0"),
+        ({"t": 1704067200, "p": True}, "line 1: Expected `float | null`, got `bool`"),
+        ({"t": 1704067200, "p": "0.5"}, "line 1: Expected `float | null`, got `str`"),
+        ({"t": 1704067200, "p": 1.5}, "market 253573: price 1.5 is outside [0, 1]"),
+    ],
+)
+def test_hostile_clob_points(tmp_path: Path, point: dict[str, Any], problem: str) -> None:
+    with pytest.raises(TapeError) as info:
+        import_one(tmp_path, gamma(), [point])
+    assert problem in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("over", "problem"),
+    [
+        ({"outcomes": '["Yes", "Yes"]'}, "market 253573: outcome 'Yes' is listed twice"),
+        ({"outcomes": "[]"}, "market 253573: needs at least two outcomes, has []"),
+        ({"outcomes": "Yes or No"}, "market 253573: needs at least two outcomes, has []"),
+        ({"startDate": 2**70}, "market 253573: open_ts t=1180591620717411303424 is outside"),
+        ({"closedTime": 1e300}, "close_ts t=1000000000000000052504760255204420248704468581"),
+        ({"id": None}, "a market object has no id"),
+    ],
+)
+def test_hostile_gamma_objects(tmp_path: Path, over: dict[str, Any], problem: str) -> None:
+    """Repeated or empty outcomes were imported (empty silently became Yes/No)."""
+    with pytest.raises(TapeError) as info:
+        import_one(tmp_path, gamma(**over), [POINT])
+    assert problem in str(info.value)
+
+
+def test_odd_but_harmless_gamma_values_still_make_a_loadable_tape(tmp_path: Path) -> None:
+    """A numeric category was written into a tape that then failed to load."""
+    over = {"category": 7, "volumeNum": "NaN", "volume": "1e999", "startDate": True}
+    result = import_one(tmp_path, gamma(**over), [POINT])
+    [market] = result.tape.markets
+    # startDate true is no instant: the market opens at its first point
+    assert (market.category, market.volume, market.open_ts) == ("7", 0.0, 1704067200)
+    save_tape(result.tape, tmp_path / "t.tape")
+    assert load_tape(tmp_path / "t.tape").hash == result.tape.hash
+
+
+def test_a_gzip_bomb_of_price_histories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mpath, ppath = write_inputs(tmp_path, [gamma()], [])
+    ppath.write_bytes(gzip.compress(b"\n" * (3 << 20)))
+    monkeypatch.setenv("ARENA_TAPE_MAX_BYTES", str(1 << 20))
+    with pytest.raises(TapeError, match=r"prices\.jsonl\.gz: decompresses to more than 1\.0 MiB"):
+        import_polymarket(mpath, ppath)
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda d: d.replace('"p": 0.74', '"p": "0.74"', 1), "bad point: Expected `float`"),
+        (lambda d: d.replace('"t": 1712188803', '"t": 1e30', 1), "bad point: Expected `int`"),
+        (lambda d: d.replace('{"t": 1712188803, ', "{", 1), "missing required field `t`"),
+        (lambda d: "[1, 2]", "no series for region"),
+    ],
+)
+def test_hostile_election_series(tmp_path: Path, damage: Any, problem: str) -> None:
+    import shutil
+
+    folder = tmp_path / "election2024"
+    shutil.copytree(SHARED / "election2024", folder)
+    (folder / "tapes").chmod(0o755)
+    target = folder / "tapes" / "2024-president-polymarket-prices.json"
+    target.chmod(0o644)
+    data = json.dumps(json.loads(target.read_text()))
+    target.write_text(damage(data))
+    with pytest.raises(TapeError) as info:
+        import_election2024(folder)
+    assert problem in str(info.value) and str(target) in str(info.value)
+
+
+def test_an_election_index_without_its_columns(tmp_path: Path) -> None:
+    (tmp_path / "election2024_market_index.csv").write_text("race,region\npresident,Ohio\n")
+    with pytest.raises(TapeError, match="missing columns gamma_market_id, yes_token_id, tape_file"):
+        import_election2024(tmp_path)

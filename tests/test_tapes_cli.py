@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import numpy as np
-from click.testing import CliRunner
+import pytest
+from click.testing import CliRunner, Result
 
+from arena.commands.replay import replay
 from arena.commands.tapes import sparkline, tapes
 from replays.synthetic import random_walk_tape
 from replays.tapefile import save_tape
@@ -99,3 +102,82 @@ def test_every_command_has_help_with_an_example() -> None:
     ):
         code, out = run(*args, "--help")
         assert code == 0 and "Example" in out
+
+
+HEAD = {"format": "arena-tape", "version": 1, "resolutions": [],
+        "markets": [{"id": "a", "question": "A?", "outcomes": ["Yes", "No"]}]}  # fmt: skip
+
+
+def hostile_tapes(folder: Path) -> dict[str, Path]:
+    """One file per hole fuzzing found; each crashed a command or was accepted."""
+
+    def jsonl(name: str, head: dict[str, object], t: list[object], p: list[object]) -> None:
+        row = {"market": "a", "t": t, "p": p}
+        (folder / f"{name}.tape.jsonl").write_text(f"{json.dumps(head)}\n{json.dumps(row)}\n")
+
+    twice = [{"market": "a", "ts": 300, "winner": w} for w in ("Yes", "No")]
+    jsonl("no-outcomes", {**HEAD, "markets": [{"id": "a", "question": "?", "outcomes": []}]},
+          [100, 200, 300], [0.1, 0.2, 0.3])  # fmt: skip
+    jsonl("huge-instant", HEAD, [100, 2**70], [0.1, 0.2])
+    far = [{"market": "a", "ts": 2**63, "winner": "Yes"}]
+    jsonl("far-resolution", {**HEAD, "resolutions": far}, [100], [0.1])
+    jsonl("two-resolutions", {**HEAD, "resolutions": twice}, [100], [0.1])
+    jsonl("true-price", HEAD, [100], [True])
+    gz = folder / "bomb.tape.jsonl.gz"
+    gz.write_bytes(gzip.compress(json.dumps(HEAD).encode() + b"\n" + b" " * (3 << 20)))
+    return {p.name.split(".")[0]: p for p in sorted(folder.iterdir())}
+
+
+def assert_one_line_error(result: Result, fragment: str) -> None:
+    assert result.exit_code != 0
+    assert isinstance(result.exception, SystemExit), result.exception  # not a traceback
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("no-outcomes", "market a: needs at least two outcomes"),
+        ("huge-instant", "market a: instants must be whole unix seconds"),
+        ("far-resolution", "market a: resolution instant t=9223372036854775808"),
+        ("two-resolutions", "market a: resolved twice"),
+        ("true-price", "market a: prices must be YES prices"),
+        ("bomb", "decompresses to more than 2.0 MiB"),
+    ],
+)
+def test_hostile_tapes_are_one_line_in_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, fragment: str
+) -> None:
+    monkeypatch.setenv("ARENA_TAPE_MAX_BYTES", str(2 << 20))
+    path = str(hostile_tapes(tmp_path)[name])
+    runner = CliRunner()
+    for args in (["validate", path], ["show", path], ["list", path]):
+        assert_one_line_error(runner.invoke(tapes, args), fragment)
+    db = str(tmp_path / "run.db")
+    result = runner.invoke(replay, ["--tape", path, "--start", "2024-01-07", "--db", db])
+    assert_one_line_error(result, fragment)
+    assert not Path(db).exists()
+
+
+def test_hostile_import_inputs_are_one_line(tmp_path: Path) -> None:
+    market = {
+        "id": "7",
+        "question": "Q?",
+        "outcomes": '["Yes", "Yes"]',
+        "clobTokenIds": '["1", "2"]',
+    }
+    (tmp_path / "m.json").write_text(json.dumps([market]))
+    (tmp_path / "p.jsonl").write_text(
+        json.dumps({"token_id": "1", "history": [{"t": 2**70, "p": 0.5}]})
+    )
+    inputs = ["--markets", str(tmp_path / "m.json"), "--prices", str(tmp_path / "p.jsonl")]
+    out = ["--out", str(tmp_path / "o.tape")]
+    result = CliRunner().invoke(tapes, ["import", "polymarket", *inputs, *out])
+    assert_one_line_error(result, "p.jsonl: line 1: Expected `int` <= 4102444799")
+    (tmp_path / "p.jsonl").write_text(
+        json.dumps({"token_id": "1", "history": [{"t": 100, "p": 0.5}]})
+    )
+    result = CliRunner().invoke(tapes, ["import", "polymarket", *inputs, *out])
+    assert_one_line_error(result, "market 7: outcome 'Yes' is listed twice")
+    assert not (tmp_path / "o.tape").exists()

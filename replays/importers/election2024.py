@@ -24,9 +24,10 @@ import msgspec
 import numpy as np
 
 from replays.errors import TapeError
-from replays.importers.parsing import clean_series
+from replays.importers.parsing import clean_series, json_list
 from replays.importers.polymarket import ImportResult, Series, assemble, read_json
 from replays.tape import Tape
+from replays.validate import Instant
 
 DEFAULT_DIR = (
     Path(__file__).resolve().parents[3] / "shared" / "data" / "polymarket" / "election2024"
@@ -52,26 +53,57 @@ def _national(series: Series) -> dict[str, Any]:
     }
 
 
+class _Point(msgspec.Struct):
+    t: Instant
+    p: float
+
+
 def _series(raw: Any, source: Path, region: str) -> Series:
     points = raw.get(region) if isinstance(raw, dict) else None
     if not isinstance(points, list) or not points:
         raise TapeError(f"{source}: no series for region {region!r}")
-    times = np.array([int(p["t"]) for p in points], dtype=np.int64)
-    prices = np.array([float(p["p"]) for p in points], dtype=np.float64)
+    try:
+        typed = msgspec.convert(points, list[_Point])
+    except msgspec.ValidationError as exc:
+        raise TapeError(f"{source}: region {region!r}: bad point: {exc}") from None
+    times = np.fromiter((p.t for p in typed), dtype=np.int64, count=len(typed))
+    prices = np.fromiter((p.p for p in typed), dtype=np.float64, count=len(typed))
     return clean_series(times, prices)
+
+
+COLUMNS = ("race", "region", "gamma_market_id", "yes_token_id", "tape_file")
+
+
+def _index_rows(index_path: Path) -> list[dict[str, str]]:
+    try:
+        with open(index_path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise TapeError(f"{index_path}: missing columns {', '.join(missing)}")
+            # a short row has None for its missing cells; an empty cell means the same
+            return [{c: row.get(c) or "" for c in reader.fieldnames or ()} for row in reader]
+    except OSError as exc:
+        raise TapeError(f"{index_path}: cannot read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise TapeError(f"{index_path}: not a readable CSV: {exc}") from None
+
+
+def _by_id(path: Path) -> dict[str, dict[str, Any]]:
+    """Gamma objects of a JSON array keyed by their ``id``."""
+    items = read_json(path)
+    if not isinstance(items, list) or not all(isinstance(i, dict) and "id" in i for i in items):
+        raise TapeError(f"{path}: expected a JSON array of objects with an id")
+    return {str(i["id"]): i for i in items}
 
 
 def import_election2024_result(directory: str | Path = DEFAULT_DIR) -> ImportResult:
     """The election tape plus the import's notes (which series had no Gamma market)."""
     directory = Path(directory)
     index_path = directory / INDEX
-    try:
-        with open(index_path, newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-    except OSError as exc:
-        raise TapeError(f"{index_path}: cannot read: {exc.strerror or exc}") from None
-    gamma = {str(m["id"]): m for m in read_json(directory / "gamma_markets_election2024.json")}
-    events = {str(e["id"]): e for e in read_json(directory / "gamma_events_election2024.json")}
+    rows = _index_rows(index_path)
+    gamma = _by_id(directory / "gamma_markets_election2024.json")
+    events = _by_id(directory / "gamma_events_election2024.json")
     tapes: dict[str, Any] = {}
     objects: list[dict[str, Any]] = []
     histories: dict[str, Series] = {}
@@ -95,7 +127,10 @@ def import_election2024_result(directory: str | Path = DEFAULT_DIR) -> ImportRes
         else:
             raise TapeError(f"{index_path}: market {market_id}: not in the Gamma markets file")
         objects.append(obj)
-        yes_token = row["yes_token_id"] or str(obj["clobTokenIds"][0])
+        tokens = json_list(obj.get("clobTokenIds"))
+        if not (row["yes_token_id"] or tokens):
+            raise TapeError(f"{index_path}: market {obj.get('id')}: no YES token id")
+        yes_token = row["yes_token_id"] or str(tokens[0])
         histories[yes_token] = series
     result = assemble(objects, histories, source=str(directory))
     result.tape = _covered_to_last_points(result.tape)

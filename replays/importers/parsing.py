@@ -8,6 +8,7 @@ only decide what a market *is*.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,10 +24,12 @@ CATCH_ALL = frozenset({"All"})  # Gamma tags every event "All"; useless as a cat
 
 def parse_ts(value: Any) -> int | None:
     """Unix seconds from an int, an ISO instant ("...Z") or Gamma's "2024-11-07 11:18:52+00"."""
-    if value is None or value == "":
+    if value is None or value == "" or isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None
     text = str(value).strip().replace(" ", "T", 1)
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
@@ -55,13 +58,14 @@ def json_list(value: Any) -> list[Any]:
 
 
 def to_float(value: Any) -> float | None:
-    """A float from a number or numeric string; None when absent or not a number."""
+    """A finite float from a number or numeric string; None when absent or not a number."""
     if value is None or isinstance(value, bool):
         return None
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if math.isfinite(number) else None
 
 
 def first(obj: Mapping[str, Any], *keys: str) -> Any:
@@ -86,9 +90,15 @@ def event_tags(obj: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def market_info(obj: Mapping[str, Any], first_point: int | None = None) -> MarketInfo:
-    """A ``MarketInfo`` from a raw Gamma market object or a simplified recorder object."""
-    outcomes = tuple(str(o) for o in json_list(obj.get("outcomes"))) or ("Yes", "No")
+    """A ``MarketInfo`` from a raw Gamma market object or a simplified recorder object.
+
+    Absent outcomes mean Yes/No (the simplified objects omit them); outcomes that are present
+    are kept as given, even empty or repeated, so the tape's validation refuses them by name.
+    """
+    given = obj.get("outcomes")
+    outcomes = ("Yes", "No") if given is None else tuple(str(o) for o in json_list(given))
     tags = event_tags(obj)
+    category = first(obj, "category")
     volume = to_float(first(obj, "volumeNum", "volume")) or 0.0
     open_ts = parse_ts(first(obj, "startDate", "start_date", "createdAt", "created_at"))
     end_ts = parse_ts(first(obj, "endDate", "end_date"))
@@ -99,7 +109,7 @@ def market_info(obj: Mapping[str, Any], first_point: int | None = None) -> Marke
         question=str(first(obj, "question", "market_slug", "slug") or market_id),
         outcomes=outcomes,
         description=str(obj.get("description") or ""),
-        category=first(obj, "category") or next((t for t in tags if t not in CATCH_ALL), None),
+        category=str(category) if category else next((t for t in tags if t not in CATCH_ALL), None),
         tags=tags,
         volume=volume,
         open_ts=open_ts if open_ts is not None else first_point,

@@ -7,8 +7,6 @@ BTC data sets, and ``arena tapes record``, all end up here.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +19,15 @@ from replays.errors import TapeError
 from replays.importers.parsing import (
     align_outcomes,
     clean_series,
+    first,
     is_closed,
     json_list,
     market_info,
     verdict,
 )
 from replays.tape import MarketInfo, Resolution, Tape
+from replays.untrusted import Budget, read_file
+from replays.validate import Instant, check_markets
 
 Series = tuple[np.ndarray, np.ndarray]
 
@@ -42,7 +43,7 @@ class ImportResult:
 
 
 class _Point(msgspec.Struct):
-    t: int
+    t: Instant
     p: float | None  # Python-written files say NaN for a missing price; read as null
 
 
@@ -51,12 +52,15 @@ class _TokenHistory(msgspec.Struct):
     history: list[_Point]
 
 
+def _read(path: Path) -> bytes:
+    """The file's bytes (gunzipped), within the same size limit a tape file has."""
+    return read_file(path, Budget(str(path)))
+
+
 def read_json(path: Path) -> Any:
     """Decode a JSON file, turning every way it can be unreadable into a one-line error."""
     try:
-        return msgspec.json.decode(path.read_bytes())
-    except OSError as exc:
-        raise TapeError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        return msgspec.json.decode(_read(path))
     except msgspec.DecodeError as exc:
         raise TapeError(f"{path}: bad JSON: {exc}") from None
 
@@ -84,14 +88,7 @@ def read_market_objects(path: Path) -> list[dict[str, Any]]:
 def read_price_histories(path: Path) -> tuple[dict[str, Series], int]:
     """``{token_id: (times, prices)}`` from JSON lines (optionally gzipped), and how many
     points had no price (``NaN``/``null``) and were dropped rather than invented."""
-    try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-    except OSError as exc:
-        raise TapeError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (EOFError, zlib.error) as exc:
-        raise TapeError(f"{path}: corrupt or truncated gzip: {exc}") from None
+    raw = _read(path)
     decoder = msgspec.json.Decoder(_TokenHistory)
     histories: dict[str, Series] = {}
     dropped = 0
@@ -165,7 +162,10 @@ def assemble(
     skipped: list[str] = []
     undecided: list[str] = []
     for obj in objects:
+        if first(obj, "id", "market_id") is None:
+            raise TapeError(f"{source}: a market object has no id: {str(dict(obj))[:80]}")
         market = market_info(obj)
+        check_markets(source, [market])  # refused by name, not skipped as "no prices"
         found = _market_series(market, histories)
         if found is None:
             skipped.append(market.id)
