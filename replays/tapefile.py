@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import struct
 import zipfile
 import zlib
 from pathlib import Path
@@ -24,6 +25,13 @@ from replays.validate import Instant, check_markets, resolutions_by_market
 
 COLUMNS = (("offsets", "<i8"), ("times", "<i8"), ("prices", "<f8"))
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member dates keep the file byte-reproducible
+# What zipfile raises on damaged archives: a missing member is a KeyError, a damaged record a
+# ValueError or struct.error, an unknown compression method or version NotImplementedError,
+# a set encryption flag RuntimeError.
+_ZIP_ERRORS = (
+    zipfile.BadZipFile, KeyError, OSError, EOFError, ValueError, zlib.error, struct.error,
+    NotImplementedError, RuntimeError, OverflowError,
+)  # fmt: skip
 
 
 class _Header(msgspec.Struct):
@@ -64,7 +72,7 @@ def _header(tape: Tape) -> _Header:
 def _decode_header(source: str, raw: bytes) -> _Header:
     try:
         header = msgspec.json.decode(raw, type=_Header)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise TapeError(f"{source}: bad tape header: {exc}") from None
     if header.format != FORMAT_NAME or header.version != FORMAT_VERSION:
         raise TapeError(
@@ -106,7 +114,7 @@ def _read_columnar(path: Path, verify_hash: bool, budget: Budget) -> Tape:
             )
     except TapeError:
         raise
-    except (zipfile.BadZipFile, KeyError, OSError, EOFError, ValueError, zlib.error) as exc:
+    except _ZIP_ERRORS as exc:
         raise TapeError(f"{source}: corrupt columnar tape: {exc}") from None
     resolutions = resolutions_by_market(source, header.resolutions)
     tape = Tape(header.markets, offsets, times, prices, resolutions, source=source)
@@ -178,7 +186,7 @@ def _read_jsonl(path: Path, verify_hash: bool, budget: Budget) -> Tape:
             continue
         try:
             row = msgspec.json.decode(line, type=_Series)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
             raise TapeError(f"{source}: line {number}: bad series: {exc}") from None
         if row.market in series:
             raise TapeError(f"{source}: market {row.market}: two series lines")

@@ -18,6 +18,7 @@ import os
 import zipfile
 import zlib
 from pathlib import Path
+from tokenize import TokenError
 
 import numpy as np
 
@@ -27,6 +28,10 @@ ENV = "ARENA_TAPE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 2 << 30
 _CHUNK = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+
+
+# What numpy's .npy header parser (its tokenizer, then ast.literal_eval) raises on bad text.
+_HEADER_ERRORS = (ValueError, TypeError, SyntaxError, TokenError, RecursionError, MemoryError)
 
 
 def _size(n: int) -> str:
@@ -123,7 +128,7 @@ def read_npy(zf: zipfile.ZipFile, name: str, dtype: str, budget: Budget) -> np.n
                 shape, _, found = np.lib.format.read_array_header_2_0(fp)
             else:
                 raise ValueError(f"unsupported .npy version {version}")
-        except (ValueError, SyntaxError, TypeError) as exc:
+        except _HEADER_ERRORS as exc:
             raise TapeError(f"{source}: {name} has a bad .npy header: {exc}") from None
         if found.str != dtype or len(shape) != 1 or found.hasobject:
             raise TapeError(

@@ -61,7 +61,7 @@ def read_json(path: Path) -> Any:
     """Decode a JSON file, turning every way it can be unreadable into a one-line error."""
     try:
         return msgspec.json.decode(_read(path))
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise TapeError(f"{path}: bad JSON: {exc}") from None
 
 
@@ -97,7 +97,7 @@ def read_price_histories(path: Path) -> tuple[dict[str, Series], int]:
             continue
         try:
             row = decoder.decode(line.replace(b"NaN", b"null"))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
             raise TapeError(f"{path}: line {number}: {exc}") from None
         n = len(row.history)
         times = np.fromiter((h.t for h in row.history), dtype=np.int64, count=n)
