@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
-from rich import box
 from rich.console import Group
 from rich.markup import escape
 from rich.panel import Panel
@@ -16,12 +15,12 @@ from rich.table import Table
 
 from arena.console import make_console
 from arena.report import universe_volume
-from arena.step import Frame, Portfolio, frames
+from arena.step import Frame, Portfolio, fit, frames
 from ledger.errors import IntegrityError, LedgerError
 from ledger.events import (
     CohortOpened,
     DecisionsStopped,
-    MarketListed,
+    Event,
     MarketResolved,
     MarketVoided,
     OrderFilled,
@@ -32,121 +31,179 @@ from ledger.events import (
 from ledger.store import EventStore
 
 
+def _amount(x: float, sign: str = "") -> str:
+    """Cents below a million, millions above: three portfolio columns fit 80 cells."""
+    return f"{x:{sign},.2f}" if abs(x) < 1e6 else f"{x / 1e6:{sign},.2f}M"
+
+
 def _money(x: float) -> str:
-    return f"${x:,.2f}"
+    return f"${_amount(x)}"
 
 
 def _change(before: float, after: float) -> str:
     delta = after - before
     colour = "green" if delta > 0 else "red" if delta < 0 else "dim"
-    return f"{_money(after)} [{colour}]({delta:+,.2f})[/]"
+    return f"{_money(after)} [{colour}]({_amount(delta, '+')})[/]"
 
 
-def _brier(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4f}"
+def _brier(p: Portfolio) -> str:
+    return f"{'—' if p.brier is None else f'{p.brier:.4f}'} ({p.n_resolved})"
 
 
-def _portfolio_table(before: Portfolio, after: Portfolio) -> Table:
-    table = Table(title="portfolio", title_justify="left", show_header=True, header_style="bold")
-    for name in ("", "before", "after"):
-        table.add_column(name, justify="left" if not name else "right")
-    table.add_row("cash", _money(before.cash), _change(before.cash, after.cash))
-    table.add_row("positions", _money(before.positions_value),
-                  _change(before.positions_value, after.positions_value))  # fmt: skip
-    table.add_row("total", _money(before.total_value),
-                  _change(before.total_value, after.total_value))  # fmt: skip
-    table.add_row("Brier (resolved bets)", f"{_brier(before.brier)} ({before.n_resolved})",
-                  f"{_brier(after.brier)} ({after.n_resolved})")  # fmt: skip
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _lines(title: str) -> Table:
+    """A titled section of single lines: nothing wraps, so a frame's height is known."""
+    table = Table(title=title, title_justify="left", title_style="bold", show_header=False,
+                  box=None, padding=0, expand=True)  # fmt: skip
+    table.add_column(no_wrap=True, overflow="ellipsis")
     return table
 
 
-def _outcome_lines(frame: Frame) -> Table:
-    table = Table(title="what happened", title_justify="left", show_header=False, box=None)
-    table.add_column()
+def _more(table: Table, shown: int, total: int) -> None:
+    if total > shown:
+        table.add_row(f"[dim]… {total - shown} more[/]")
+
+
+def _portfolio_table(frame: Frame, last: bool) -> Table:
+    before, after, later = frame.before, frame.after, frame.at_next
+    assert after is not None and later is not None
+    table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+    table.add_column("portfolio", no_wrap=True, min_width=9)
+    for name in ("before", "after its orders", "at the end" if last else "at next decision"):
+        table.add_column(name, justify="right", no_wrap=True, overflow="ellipsis")
+    table.add_row("cash", _money(before.cash), _change(before.cash, after.cash),
+                  _change(after.cash, later.cash))  # fmt: skip
+    table.add_row("positions", _money(before.positions_value),
+                  _change(before.positions_value, after.positions_value),
+                  _change(after.positions_value, later.positions_value))  # fmt: skip
+    table.add_row("total", _money(before.total_value),
+                  _change(before.total_value, after.total_value),
+                  _change(after.total_value, later.total_value))  # fmt: skip
+    table.add_row("Brier (n)", _brier(before), _brier(after), _brier(later))
+    return table
+
+
+def _outcome_line(e: Event) -> str:
+    """One line per event; names and reasons come from plugins and tapes, so are escaped."""
+    market = escape(getattr(e, "market", ""))
+    side = escape(getattr(e, "side", ""))
+    if isinstance(e, OrderFilled):
+        verb = "bought" if e.kind == "buy" else "sold"
+        extra = (
+            f" conf {e.confidence:.2f}" if e.confidence is not None
+            else f" realized {e.realized:+,.2f}" if e.realized is not None else ""
+        )  # fmt: skip
+        return (f"[green]✓ {verb}[/] {e.shares:,.2f} {side} of {market} at {e.price:.3f} "
+                f"for {_money(e.amount)}{extra}")  # fmt: skip
+    if isinstance(e, OrderRejected):
+        return f"[red]✗ rejected[/] {e.kind} {side} on {market}: {escape(e.reason)}"
+    if isinstance(e, PositionSettled):
+        mark = "[green]won[/]" if e.won else "[red]lost[/]"
+        return f"  {mark} {side} on {market}: paid {_money(e.payout)} (P/L {e.realized:+,.2f})"
+    if isinstance(e, PositionRefunded):
+        return f"  refunded {_money(e.refund)} on voided {market}"
+    if isinstance(e, MarketResolved):
+        return f"[dim]  market {market} resolved {escape(e.winner)}[/]"
+    if isinstance(e, DecisionsStopped):
+        return f"[yellow]no more decisions:[/] {escape(e.reason)}"
+    assert isinstance(e, MarketVoided)
+    return f"[dim]  market {market} voided[/]"
+
+
+def _outcome_table(frame: Frame, rows: int) -> Table:
+    table = _lines("what happened")
     if not frame.outcomes:
         table.add_row("[dim]nothing filled, nothing settled[/]")
-    for e in frame.outcomes:
-        if isinstance(e, OrderFilled):
-            verb = "bought" if e.kind == "buy" else "sold"
-            extra = (
-                f" conf {e.confidence:.2f}" if e.confidence is not None
-                else f" realized {e.realized:+,.2f}" if e.realized is not None else ""
-            )  # fmt: skip
-            table.add_row(
-                f"[green]✓ {verb}[/] {e.shares:,.2f} {e.side} of {e.market} at {e.price:.3f} "
-                f"for {_money(e.amount)}{extra}"
-            )
-        elif isinstance(e, OrderRejected):
-            table.add_row(f"[red]✗ rejected[/] {e.kind} {e.side} on {e.market}: {e.reason}")
-        elif isinstance(e, PositionSettled):
-            mark = "[green]won[/]" if e.won else "[red]lost[/]"
-            table.add_row(f"  {mark} {e.side} on {e.market}: paid {_money(e.payout)} "
-                          f"(P/L {e.realized:+,.2f})")  # fmt: skip
-        elif isinstance(e, PositionRefunded):
-            table.add_row(f"  refunded {_money(e.refund)} on voided {e.market}")
-        elif isinstance(e, MarketResolved):
-            table.add_row(f"[dim]  market {e.market} resolved {e.winner}[/]")
-        elif isinstance(e, MarketVoided):
-            table.add_row(f"[dim]  market {e.market} voided[/]")
-        elif isinstance(e, DecisionsStopped):
-            table.add_row(f"[yellow]no more decisions:[/] {escape(e.reason)}")
+    for e in frame.outcomes[:rows]:
+        table.add_row(_outcome_line(e))
+    _more(table, rows, len(frame.outcomes))
     return table
 
 
-SEEN_ROWS = 8
-
-
-def _seen_table(frame: Frame, listed: dict[str, MarketListed], volume: str) -> Table:
-    """The biggest markets the agent could see, at the prices it saw, with what it held;
-    ``volume`` says which volume ranks them (the universe's, e.g. final volume)."""
-    table = Table(
-        title=f"what it saw (top {SEEN_ROWS} by {volume})", title_justify="left",
-        box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold",
-    )  # fmt: skip
-    table.add_column("market", no_wrap=True)
-    table.add_column("question", overflow="ellipsis", no_wrap=True, max_width=48)
-    table.add_column("YES", justify="right")
-    table.add_column("held", justify="right", no_wrap=True)
-    held = {(m, side): shares for m, side, shares, _, _ in frame.before.positions}
-    biggest = sorted(frame.seen, key=lambda m: (-listed[m].volume, m) if m in listed else (0, m))
-    for market in biggest[:SEEN_ROWS]:
-        holding = ", ".join(
-            f"{shares:,.0f} {side}" for (m, side), shares in held.items() if m == market
-        )
-        question = listed[market].question if market in listed else ""
-        table.add_row(market, question, f"{frame.seen[market]:.3f}", holding or "—")
-    return table
-
-
-def _render(
-    frame: Frame, total: int, agent: str, listed: dict[str, MarketListed], volume: str
-) -> Panel:
+def _decision_table(frame: Frame, rows: int) -> Table:
     d = frame.decision
-    when = datetime.fromtimestamp(d.ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    head = Table.grid(padding=(0, 2))
-    head.add_row(f"[bold]{d.action}[/]", f"week {d.week}", when)
-    orders = Table(title="decision", title_justify="left", show_header=False, box=None)
-    orders.add_column()
+    lines: list[str] = []
     for b in d.bets:
         seen = frame.seen.get(b.market)
-        price = f" (YES seen at {seen:.3f})" if seen is not None else ""
-        orders.add_row(f"bet {_money(b.amount)} on {b.side} of {b.market}{price}")
-    for s in d.sells:
-        target = s.position_id or f"{s.side} of {s.market}"
-        orders.add_row(f"sell {s.percentage:g}% of {target}")
+        price = seen.price_of(b.side) if seen is not None else None
+        shown = f" ({escape(b.side)} seen at {price:.3f})" if price is not None else ""
+        lines.append(f"bet {_money(b.amount)} on {escape(b.side)} of {escape(b.market)}{shown}")
+    for sell in d.sells:
+        target = sell.position_id or f"{sell.side} of {sell.market}"
+        lines.append(f"sell {sell.percentage:g}% of {escape(target)}")
     if d.reasoning:
-        orders.add_row(f"[italic]“{d.reasoning}”[/]")
+        lines.append(f"[italic]“{escape(' '.join(d.reasoning.split()))}”[/]")
     if d.error:
-        orders.add_row(f"[red]error: {d.error.splitlines()[0]}[/]")
+        lines.append(f"[red]error: {escape(d.error.splitlines()[0])}[/]")
     if frame.usage.calls:
-        orders.add_row(f"[dim]this decision: {frame.usage.summary()}[/]")
-        orders.add_row(f"[dim]{agent} so far: {frame.usage_so_far.summary()}[/]")
-    assert frame.after is not None
-    body = Group(
-        head, _seen_table(frame, listed, volume), orders, _outcome_lines(frame),
-        _portfolio_table(frame.before, frame.after),
+        lines.append(f"[dim]this decision: {escape(frame.usage.summary())}[/]")
+        lines.append(f"[dim]{escape(d.agent)} so far: {escape(frame.usage_so_far.summary())}[/]")
+    table = _lines("decision")
+    if not lines:
+        table.add_row("[dim]no orders[/]")
+    for line in lines[:rows]:
+        table.add_row(line)
+    _more(table, rows, len(lines))
+    return table
+
+
+def _seen_table(frame: Frame, rows: int, width: int, volume: str) -> Table:
+    """The biggest markets the agent could see, at the prices it saw, with what it held;
+    ``volume`` says which volume ranks them (the universe's, e.g. final volume).
+
+    Column widths are set here rather than left to rich, which would squeeze a long
+    multi-outcome price list before a question: prices first, the question takes what is left.
+    """
+    held: dict[str, str] = {}
+    for m, side, shares, _, _ in frame.before.positions:
+        held[m] = f"{held[m]}, " if m in held else ""
+        held[m] += f"{shares:,.0f} {side}"
+    markets = list(frame.seen.values())[:rows]
+    labels = [seen.label() for seen in markets]
+    inner = width - 4 - 3  # the panel's borders and padding, one space between four columns
+    market_w = min(12, max([6, *(len(s.market) for s in markets)]))
+    held_w = min(14, max([4, *(len(held.get(s.market, "")) for s in markets)]))
+    prices_w = min(max([11, *map(len, labels)]), max(inner - market_w - held_w - 8, 11))
+    more = len(frame.seen) - len(markets)
+    table = Table(
+        title=f"what it saw: {_count(len(frame.seen), 'market')}, by {volume}",
+        title_justify="left", title_style="bold", box=None, padding=(0, 1, 0, 0),
+        pad_edge=False, header_style="bold", caption=f"… {more} more" if more > 0 else None,
+        caption_justify="left", caption_style="dim",
     )  # fmt: skip
-    return Panel(body, title=f"{agent} · decision {frame.index + 1}/{total}", title_align="left")
+    table.add_column("market", no_wrap=True, overflow="ellipsis", width=market_w)
+    table.add_column("prices seen", no_wrap=True, overflow="ellipsis", width=prices_w)
+    table.add_column("held", no_wrap=True, overflow="ellipsis", width=held_w)
+    question_w = max(inner - market_w - prices_w - held_w, 1)
+    table.add_column("question", no_wrap=True, overflow="ellipsis", width=question_w)
+    for seen, label in zip(markets, labels, strict=True):
+        table.add_row(escape(seen.market), escape(label), held.get(seen.market) or "—",
+                      escape(seen.question))  # fmt: skip
+    return table
+
+
+def render(
+    frame: Frame, total: int, agent: str, height: int, width: int, volume: str = "volume"
+) -> Panel:
+    """One frame as a panel at most ``height`` lines tall and ``width`` cells wide (see
+    ``arena.step.fit``)."""
+    d = frame.decision
+    when = datetime.fromtimestamp(d.ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    rows = fit(frame, height)
+    body = Group(
+        _seen_table(frame, rows.seen, width, volume),
+        _decision_table(frame, rows.decision),
+        _outcome_table(frame, rows.outcomes),
+        _portfolio_table(frame, last=frame.index == total - 1),
+    )
+    title = (
+        f"{escape(agent)} · decision {frame.index + 1}/{total} · [bold]{d.action}[/] · "
+        f"week {d.week} · {when}"
+    )
+    return Panel(body, title=title, title_align="left", padding=(0, 1))
 
 
 @click.command()
@@ -189,7 +246,6 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
         raise click.ClickException(  # do not (written so by a buggy or hostile writer)
             f"{db}: cohort {cohort} does not fold ({exc}); run 'arena verify {db}'"
         ) from None
-    listed = {e.market: e for e in events if isinstance(e, MarketListed)}
     volume = universe_volume(opened) if isinstance(opened, CohortOpened) else "volume"
     if as_json:
         click.echo(json.dumps([f.as_dict() for f in cut], indent=2))
@@ -200,12 +256,12 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
         return
     if no_input or not _keys_available():
         for frame in cut:
-            console.print(_render(frame, len(cut), agent, listed, volume))
+            console.print(render(frame, len(cut), agent, console.height, console.width, volume))
         return
     k: int | None = 0
     while k is not None:
         console.clear()
-        console.print(_render(cut[k], len(cut), agent, listed, volume))
+        console.print(render(cut[k], len(cut), agent, console.height - 1, console.width, volume))
         console.print("[dim]n/enter next · p previous · g first · G last · q quit[/]")
         k = move(click.getchar(), k, len(cut) - 1)
 
