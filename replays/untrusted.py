@@ -141,5 +141,14 @@ def read_npy(zf: zipfile.ZipFile, name: str, dtype: str, budget: Budget) -> np.n
                 f"{source}: corrupt tape: {name} claims {shape[0]} values ({claimed} bytes) "
                 f"but holds {present} bytes"
             )
-        data = fp.read(present)
-    return np.frombuffer(data, dtype=found)
+        # filled a chunk at a time, as numpy does: the member is never held twice
+        array = np.empty(shape[0], dtype=found)
+        raw = array.view(np.uint8)
+        done = 0
+        while done < present:
+            chunk = fp.read(min(_CHUNK, present - done))
+            if not chunk:
+                raise TapeError(f"{source}: corrupt tape: {name} ends after {done} bytes")
+            raw[done : done + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+            done += len(chunk)
+    return array
