@@ -379,3 +379,9 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
         zf.writestr("meta.json", b" " * (4 << 20))  # a second, huge meta.json shadows the first
     with pytest.raises(TapeError, match=r"meta\.json.*more than 1\.0 MiB"):
         load_tape(bomb_meta, max_bytes=1 << 20)
+
+
+def test_a_line_break_in_a_market_id_stays_inside_one_line(tmp_path: Path) -> None:
+    twice = [{"id": "a\nb", "question": "?", "outcomes": ["Yes", "No"]}] * 2
+    path = write_jsonl(tmp_path / "t.tape.jsonl", header(twice))
+    assert refused(path).endswith("market a\\nb: appears twice in the market list")
