@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from replays.errors import TapeError
+from replays.importers import import_polymarket_result
 from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import load_tape, save_tape
 
@@ -230,3 +231,39 @@ def test_fuzz_columnar_form(
     path = tmp_path / "t.tape"
     path.write_bytes(_damage_bytes(buf.getvalue(), data))
     loads_or_refuses(path)
+
+
+# -- the importers' raw shapes --------------------------------------------------------------------
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_polymarket_import(tmp_path: Path, data: st.DataObject) -> None:
+    """Gamma objects and CLOB histories, mutated the same way: an import gives a tape that
+    saves and loads again, or one ``TapeError`` line; never a traceback."""
+    from test_tape_import import gamma, write_inputs
+
+    markets = [
+        gamma(),
+        gamma(id="4", outcomes='["A", "B", "C"]', clobTokenIds='["a", "b", "c"]',
+              outcomePrices='["0", "0", "1"]', category="Sports"),
+    ]  # fmt: skip
+    histories = [
+        {"token_id": t, "history": [{"t": 1704067200, "p": 0.25}, {"t": 1704070800, "p": 0.5}]}
+        for t in ("111", "a", "b", "c")
+    ]
+    doc = [markets, histories]
+    for _ in range(data.draw(st.integers(1, 3))):
+        doc = _mutate(doc, data)
+    if not (isinstance(doc, list) and len(doc) == 2 and isinstance(doc[1], list)):
+        doc = [doc, histories]
+    mpath, ppath = write_inputs(tmp_path, doc[0], doc[1])
+    try:
+        result = import_polymarket_result(mpath, ppath)
+    except TapeError as exc:
+        assert "\n" not in str(exc)
+        event("refused")
+        return
+    event("imported")
+    save_tape(result.tape, tmp_path / "t.tape.jsonl")
+    assert load_tape(tmp_path / "t.tape.jsonl", verify_hash=True).hash == result.tape.hash

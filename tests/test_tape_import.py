@@ -271,3 +271,12 @@ def test_an_election_index_without_its_columns(tmp_path: Path) -> None:
     (tmp_path / "election2024_market_index.csv").write_text("race,region\npresident,Ohio\n")
     with pytest.raises(TapeError, match="missing columns gamma_market_id, yes_token_id, tape_file"):
         import_election2024(tmp_path)
+
+
+def test_an_empty_clob_history_is_a_market_without_prices(tmp_path: Path) -> None:
+    """CLOB answers {"history": []} for a token that never traded; that was an IndexError."""
+    markets = [gamma(), gamma(id="2", clobTokenIds='["333", "444"]')]
+    lines = [{"token_id": "111", "history": [POINT]}, {"token_id": "333", "history": []}]
+    result = import_polymarket_result(*write_inputs(tmp_path, markets, lines))
+    assert [m.id for m in result.tape.markets] == ["253573"]
+    assert result.skipped_no_prices == ["2"]

@@ -173,7 +173,8 @@ def clean_series(times: np.ndarray, prices: np.ndarray) -> tuple[np.ndarray, np.
     """Sort by instant and keep the last price of a repeated instant (CLOB repeats some)."""
     order = np.argsort(times, kind="stable")
     times, prices = times[order], prices[order]
-    keep = np.append(times[1:] != times[:-1], True)
+    keep = np.ones(times.size, dtype=bool)  # an empty history (CLOB's "no trades") stays empty
+    keep[:-1] = times[1:] != times[:-1]
     return times[keep], prices[keep]
 
 
