@@ -8,6 +8,7 @@ line per market series, greppable and diffable. See ``replays/FORMAT.md``.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import struct
@@ -21,7 +22,7 @@ import numpy as np
 from replays.errors import TapeError
 from replays.tape import FORMAT_NAME, FORMAT_VERSION, MarketInfo, Resolution, Tape
 from replays.untrusted import Budget, read_file, read_member, read_npy
-from replays.validate import Instant, check_markets, resolutions_by_market
+from replays.validate import INSTANT_RANGE, Instant, check_markets, resolutions_by_market
 
 COLUMNS = (("offsets", "<i8"), ("times", "<i8"), ("prices", "<f8"))
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member dates keep the file byte-reproducible
@@ -46,16 +47,24 @@ class _Header(msgspec.Struct):
 
 
 class _Series(msgspec.Struct):
-    """A series line as written; ``t`` and ``p`` are decoded once the market is known."""
+    """A series line. Typed decoding is what refuses ``true`` or ``"0.5"`` as a price (numpy
+    read them as 1.0 and 0.5) and 2**70 as an instant (an OverflowError in numpy); whether
+    ``p`` has the shape its market needs is checked once the market is known."""
 
     market: str
-    t: msgspec.Raw
-    p: msgspec.Raw
+    t: list[Instant]
+    p: list[float | list[float]]
 
 
-_TIMES = msgspec.json.Decoder(list[Instant])
-_YES_PRICES = msgspec.json.Decoder(list[float])
-_OUTCOME_PRICES = msgspec.json.Decoder(list[list[float]])
+class _Named(msgspec.Struct):
+    """Just a series line's market, to name it when the whole line does not decode."""
+
+    market: str
+
+
+_SERIES = msgspec.json.Decoder(_Series)
+_NAMED = msgspec.json.Decoder(_Named)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
 
 
 def _header(tape: Tape) -> _Header:
@@ -72,7 +81,7 @@ def _header(tape: Tape) -> _Header:
 def _decode_header(source: str, raw: bytes) -> _Header:
     try:
         header = msgspec.json.decode(raw, type=_Header)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+    except _DECODE_ERRORS as exc:
         raise TapeError(f"{source}: bad tape header: {exc}") from None
     if header.format != FORMAT_NAME or header.version != FORMAT_VERSION:
         raise TapeError(
@@ -141,36 +150,35 @@ def _write_jsonl(tape: Tape, path: Path, compress: bool) -> None:
         path.write_bytes(data)
 
 
-def _series_arrays(
-    source: str, number: int, row: _Series, markets: dict[str, MarketInfo]
-) -> tuple[np.ndarray, np.ndarray]:
-    """One line's instants and prices, decoded with the types its market needs.
+def _bad_line(source: str, number: int, line: bytes, exc: Exception) -> TapeError:
+    """One line naming the line, its market when that much decodes, and what is wrong."""
+    where = f"{source}: line {number}"
+    with contextlib.suppress(*_DECODE_ERRORS):
+        where += f": market {_NAMED.decode(line).market}"
+    text = str(exc)
+    if "`$.t" in text:
+        problem = f"instants must be whole unix seconds in {INSTANT_RANGE}"
+    elif "`$.p" in text:
+        problem = "prices must be numbers"
+    else:
+        problem = "bad series"
+    return TapeError(f"{where}: {problem} ({text})")
 
-    Typed decoding is what refuses ``true`` or ``"0.5"`` as a price (numpy would read them as
-    1.0 and 0.5) and 2**70 as an instant (an OverflowError in numpy), naming line and market.
-    """
-    where = f"{source}: line {number}: market {row.market}"
-    market = markets.get(row.market)
-    if market is None:
-        raise TapeError(f"{where}: points for a market not in the tape")
-    try:
-        times = np.asarray(_TIMES.decode(row.t), dtype=np.int64)
-    except msgspec.ValidationError as exc:
-        raise TapeError(
-            f"{where}: instants must be whole unix seconds in 1970-01-01..2100-01-01 ({exc})"
-        ) from None
+
+def _series_arrays(where: str, row: _Series, market: MarketInfo) -> tuple[np.ndarray, np.ndarray]:
+    """One line's instants and prices as arrays of the shape its market stores."""
     k = len(market.outcomes)
-    shape = "YES prices" if market.is_binary else f"one list of {k} outcomes' prices per instant"
+    expected = (len(row.p),) if market.is_binary else (len(row.p), k)
     try:
-        if market.is_binary:
-            return times, np.asarray(_YES_PRICES.decode(row.p), dtype=np.float64)
-        rows = _OUTCOME_PRICES.decode(row.p)
-    except msgspec.ValidationError as exc:
-        raise TapeError(f"{where}: prices must be {shape} ({exc})") from None
-    short = next((i for i, r in enumerate(rows) if len(r) != k), None)
-    if short is not None:
-        raise TapeError(f"{where}: prices must be {shape} (point {short} has {len(rows[short])})")
-    return times, np.asarray(rows, dtype=np.float64).reshape(-1, k)
+        prices = np.asarray(row.p, dtype=np.float64) if row.p else np.empty(expected)
+    except ValueError:  # a list among numbers, or rows of different lengths
+        prices = None
+    if prices is None or prices.shape != expected:
+        shape = (
+            "YES prices" if market.is_binary else f"one list of {k} outcomes' prices per instant"
+        )
+        raise TapeError(f"{where}: prices must be {shape}")
+    return np.asarray(row.t, dtype=np.int64), prices
 
 
 def _read_jsonl(path: Path, verify_hash: bool, budget: Budget) -> Tape:
@@ -185,12 +193,16 @@ def _read_jsonl(path: Path, verify_hash: bool, budget: Budget) -> Tape:
         if not line.strip():
             continue
         try:
-            row = msgspec.json.decode(line, type=_Series)
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
-            raise TapeError(f"{source}: line {number}: bad series: {exc}") from None
+            row = _SERIES.decode(line)
+        except _DECODE_ERRORS as exc:
+            raise _bad_line(source, number, line, exc) from None
+        where = f"{source}: line {number}: market {row.market}"
         if row.market in series:
-            raise TapeError(f"{source}: market {row.market}: two series lines")
-        series[row.market] = _series_arrays(source, number, row, markets)
+            raise TapeError(f"{where}: a second series line")
+        market = markets.get(row.market)
+        if market is None:
+            raise TapeError(f"{where}: points for a market not in the tape")
+        series[row.market] = _series_arrays(where, row, market)
     resolutions = resolutions_by_market(source, header.resolutions)
     tape = Tape.from_series(header.markets, series, resolutions, source=source)
     return _checked(source, tape, header, verify_hash)

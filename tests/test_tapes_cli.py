@@ -142,7 +142,7 @@ def assert_one_line_error(result: Result, fragment: str) -> None:
         ("huge-instant", "market a: instants must be whole unix seconds"),
         ("far-resolution", "market a: resolution instant t=9223372036854775808"),
         ("two-resolutions", "market a: resolved twice"),
-        ("true-price", "market a: prices must be YES prices"),
+        ("true-price", "market a: prices must be numbers"),
         ("bomb", "decompresses to more than 2.0 MiB"),
     ],
 )
