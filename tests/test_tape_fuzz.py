@@ -37,7 +37,8 @@ HOSTILE_NUMBERS = [2**70, 2**63, -(2**63) - 1, -1, 0, 4_102_444_800, 1e308, -0.0
 def base_tape() -> Tape:
     markets = [
         MarketInfo(id="bin", question="Yes or no?", outcomes=("Yes", "No"), volume=10.0,
-                   open_ts=1_000, close_ts=5_000),
+                   open_ts=1_000, close_ts=5_000, end_ts=4_800, covered_until=4_000,
+                   volume_history=((1_000, 2.5), (3_000, 10.0))),
         MarketInfo(id="no-first", question="Listed NO first", outcomes=("No", "Yes")),
         MarketInfo(id="three", question="Which?", outcomes=("A", "B", "C"), volume=3.5),
     ]  # fmt: skip

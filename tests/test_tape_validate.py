@@ -231,11 +231,22 @@ def test_a_resolution_at_2_to_the_63(tmp_path: Path) -> None:
     refused(path, "market a", "resolution instant", "2100-01-01")
 
 
-@pytest.mark.parametrize("field", ["open_ts", "close_ts"])
-def test_market_instants_out_of_range(tmp_path: Path, field: str) -> None:
-    head = header([{"id": "a", "question": "A?", "outcomes": ["Yes", "No"], field: 2**64}])
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("open_ts", 2**64, "open_ts t=18446744073709551616 is outside"),
+        ("close_ts", -1, "close_ts t=-1 is outside"),
+        ("end_ts", 2**63, "end_ts t=9223372036854775808 is outside"),
+        ("covered_until", 2**70, "covered_until t=1180591620717411303424 is outside"),
+        ("volume_history", [[2**63, 5.0]], "volume history instant t=9223372036854775808"),
+    ],
+)
+def test_market_instants_out_of_range(
+    tmp_path: Path, field: str, value: object, problem: str
+) -> None:
+    head = header([{"id": "a", "question": "A?", "outcomes": ["Yes", "No"], field: value}])
     path = write_jsonl(tmp_path / "t.tape.jsonl", head, {"market": "a", "t": [100], "p": [0.1]})
-    refused(path, "market a", field)
+    refused(path, "market a", problem, "1970-01-01..2100-01-01")
 
 
 def test_volume_must_be_a_finite_non_negative_number(tmp_path: Path) -> None:
