@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "strategies": "arena.commands.strategies:strategies",
     "strategy": "arena.commands.strategy:strategy",
     "cassette": "arena.commands.cassette:cassette",
+    "llm": "arena.commands.llm:llm",
 }
 
 # command name -> the first paragraph of its help, as ``arena --help`` lists it

@@ -21,11 +21,13 @@ and weekly decisions fall on 0, +7d and +14d.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from llama_server import LlamaServer
 
 from arena.cohort import CohortConfig
 from replays.synthetic import random_walk_tape
@@ -137,3 +139,11 @@ def rechain(conn: sqlite3.Connection) -> None:
             (-new_seq, -versions[key], prev, seq),
         )
     conn.execute("UPDATE events SET seq = -seq, version = -version")
+
+
+@pytest.fixture(scope="session")
+def llama() -> Iterator[LlamaServer]:
+    """The real local model (SmolLM2-135M on llama.cpp, one thread), shared by the session:
+    its token counters only grow, so a test compares their change over what it did."""
+    with LlamaServer() as server:
+        yield server
