@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from click.testing import CliRunner, Result
+from llama_server import LlamaServer
 
 from arena.commands.bench import bench
 
@@ -119,3 +120,28 @@ def test_reads() -> None:
     assert 0 < snapshot["closing_bytes"] <= snapshot["all_snapshots_bytes"]
     assert snapshot["brier_rows"] > 0 and snapshot["periodic_snapshots"] == 0  # 3k < 200k
     assert is_number(snapshot["snapshot_growth_pct"])
+
+
+def test_llm_against_the_real_model(llama: LlamaServer) -> None:
+    """One decision of each agent against the session's model, with one market of the sample
+    (Pennsylvania, which closes 2024-11-07); the canned endpoint then answers daily decisions
+    from 2024-09-01 to 2024-11-07, 30 + 31 + 7 = 68 days, one call each for either agent (its
+    answers parse at once)."""
+    out = figures(
+        "llm", "--base-url", llama.base_url, "--model", "smol", "--markets", "1",
+        "--decisions", "1", "--max-tokens", "16",
+    )  # fmt: skip
+    assert out["model"] == "smol" and out["server"] == f"{llama.base_url} (given)"
+    assert (out["markets"], out["agent_decisions"], out["forecaster_decisions"]) == (1, 1, 1)
+    assert out["agent_calls"] in (1, 2)  # an answer cut off at 16 tokens is asked once more
+    assert out["questions"] == 1
+    assert out["calls_with_http"] == 68 + 68
+    assert out["overhead_target_ms"] == 5.0
+    timed = (
+        "seconds_per_decision", "seconds_per_question", "agent_own_ms_per_decision_500_markets",
+        "forecaster_own_ms_per_question", "agent_ms_per_call_with_http",
+        "forecaster_ms_per_call_with_http",
+    )  # fmt: skip
+    assert all(is_number(out[key]) and out[key] > 0 for key in timed)
+    judged = [timed[2], timed[4], timed[5]]  # per decision or call, not per question
+    assert out["within_target"] == all(out[key] <= 5.0 for key in judged)

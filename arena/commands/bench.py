@@ -37,7 +37,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 @click.group()
 def bench() -> None:
-    """Measure speed: ledger appends and rebuilds, the replay peer workload, tapes, plugins.
+    """Measure speed: ledger, the replay peer workload, tapes, plugins, LLM agents.
 
     \b
     Examples:
@@ -165,3 +165,68 @@ def cohorts(jobs: int, as_json: bool) -> None:
     from arena.bench.cohorts_bench import bench_cohorts
 
     _run("weekly cohorts", lambda: bench_cohorts(jobs), as_json)
+
+
+@bench.command()
+@click.option(
+    "--base-url",
+    default=None,
+    help="An OpenAI-compatible endpoint (default: start the bundled SmolLM2 here).",
+)
+@click.option("--model", default=None, help="Model name sent to --base-url.")
+@click.option(
+    "--markets",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Top markets of the sample in the cohort.",
+)
+@click.option(
+    "--decisions",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Decisions of each agent timed against the model.",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="The llm agent's longest answer.",
+)
+@json_option
+def llm(
+    base_url: str | None,
+    model: str | None,
+    markets: int,
+    decisions: int,
+    max_tokens: int,
+    as_json: bool,
+) -> None:
+    """The llm agent and forecaster against a local model: seconds per decision and per
+    question, and their own overhead per call without the model (target under 5 ms).
+
+    Needs the local-llm extra and the model unless --base-url is given.
+
+    \b
+    Examples:
+      arena bench llm
+      arena bench llm --base-url http://127.0.0.1:8080/v1 --decisions 4 --json
+    """
+    from arena.bench.llm_bench import bench_llm
+    from arena.llm_server import LocalLLMError
+
+    def work() -> dict[str, Any]:
+        try:
+            return bench_llm(
+                base_url=base_url,
+                model=model,
+                markets=markets,
+                decisions=decisions,
+                max_tokens=max_tokens,
+            )
+        except LocalLLMError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    _run("llm agents (local model)", work, as_json)
