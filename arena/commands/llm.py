@@ -15,7 +15,7 @@ from arena.llm_server import LocalLLMError, Served, serve
 
 @click.group()
 def llm() -> None:
-    """Language models for the ``llm`` agent and forecaster.
+    """Language models for the llm agent and forecaster: serve one locally.
 
     \b
     Example:
@@ -117,6 +117,6 @@ def _announce(served: Served, as_json: bool) -> None:
             f"Serving {served.model} at {served.base_url} ({served.threads} thread(s), "
             f"{served.parallel} request(s) at a time). Ctrl-C stops it.\n"
             "Point arena at it:\n"
-            f"  export ARENA_LLM_BASE_URL={served.base_url} ARENA_LLM_API_KEY_ENV="
+            f"  export ARENA_LLM_BASE_URL={served.base_url}   # no API key is needed"
         )
     sys.stdout.flush()
