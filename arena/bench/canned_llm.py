@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from http.server import BaseHTTPRequestHandler
+
+from arena.bench.loopback import LocalServer
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
 
 
-class CannedLLM:
+class CannedLLM(LocalServer):
     """Serves ``content`` as every answer while used as a context manager; counts requests."""
 
     def __init__(self, content: str) -> None:
@@ -37,26 +38,12 @@ class CannedLLM:
             }
         ).encode()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        super().__init__(self._handler())
         self._server.socket.listen(64)  # a forecaster asks several questions at once
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        return f"{self.origin}/v1"
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         canned = self
