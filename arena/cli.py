@@ -43,14 +43,15 @@ SUMMARIES: dict[str, str] = {
     "recorded state digests, every snapshot, and the head.",
     "export": "Write a run's fills, positions, decisions, Brier rows and stated beliefs as "
     "CSV (and Parquet), a predictions file for 'arena score', and SQLite tables.",
-    "bench": "Measure speed: ledger appends and rebuilds, the replay peer workload, tapes, "
-    "plugins.",
+    "bench": "Measure speed: ledger appends and reads, the replay peer workload, tapes, "
+    "plugins, LLM agents.",
     "step": "Step through one agent's decisions: what it saw, decided, filled, and how it scored.",
     "backtest": "Backtest STRATEGY against baseline agents over many weekly cohorts.",
     "strategies": "List the built-in and installed strategies with their settings.",
     "strategy": "Work with strategy plugins.",
     "cassette": "Write every model question a log holds (each with all of its attempts) as a "
     "JSON Lines cassette.",
+    "llm": "Language models for the llm agent and forecaster: serve one locally.",
 }
 
 

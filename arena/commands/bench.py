@@ -37,7 +37,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 @click.group()
 def bench() -> None:
-    """Measure speed: ledger, the replay peer workload, tapes, plugins, LLM agents.
+    """Measure speed: ledger appends and reads, the replay peer workload, tapes, plugins, LLM
+    agents.
 
     \b
     Examples:
