@@ -36,6 +36,7 @@ from strategies.llm.connection import Connection
 from strategies.llm.overhead import measure_overhead
 from strategies.llm.parse import ResponseError, clean, extract_object, parse_response
 from strategies.llm.prompt import fixed, locale_number, retry_prompt, user_prompt
+from strategies.llm.schema import decision_schema
 from strategies.loader import build_strategy
 
 KEY_ENV = "ARENA_TEST_LLM_KEY"
@@ -382,11 +383,24 @@ def test_the_schema_narrows_the_answer_to_this_decision(server: FakeLLM) -> None
     bet = props["bets"]["items"]["properties"]
     assert bet["market_id"]["enum"] == ["m-multi", "m-bin", "m-thin"]
     assert bet["side"]["enum"] == ["Trump", "Harris", "Other", "YES", "NO"]
-    assert (bet["amount"]["minimum"], bet["amount"]["maximum"]) == (50.0, 0.25 * 9850.5)
+    # whole dollars from $50 to floor(0.25 × 9,850.50 = 2,462.625)
+    assert bet["amount"] == {"type": "integer", "minimum": 50, "maximum": 2462}
     assert props["bets"]["maxItems"] == 3
     sell = props["sells"]["items"]["properties"]
     assert sell["position_id"]["enum"] == ["p1", "p2"] and props["sells"]["maxItems"] == 2
+    assert sell["percentage"] == {"type": "integer", "minimum": 1, "maximum": 100}
     assert schema["required"] == ["action", "reasoning"]
+
+
+def test_bet_is_left_out_when_no_whole_dollar_lies_between_the_minimum_and_the_cap() -> None:
+    """min $50.50, cap $50.90: no integer amount can satisfy both, so only HOLD is offered;
+    with a cap of $51.00 the single whole dollar 51 is."""
+    markets = hand_view().markets
+    narrow = decision_schema(markets, [1, 2], (), cash=203.6, min_bet=50.5, max_bet=50.9)
+    assert narrow["properties"]["action"]["enum"] == ["HOLD"] and "bets" not in narrow["properties"]
+    one = decision_schema(markets, [1, 2], (), cash=204.0, min_bet=50.5, max_bet=51.0)
+    amount = one["properties"]["bets"]["items"]["properties"]["amount"]
+    assert (amount["minimum"], amount["maximum"]) == (51, 51)
 
 
 def test_without_positions_or_cash_the_schema_leaves_sell_and_bet_out(server: FakeLLM) -> None:

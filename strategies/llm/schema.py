@@ -7,6 +7,12 @@ amounts and percentages. Servers that constrain decoding with it (llama.cpp, vLL
 OpenRouter's providers) then cannot produce prose or broken JSON, which a 135 M model otherwise
 does nine times in ten. Servers do not all enforce numeric bounds, so the parser still checks
 every amount after.
+
+Amounts and percentages are asked for as whole numbers: llama.cpp's grammar enforces
+``minimum``/``maximum`` on integers but not on numbers (measured with SmolLM2-135M: as
+``number`` it bet $49.50 and $67,546,333.30 against bounds of 50..2,500; as ``integer`` $495,
+$500 and $100, all within them). Whole dollars on bets of $50 and more lose nothing a decision
+needs.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ def decision_schema(
     actions = ["HOLD"]
     properties: dict[str, Any] = {"action": {"type": "string", "enum": actions}}
     affordable = math.floor(cash / min_bet) if min_bet > 0 else len(ids)
-    if ids and max_bet >= min_bet and affordable >= 1:
+    lowest, highest = math.ceil(min_bet), math.floor(max_bet)
+    if ids and highest >= lowest and affordable >= 1:
         actions.insert(0, "BET")
         properties["bets"] = {
             "type": "array",
@@ -53,7 +60,7 @@ def decision_schema(
                 "properties": {
                     "market_id": {"type": "string", "enum": ids},
                     "side": {"type": "string", "enum": sides},
-                    "amount": {"type": "number", "minimum": min_bet, "maximum": max_bet},
+                    "amount": {"type": "integer", "minimum": lowest, "maximum": highest},
                 },
                 "required": ["market_id", "side", "amount"],
                 "additionalProperties": False,
@@ -69,7 +76,7 @@ def decision_schema(
                 "type": "object",
                 "properties": {
                     "position_id": {"type": "string", "enum": [p.id for p in positions]},
-                    "percentage": {"type": "number", "minimum": 1, "maximum": 100},
+                    "percentage": {"type": "integer", "minimum": 1, "maximum": 100},
                 },
                 "required": ["position_id", "percentage"],
                 "additionalProperties": False,
