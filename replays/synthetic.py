@@ -20,6 +20,7 @@ from replays.tapefile import save_tape
 
 THETA = 0.02  # pull toward logit 0 per step
 SIGMA = 0.15  # logit noise per step
+NOISE_BLOCK = 2**22  # normal draws per block of the anchored walk (32 MB)
 
 
 def random_walk_tape(
@@ -34,16 +35,69 @@ def random_walk_tape(
     Each market resolves one step after its last point, YES with probability equal to its
     last price, so a well-calibrated forecaster scores as it should.
     """
-    if n_markets < 1 or n_steps < 1:
-        raise ValueError("need at least one market and one step")
+    _check_size(n_markets, n_steps)
     rng = np.random.default_rng(seed)
     logits = np.empty((n_steps, n_markets))
     logits[0] = rng.normal(0.0, 1.5, n_markets)
     noise = rng.standard_normal((n_steps - 1, n_markets)) * SIGMA
     for i in range(1, n_steps):  # one vector op per step; markets move together
         logits[i] = logits[i - 1] * (1.0 - THETA) + noise[i - 1]
-    prices = np.clip(np.round(1.0 / (1.0 + np.exp(-logits)), 3), 0.02, 0.98)
+    prices = _rounded_prices(logits)
+    return _synthetic_tape(prices, rng, step_seconds, start_ts)
 
+
+def anchored_walk_tape(
+    n_markets: int,
+    n_steps: int,
+    seed: int = 42,
+    *,
+    theta: float = 0.05,
+    sigma: float = 0.2,
+    step_seconds: int = 1,
+    start_ts: int = 1_704_067_200,
+) -> Tape:
+    """The peers' benchmark tape (``shared/bench/peer-workload``): each market's logit reverts
+    to its own anchor (drawn N(0, 0.3)) with pull ``theta`` and N(0, ``sigma``) noise a step,
+    prices rounded to 0.001 and clipped to [0.02, 0.98] -- point for point the prices their
+    generator writes for the same seed, so arena and the peers replay the same tape.
+
+    The noise is drawn a block of steps at a time (the generator's stream is the same whether
+    drawn at once or in blocks) and prices are written straight into the tape's market-major
+    column, so building 50,000 x 2,000 needs the tape's own memory, not three times it.
+    """
+    _check_size(n_markets, n_steps)
+    rng = np.random.default_rng(seed)
+    anchor = rng.normal(0.0, 0.3, size=n_markets)
+    x = anchor.copy()
+    column = np.empty((n_markets, n_steps))  # market-major: the tape's own layout
+    block = max(1, NOISE_BLOCK // n_markets)
+    for first in range(0, n_steps, block):
+        noise = rng.normal(0.0, sigma, size=(min(block, n_steps - first), n_markets))
+        for k, step_noise in enumerate(noise):
+            x = x + theta * (anchor - x) + step_noise
+            column[:, first + k] = x
+    for row in column:  # per market, so the temporaries stay one row long
+        row[:] = _rounded_prices(row)
+    return _synthetic_tape(column.T, rng, step_seconds, start_ts)
+
+
+def _check_size(n_markets: int, n_steps: int) -> None:
+    if n_markets < 1 or n_steps < 1:
+        raise ValueError("need at least one market and one step")
+
+
+def _rounded_prices(logits: np.ndarray) -> np.ndarray:
+    """Logits to prices as a quoted market shows them: to 0.001, never 0 or 1."""
+    prices: np.ndarray = np.clip(np.round(1.0 / (1.0 + np.exp(-logits)), 3), 0.02, 0.98)
+    return prices
+
+
+def _synthetic_tape(
+    prices: np.ndarray, rng: np.random.Generator, step_seconds: int, start_ts: int
+) -> Tape:
+    """The ``syn-`` markets of ``prices`` (instants x markets) on a grid from ``start_ts``;
+    volumes and winners drawn from ``rng`` after the prices (each YES with its last price)."""
+    n_steps, n_markets = prices.shape
     grid = start_ts + step_seconds * np.arange(n_steps, dtype=np.int64)
     volumes = np.round(rng.lognormal(11.0, 1.5, n_markets), 2)
     yes_won = rng.random(n_markets) < prices[-1]

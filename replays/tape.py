@@ -24,6 +24,7 @@ from replays.validate import check_columns, check_layout, check_markets, resolut
 
 FORMAT_NAME = "arena-tape"
 FORMAT_VERSION = 1
+_YES_NO = {"yes", "no"}
 
 
 class MarketInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,8 +56,8 @@ class MarketInfo(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def is_binary(self) -> bool:
         """Exactly a YES and a NO outcome (origins §1.4); "Over"/"Under" is not binary."""
-        labels = sorted(o.lower() for o in self.outcomes)
-        return labels == ["no", "yes"]
+        outcomes = self.outcomes
+        return len(outcomes) == 2 and {outcomes[0].lower(), outcomes[1].lower()} == _YES_NO
 
     @property
     def yes_column(self) -> int:
@@ -156,7 +157,11 @@ class Tape:
         self._prices = _frozen(prices, np.float64)
         check_markets(source, self.markets)
         check_layout(source, len(self.markets), self._offsets, self._times.shape[0])
-        cols = np.array([m.stored_columns for m in self.markets], dtype=np.int64)
+        # per-market layout facts, worked out once: the accessors below run per decision
+        self._binary = tuple(m.is_binary for m in self.markets)
+        self._yes_first = tuple(m.yes_column == 0 for m in self.markets)
+        self._columns = tuple(m.stored_columns for m in self.markets)
+        cols = np.array(self._columns, dtype=np.int64)
         self._price_offsets = np.concatenate(([0], np.cumsum(np.diff(self._offsets) * cols)))
         check_columns(
             source, self.markets, self._offsets, self._times, self._prices,
@@ -239,17 +244,16 @@ class Tape:
 
     def _stored(self, m: int) -> np.ndarray:
         block = self._prices[self._price_offsets[m] : self._price_offsets[m + 1]]
-        return block.reshape(-1, self.markets[m].stored_columns)
+        return block.reshape(-1, self._columns[m])
 
     def values(self, m: int, end: int | None = None) -> np.ndarray:
         """``(n_points, n_outcomes)`` prices in outcome order (the first ``end`` points only, if
         given); binary NO is derived as 1 - YES, so cutting first saves deriving what is cut."""
-        market = self.markets[m]
         stored = self._stored(m)[:end]
-        if not market.is_binary:
+        if not self._binary[m]:
             return stored
         yes = stored[:, 0]
-        return np.column_stack((yes, 1.0 - yes) if market.yes_column == 0 else (1.0 - yes, yes))
+        return np.column_stack((yes, 1.0 - yes) if self._yes_first[m] else (1.0 - yes, yes))
 
     def yes(self, m: int) -> np.ndarray:
         """YES prices of a binary market (column 0 otherwise) as a view: the fast path."""
@@ -267,13 +271,12 @@ class Tape:
         return None if i < 0 else self.point(m, i)
 
     def point(self, m: int, i: int) -> tuple[float, ...]:
-        """Every outcome's price at point ``i`` of market ``m``, in outcome order."""
-        row = self._stored(m)[i]
-        market = self.markets[m]
-        if market.is_binary:
-            yes = float(row[0])
-            return (yes, 1.0 - yes) if market.yes_column == 0 else (1.0 - yes, yes)
-        return tuple(float(x) for x in row)
+        """Every outcome's price at point ``i`` (0 <= i < the market's points) of market ``m``, in
+        outcome order."""
+        if self._binary[m]:
+            yes = float(self._prices[self._price_offsets[m] + i])
+            return (yes, 1.0 - yes) if self._yes_first[m] else (1.0 - yes, yes)
+        return tuple(float(x) for x in self._stored(m)[i])
 
     def history(self, m: int, t: int) -> tuple[np.ndarray, np.ndarray]:
         """``(times, values)`` up to and including ``t``: nothing later can leak out."""

@@ -88,12 +88,14 @@ class ExtremizedForecaster:
     def spreads(self, markets: MarketsView) -> np.ndarray:
         """Std of each open market's outcome-0 price over the window (NaN if too few points)."""
         out = np.full(len(markets), np.nan)
+        since = markets.ts - self.window
         for i in np.flatnonzero(markets.open & np.isfinite(markets.yes)):
             times, values = markets.history(markets.ids[i])
-            recent = np.asarray(values, dtype=np.float64)[times >= markets.ts - self.window]
-            column = recent.reshape(recent.shape[0], -1)[:, 0]
+            first = int(np.searchsorted(times, since))  # times are sorted: slice, no mask
+            column = np.asarray(values[first:], dtype=np.float64)
+            column = column.reshape(column.shape[0], -1)[:, 0]
             if column.size >= MIN_SPREAD_POINTS:
-                out[i] = float(np.std(column))
+                out[i] = float(column.std())
         return out
 
 

@@ -14,6 +14,8 @@ from click.testing import CliRunner, Result
 from arena.bench.canned_llm import CannedLLM
 from arena.bench.llm_bench import AGENT_ANSWER
 from arena.commands.bench import bench
+from replays.synthetic import anchored_walk_tape
+from tests.peer_workload import band_orders
 
 
 def invoke(*args: str) -> Result:
@@ -33,14 +35,21 @@ def is_number(value: Any) -> bool:
 
 def test_replay() -> None:
     out = figures("replay", "--markets", "5", "--steps", "50")
-    assert set(out) == {"ticks", "orders", "fills", "rejected", "events", "seconds", "ticks_per_s"}
+    assert set(out) == {
+        "ticks", "orders", "fills", "rejected", "events", "seconds", "cpu_seconds", "ticks_per_s",
+        "ticks_per_cpu_s", "tape_mb", "log_mb", "run_peak_rss_mb", "build_peak_rss_mb",
+    }  # fmt: skip
     assert out["ticks"] == 250  # 5 markets x 50 one-second steps
+    # the peers' band rule over the same tape, counted by a plain loop (tests/peer_workload.py)
+    assert out["orders"] == band_orders(anchored_walk_tape(5, 50))
+    assert out["tape_mb"] == round(250 * 16 / 2**20, 1)  # an int64 instant and a float64 price
     # cash 1e12 and $50 bets: nothing is rejected, so every order fills
     assert out["rejected"] == 0
     assert out["fills"] == out["orders"] > 0
     # the log holds a DecisionMade per step, and an OrderPlaced and an OrderFilled per order
     assert out["events"] >= 50 + 2 * out["orders"]
-    assert is_number(out["seconds"]) and is_number(out["ticks_per_s"])
+    assert all(is_number(out[k]) and out[k] > 0 for k in ("seconds", "ticks_per_s", "log_mb"))
+    assert out["run_peak_rss_mb"] >= out["tape_mb"]
 
 
 def test_replay_as_a_table() -> None:

@@ -1,14 +1,18 @@
 """The peer workload: how many price ticks per second the whole replay path sustains.
 
-500 binary markets x 2,000 one-second steps of a mean-reverting logit random walk (prices
-rounded to 0.001, clipped to [0.02, 0.98]); a decision at every step by a strategy that buys
-$50 of YES when flat below 0.40 and sells everything when long above 0.60; enough cash that
-nothing is rejected; every decision, order and fill appended to a fresh SQLite log. The clock
-covers the runner and the log, not building the synthetic tape.
+The peers' own benchmark (``shared/bench/peer-workload``): their tape -- 500 binary markets x
+2,000 one-second steps of a logit walk reverting to per-market anchors, seed 42, rebuilt point
+for point by ``replays.synthetic.anchored_walk_tape`` -- and their strategy: buy when flat and
+the price is under 0.40, sell everything when long and it is over 0.60 (19,944 orders on the
+default tape). A decision at every step, enough cash that nothing is rejected, and every
+decision, order and fill appended to a fresh SQLite log. The clock covers the runner and the
+log, not building the synthetic tape.
 """
 
 from __future__ import annotations
 
+import resource
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -17,11 +21,18 @@ from typing import Any
 
 import numpy as np
 
+from arena.bench.peer_bench import run_peers
 from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
 from ledger.store import EventStore
-from replays.synthetic import random_walk_tape
+from replays.synthetic import anchored_walk_tape
+from replays.tape import Tape
 from strategies.api import Bet, Decision, Sell, Strategy, View
+
+BUY_BELOW = 0.40
+SELL_ABOVE = 0.60
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
 class BandTrader(Strategy):
@@ -35,8 +46,8 @@ class BandTrader(Strategy):
         long = view.shares[:, 0] > 0
         tradable = markets.open
         ids = markets.ids
-        buys = np.flatnonzero(~long & tradable & (yes < 0.40))
-        sells = np.flatnonzero(long & tradable & (yes > 0.60))
+        buys = np.flatnonzero(~long & tradable & (yes < BUY_BELOW))
+        sells = np.flatnonzero(long & tradable & (yes > SELL_ABOVE))
         if buys.size == 0 and sells.size == 0:
             return Decision()
         return Decision(
@@ -45,8 +56,40 @@ class BandTrader(Strategy):
         )
 
 
-def bench_replay(markets: int = 500, steps: int = 2_000, seed: int = 0) -> dict[str, Any]:
-    tape = random_walk_tape(markets, steps, seed=seed, step_seconds=1)
+def _peak_rss_mb() -> float:
+    """The high-water resident set since the last reset (VmHWM), or since start elsewhere."""
+    if _STATUS.exists():
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _reset_peak_rss() -> bool:
+    """Start VmHWM again from the current RSS (Linux), so the run's peak excludes earlier work."""
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def tape_mb(tape: Tape) -> float:
+    """Bytes of the tape's columns: what any replay of it holds at the least."""
+    return sum(a.nbytes for a in tape.columns) / 2**20
+
+
+def bench_replay(
+    markets: int = 500,
+    steps: int = 2_000,
+    seed: int = 42,
+    *,
+    peer_scripts: Path | None = None,
+    peer_python: str = sys.executable,
+) -> dict[str, Any]:
+    """Replay the peer workload once into a fresh log; speed, orders and peak memory. With
+    ``peer_scripts``, the peers' scripts then run on the same tape (``peers``, ``notes``)."""
+    tape = anchored_walk_tape(markets, steps, seed=seed)
     config = CohortConfig(
         start=datetime.fromtimestamp(tape.span()[0], UTC),
         agents={"band": "band"},
@@ -55,20 +98,34 @@ def bench_replay(markets: int = 500, steps: int = 2_000, seed: int = 0) -> dict[
         decision_cadence="tick",
         seed=seed,
     )
+    build_peak = _peak_rss_mb()
+    reset = _reset_peak_rss()
     with tempfile.TemporaryDirectory() as tmp:
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         runner = CohortRunner(tape, config, strategies={"band": BandTrader()})
         with EventStore.open(Path(tmp) / "bench.db") as store:
             run = runner.run(store)
-        seconds = time.perf_counter() - began
+        seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
+        log_mb = (Path(tmp) / "bench.db").stat().st_size / 2**20
     book = run.state.books["band"]
     ticks = markets * steps
-    return {
+    figures: dict[str, Any] = {
         "ticks": ticks,
         "orders": run.state.n_orders,
         "fills": book.n_bets + book.n_sells,
         "rejected": book.n_rejected,
         "events": run.events,
         "seconds": round(seconds, 4),
+        "cpu_seconds": round(cpu_seconds, 4),
         "ticks_per_s": round(ticks / seconds),
+        "ticks_per_cpu_s": round(ticks / cpu_seconds),
+        "tape_mb": round(tape_mb(tape), 1),
+        "log_mb": round(log_mb, 1),
+        "run_peak_rss_mb" if reset else "peak_rss_mb": round(_peak_rss_mb(), 1),
+        "build_peak_rss_mb": round(build_peak, 1),
     }
+    if peer_scripts is not None:
+        figures["peers"], figures["notes"] = run_peers(
+            tape, peer_scripts, peer_python, figures["ticks_per_cpu_s"]
+        )
+    return figures

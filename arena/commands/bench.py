@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -106,20 +108,53 @@ def reads(events: int, repeats: int, as_json: bool) -> None:
 
 
 @bench.command()
-@click.option("--markets", type=int, default=500, show_default=True)
-@click.option("--steps", type=int, default=2_000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--markets", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option("--steps", type=click.IntRange(min=1), default=2_000, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True,
+              help="The tape's seed (42: the peers' tape).")  # fmt: skip
+@click.option("--peers", "peer_scripts", type=click.Path(file_okay=False, path_type=Path),
+              help="Also run the peers' scripts from this folder on the same tape "
+              "(../shared/bench/peer-workload); print arena's speed over theirs.")  # fmt: skip
+@click.option("--peer-python", default=sys.executable, show_default="this Python",
+              help="The interpreter that has backtrader / nautilus_trader installed.")  # fmt: skip
 @json_option
-def replay(markets: int, steps: int, seed: int, as_json: bool) -> None:
-    """The peer workload: N markets x T one-second steps, a decision every step, log included.
+def replay(
+    markets: int,
+    steps: int,
+    seed: int,
+    peer_scripts: Path | None,
+    peer_python: str,
+    as_json: bool,
+) -> None:
+    """The peers' workload: their tape (500 markets x 2,000 one-second steps, seed 42) and their
+    band strategy, a decision every step, log included; the orders it placed (19,934: the
+    peers' 19,944 less the tape's last step, where every market closes).
 
     \b
-    Example:
-      arena bench replay --markets 500 --steps 2000 --json
+    Examples:
+      arena bench replay --json
+      arena bench replay --markets 50000        # peak memory at scale
+      arena bench replay --peers ../shared/bench/peer-workload --peer-python ~/peers/bin/python
     """
     from arena.bench.replay_bench import bench_replay
 
-    _run("replay (peer workload)", lambda: bench_replay(markets, steps, seed), as_json)
+    def work() -> dict[str, Any]:
+        return bench_replay(
+            markets, steps, seed, peer_scripts=peer_scripts, peer_python=peer_python
+        )
+
+    console = make_console(stderr=True)
+    with console.status("measuring replay (peer workload) …", spinner="dots"):
+        figures = work()
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
+        return
+    peers, notes = figures.pop("peers", {}), figures.pop("notes", [])
+    _show("replay (peer workload)", figures, False)
+    for name, theirs in peers.items():
+        _show(f"{name} (same tape, same run)", theirs, False)
+    for note in notes:
+        click.echo(note)
 
 
 @bench.command()
