@@ -162,6 +162,8 @@ class Tape:
         self._yes_first = tuple(m.yes_column == 0 for m in self.markets)
         self._columns = tuple(m.stored_columns for m in self.markets)
         cols = np.array(self._columns, dtype=np.int64)
+        cols.setflags(write=False)
+        self._widths = cols
         self._price_offsets = np.concatenate(([0], np.cumsum(np.diff(self._offsets) * cols)))
         check_columns(
             source, self.markets, self._offsets, self._times, self._prices,
@@ -258,6 +260,12 @@ class Tape:
     def yes(self, m: int) -> np.ndarray:
         """YES prices of a binary market (column 0 otherwise) as a view: the fast path."""
         return self._stored(m)[:, 0]
+
+    def first_column_at(self, markets: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """YES (column 0 of a non-binary market) at point ``points[k]`` of market
+        ``markets[k]``, for many markets at once; every point must exist (no -1)."""
+        at: np.ndarray = self._prices[self._price_offsets[markets] + points * self._widths[markets]]
+        return at
 
     def asof_index(self, m: int, instants: np.ndarray) -> np.ndarray:
         """Index of the latest point at or before each instant, -1 where there is none."""

@@ -1,0 +1,72 @@
+"""The forward as-of walk gives what a binary search per market and instant gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replays.asof import AsOfWalk, PriceWalk
+from replays.tape import MarketInfo, Tape
+
+
+@st.composite
+def tapes_and_instants(draw: st.DrawFn) -> tuple[Tape, list[int], np.ndarray]:
+    """Up to six markets (binary or three-way, some with one point), each on its own ragged
+    grid in [0, 60], a chosen subset in a chosen order, and sorted instants in [-5, 70]
+    (repeats allowed: a decision and a mark can share an instant)."""
+    n = draw(st.integers(1, 6))
+    markets, series = [], {}
+    for k in range(n):
+        times = sorted(draw(st.sets(st.integers(0, 60), min_size=1, max_size=25)))
+        outcomes = ("Yes", "No") if draw(st.booleans()) else ("A", "B", "C")
+        width = 1 if len(outcomes) == 2 else 3
+        size = len(times) * width
+        prices = np.array(draw(st.lists(st.integers(0, 1000), min_size=size, max_size=size)))
+        prices = prices / 1000
+        markets.append(MarketInfo(id=f"m{k}", question="?", outcomes=outcomes))
+        series[f"m{k}"] = (np.array(times), prices if width == 1 else prices.reshape(-1, width))
+    tape = Tape.from_series(markets, series, {})
+    chosen = draw(st.permutations(range(n)).map(lambda p: p[: draw(st.integers(1, n))]))
+    instants = np.array(sorted(draw(st.lists(st.integers(-5, 70), min_size=1, max_size=40))))
+    return tape, list(chosen), instants
+
+
+@settings(max_examples=300, deadline=None)
+@given(tapes_and_instants())
+def test_the_walk_equals_searchsorted_at_every_instant(
+    case: tuple[Tape, list[int], np.ndarray],
+) -> None:
+    tape, chosen, instants = case
+    walk = PriceWalk(tape, chosen)
+    expected = np.stack([tape.asof_index(m, instants) for m in chosen], axis=1)
+    for row, ts in enumerate(instants.tolist()):
+        walk.advance(ts)
+        assert walk.position.tolist() == expected[row].tolist()
+        for j, m in enumerate(chosen):
+            i = int(expected[row, j])
+            want = np.nan if i < 0 else tape.yes(m)[i]
+            np.testing.assert_equal(walk.yes[j], want)
+
+
+def test_a_market_that_passes_many_points_catches_up_in_one_step() -> None:
+    """Series a: points at 0, 1, ..., 9; b: one point at 5; c: none. Walking to 3, then 3
+    again, then 100: a moves 0 -> 3 -> 9, b is -1 until 5, c never moves."""
+    times = np.array([*range(10), 5])
+    walk = AsOfWalk(times, starts=np.array([0, 10, 11]), ends=np.array([10, 11, 11]))
+    assert walk.position.tolist() == [-1, -1, -1]
+    assert list(walk.advance(3)) == [0]
+    assert walk.position.tolist() == [3, -1, -1]
+    assert list(walk.advance(3)) == []
+    assert list(walk.advance(100)) == [0, 1]
+    assert walk.position.tolist() == [9, 0, -1]
+
+
+def test_the_walk_never_goes_back_and_hands_out_no_writable_cursor() -> None:
+    walk = AsOfWalk(np.array([1, 2]), starts=np.array([0]), ends=np.array([2]))
+    walk.advance(2)
+    with pytest.raises(ValueError, match="went back from t=2 to t=1"):
+        walk.advance(1)
+    with pytest.raises(ValueError, match="read-only"):
+        walk.position[0] = 0
