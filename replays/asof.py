@@ -37,8 +37,10 @@ class AsOfWalk:
         if self._starts.shape != self._ends.shape or np.any(self._ends < self._starts):
             raise ValueError("each series needs a start at or before its end")
         self._position = np.full(self._starts.shape, -1, dtype=np.int64)
+        self._indices = np.arange(self._starts.size)
+        self._indices.setflags(write=False)
         self._next = np.full(self._starts.shape, NEVER, dtype=np.int64)  # time of the next point
-        self._refresh(np.flatnonzero(self._ends > self._starts))
+        self._refresh(slice(None))
         self._at: int | None = None
         self.position = self._position.view()
         self.position.setflags(write=False)
@@ -48,23 +50,36 @@ class AsOfWalk:
         if self._at is not None and ts < self._at:
             raise ValueError(f"as-of walk went back from t={self._at} to t={ts}")
         self._at = ts
-        moved = np.flatnonzero(self._next <= ts)
-        if moved.size:
+        due = self._next <= ts
+        if due.all():  # every series has a new point (a shared grid): whole-array steps
+            moved = self._indices
+            self._position += 1
+            self._refresh(slice(None))
+            behind = np.flatnonzero(self._next <= ts)
+        else:
+            moved = np.flatnonzero(due)
+            if not moved.size:
+                return moved
             self._position[moved] += 1
             self._refresh(moved)
             behind = moved[self._next[moved] <= ts]
-            for j in behind.tolist():  # passed more than one point: one binary search
-                series = self._times[self._starts[j] : self._ends[j]]
-                self._position[j] = int(np.searchsorted(series, ts, side="right")) - 1
-            if behind.size:
-                self._refresh(behind)
+        for j in behind.tolist():  # passed more than one point: one binary search
+            series = self._times[self._starts[j] : self._ends[j]]
+            self._position[j] = int(np.searchsorted(series, ts, side="right")) - 1
+        if behind.size:
+            self._refresh(behind)
         return moved
 
-    def _refresh(self, series: np.ndarray) -> None:
+    def _refresh(self, series: np.ndarray | slice) -> None:
+        """The time of each ``series``' next point after its cursor (NEVER past its end)."""
         following = self._starts[series] + self._position[series] + 1
         more = following < self._ends[series]
-        self._next[series] = NEVER
-        self._next[series[more]] = self._times[following[more]]
+        if more.all():
+            self._next[series] = self._times[following]
+            return
+        upcoming = np.full(following.shape, NEVER, dtype=np.int64)
+        upcoming[more] = self._times[following[more]]
+        self._next[series] = upcoming
 
 
 class PriceWalk:
@@ -73,15 +88,18 @@ class PriceWalk:
     point. Memory is a few numbers per market whatever the number of instants."""
 
     def __init__(self, tape: Tape, markets: Sequence[int]) -> None:
-        self._tape = tape
-        self._markets = np.asarray(markets, dtype=np.int64)
-        offsets, times, _ = tape.columns
-        self._walk = AsOfWalk(times, offsets[self._markets], offsets[self._markets + 1])
+        chosen = np.asarray(markets, dtype=np.int64)
+        offsets, times, self._prices = tape.columns
+        self._walk = AsOfWalk(times, offsets[chosen], offsets[chosen + 1])
+        self._start, self._width = tape.first_column_layout(chosen)
         self.position = self._walk.position
-        self.yes = np.full(self._markets.shape, np.nan)
+        self.yes = np.full(chosen.shape, np.nan)
 
     def advance(self, ts: int) -> None:
         """Walk to instant ``ts`` (never back): ``position`` and ``yes`` are then as of it."""
         moved = self._walk.advance(ts)
-        if moved.size:
-            self.yes[moved] = self._tape.first_column_at(self._markets[moved], self.position[moved])
+        if moved.size == self.yes.size:  # all moved, so every market has a point
+            self.yes[:] = self._prices[self._start + self.position * self._width]
+        elif moved.size:
+            at = self._start[moved] + self.position[moved] * self._width[moved]
+            self.yes[moved] = self._prices[at]

@@ -261,11 +261,10 @@ class Tape:
         """YES prices of a binary market (column 0 otherwise) as a view: the fast path."""
         return self._stored(m)[:, 0]
 
-    def first_column_at(self, markets: np.ndarray, points: np.ndarray) -> np.ndarray:
-        """YES (column 0 of a non-binary market) at point ``points[k]`` of market
-        ``markets[k]``, for many markets at once; every point must exist (no -1)."""
-        at: np.ndarray = self._prices[self._price_offsets[markets] + points * self._widths[markets]]
-        return at
+    def first_column_layout(self, markets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where YES (column 0 of a non-binary market) of ``markets`` lives in the flat price
+        column: point ``i`` of ``markets[k]`` is at ``start[k] + i * width[k]``."""
+        return self._price_offsets[markets], self._widths[markets]
 
     def asof_index(self, m: int, instants: np.ndarray) -> np.ndarray:
         """Index of the latest point at or before each instant, -1 where there is none."""
