@@ -25,6 +25,7 @@ from replays.validate import check_columns, check_layout, check_markets, resolut
 FORMAT_NAME = "arena-tape"
 FORMAT_VERSION = 1
 _YES_NO = {"yes", "no"}
+_HASH_BLOCK = 1 << 20  # prices hashed per block (8 MB)
 
 
 class MarketInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -221,14 +222,16 @@ class Tape:
         """sha256 over canonical metadata JSON and the little-endian arrays; file-format free."""
         h = hashlib.sha256(b"arena-tape/1\n")
         h.update(canonical_meta(self.markets, self.resolutions))
-        # Adding 0.0 turns -0.0 into 0.0, so equal prices always hash equally.
-        for arr in (
-            self._offsets.astype("<i8", copy=False),
-            self._times.astype("<i8", copy=False),
-            (self._prices + 0.0).astype("<f8", copy=False),
-        ):
-            h.update(b"\n")
-            h.update(arr.data)
+        h.update(b"\n")
+        h.update(self._offsets.astype("<i8", copy=False).data)
+        h.update(b"\n")
+        h.update(self._times.astype("<i8", copy=False).data)
+        h.update(b"\n")
+        # Adding 0.0 turns -0.0 into 0.0, so equal prices always hash equally; a block at a
+        # time, so hashing a large tape needs no second copy of its prices.
+        for first in range(0, self._prices.shape[0], _HASH_BLOCK):
+            block = self._prices[first : first + _HASH_BLOCK] + 0.0
+            h.update(block.astype("<f8", copy=False).data)
         return h.hexdigest()
 
     # -- raw columns (for the file writers) --------------------------------------------------
