@@ -26,6 +26,7 @@ FORMAT_NAME = "arena-tape"
 FORMAT_VERSION = 1
 _YES_NO = {"yes", "no"}
 _HASH_BLOCK = 1 << 20  # prices hashed per block (8 MB)
+_UNION_BLOCK = 1 << 21  # points merged per block when listing a tape's instants (16 MB)
 
 
 class MarketInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -273,6 +274,26 @@ class Tape:
         """Index of the latest point at or before each instant, -1 where there is none."""
         idx = np.searchsorted(self.times(m), np.asarray(instants, dtype=np.int64), side="right")
         return idx.astype(np.int64) - 1
+
+    def instants(self, markets: Sequence[int], first: int, last: int) -> np.ndarray:
+        """Every distinct instant in ``[first, last]`` at which one of ``markets`` has a point,
+        sorted. Merged a block of markets at a time, so the work space is a block's points
+        plus the answer, never every point of the tape at once."""
+        found = np.empty(0, dtype=np.int64)
+        block: list[np.ndarray] = []
+        size = 0
+        for m in markets:
+            times = self.times(m)
+            block.append(
+                times[np.searchsorted(times, first) : np.searchsorted(times, last, "right")]
+            )
+            size += block[-1].size
+            if size >= _UNION_BLOCK:
+                found = np.union1d(found, np.concatenate(block))
+                block, size = [], 0
+        if block:
+            found = np.union1d(found, np.concatenate(block))
+        return found.astype(np.int64, copy=False)
 
     def price_at(self, market_id: str, t: int) -> tuple[float, ...] | None:
         """Outcome prices as of ``t`` (the last point at or before it); None before any point."""

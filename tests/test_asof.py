@@ -55,12 +55,12 @@ def test_a_market_that_passes_many_points_catches_up_in_one_step() -> None:
     again, then 100: a moves 0 -> 3 -> 9, b is -1 until 5, c never moves."""
     times = np.array([*range(10), 5])
     walk = AsOfWalk(times, starts=np.array([0, 10, 11]), ends=np.array([10, 11, 11]))
-    assert walk.position.tolist() == [-1, -1, -1]
+    assert list(walk.position) == [-1, -1, -1]
     assert list(walk.advance(3)) == [0]
-    assert walk.position.tolist() == [3, -1, -1]
+    assert list(walk.position) == [3, -1, -1]
     assert list(walk.advance(3)) == []
     assert list(walk.advance(100)) == [0, 1]
-    assert walk.position.tolist() == [9, 0, -1]
+    assert list(walk.position) == [9, 0, -1]
 
 
 def test_the_walk_never_goes_back_and_hands_out_no_writable_cursor() -> None:
@@ -70,3 +70,19 @@ def test_the_walk_never_goes_back_and_hands_out_no_writable_cursor() -> None:
         walk.advance(1)
     with pytest.raises(ValueError, match="read-only"):
         walk.position[0] = 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(tapes_and_instants(), st.integers(1, 30), st.integers(-5, 70), st.integers(-5, 70))
+def test_a_tapes_instants_merged_in_blocks_are_the_unique_points(
+    case: tuple[Tape, list[int], np.ndarray], block: int, first: int, last: int
+) -> None:
+    """Whatever the block size, the instants are those of one unique() over every point."""
+    tape, chosen, _ = case
+    points = np.concatenate([tape.times(m) for m in chosen])
+    expected = np.unique(points[(points >= first) & (points <= last)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("replays.tape._UNION_BLOCK", block)
+        found = tape.instants(chosen, first, last)
+    assert found.dtype == np.int64
+    assert found.tolist() == expected.tolist()
