@@ -13,6 +13,7 @@ is passed once over the whole replay. A market that passes several points betwee
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -103,3 +104,59 @@ class PriceWalk:
         elif moved.size:
             at = self._start[moved] + self.position[moved] * self._width[moved]
             self.yes[moved] = self._prices[at]
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """A universe as of one instant, one entry per market: its point (-1 before its first
+    point or past its coverage), YES price (NaN likewise) and volume (NaN where the tape has
+    no volume point yet). Read-only copies: a view an agent keeps from an earlier decision goes
+    on showing that decision's instant, as it did when these were rows of a precomputed table."""
+
+    position: np.ndarray
+    yes: np.ndarray
+    volume: np.ndarray
+
+
+class UniverseWalk:
+    """``AsOf`` for chosen markets of a tape at instants that only move forward: prices walked
+    by ``PriceWalk`` and cut at each market's coverage (``Tape.coverage``), volumes walked the
+    same way over each market's ``volume_history``."""
+
+    def __init__(self, tape: Tape, markets: Sequence[int]) -> None:
+        self._prices = PriceWalk(tape, markets)
+        self._coverage = np.array([tape.coverage(m) for m in markets], dtype=np.int64)
+        histories = [tape.markets[m].volume_history for m in markets]
+        ends = np.cumsum([len(h) for h in histories], dtype=np.int64)
+        self._volume_start = ends - [len(h) for h in histories]
+        points = [point for history in histories for point in history]
+        self._volumes = np.array([v for _, v in points], dtype=np.float64)
+        volume_times = np.array([t for t, _ in points], dtype=np.int64)
+        self._volume_walk = AsOfWalk(volume_times, self._volume_start, ends)
+        self._no_volume = _frozen(np.full(len(histories), np.nan))
+
+    def at(self, ts: int) -> AsOf:
+        """The universe as of ``ts`` (not earlier than the last instant asked for)."""
+        self._prices.advance(ts)
+        position = self._prices.position.copy()
+        yes = self._prices.yes.copy()
+        past = ts > self._coverage
+        if past.any():  # no price known past a market's coverage
+            position[past] = -1
+            yes[past] = np.nan
+        return AsOf(_frozen(position), _frozen(yes), self._volume_at(ts))
+
+    def _volume_at(self, ts: int) -> np.ndarray:
+        if not self._volumes.size:
+            return self._no_volume
+        self._volume_walk.advance(ts)
+        known = self._volume_walk.position
+        at = self._volume_start + np.maximum(known, 0)
+        return _frozen(
+            np.where(known >= 0, self._volumes[np.minimum(at, self._volumes.size - 1)], np.nan)
+        )
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array

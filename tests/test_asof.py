@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replays.asof import AsOfWalk, PriceWalk
+from replays.asof import AsOfWalk, PriceWalk, UniverseWalk
 from replays.tape import MarketInfo, Tape
 
 
@@ -86,3 +87,55 @@ def test_a_tapes_instants_merged_in_blocks_are_the_unique_points(
         found = tape.instants(chosen, first, last)
     assert found.dtype == np.int64
     assert found.tolist() == expected.tolist()
+
+
+def precomputed(tape: Tape, chosen: list[int], instants: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The instants x markets tables the runner used to build (point, YES, volume): the
+    reference the walk must reproduce row for row."""
+    rows = np.empty((instants.size, len(chosen)), dtype=np.int64)
+    first = np.empty_like(rows, dtype=np.float64)
+    volume = np.full_like(first, np.nan)
+    for j, m in enumerate(chosen):
+        idx = tape.asof_index(m, instants)
+        idx[instants > tape.coverage(m)] = -1
+        rows[:, j] = idx
+        first[:, j] = np.where(idx >= 0, tape.yes(m)[np.maximum(idx, 0)], np.nan)
+        for ts, value in tape.markets[m].volume_history:
+            volume[instants >= ts, j] = value
+    return rows, first, volume
+
+
+@st.composite
+def covered_tapes(draw: st.DrawFn) -> tuple[Tape, list[int], np.ndarray]:
+    """As ``tapes_and_instants``, with some markets' coverage cut short (or recorded past
+    their last point) and some with a volume history."""
+    tape, chosen, instants = draw(tapes_and_instants())
+    markets = []
+    for m, info in enumerate(tape.markets):
+        first_point = int(tape.times(m)[0])
+        covered = draw(st.none() | st.integers(first_point, 80))
+        stamps = sorted(draw(st.sets(st.integers(-5, 70), max_size=4)))
+        history = tuple((t, float(draw(st.integers(0, 10**6)))) for t in stamps)
+        markets.append(msgspec.structs.replace(info, covered_until=covered, volume_history=history))
+    offsets, times, prices = tape.columns
+    return Tape(markets, offsets, times, prices, {}), chosen, instants
+
+
+@settings(max_examples=300, deadline=None)
+@given(covered_tapes())
+def test_the_universe_walk_equals_the_precomputed_tables(
+    case: tuple[Tape, list[int], np.ndarray],
+) -> None:
+    tape, chosen, instants = case
+    rows, first, volume = precomputed(tape, chosen, instants)
+    walk = UniverseWalk(tape, chosen)
+    kept = []
+    for row, ts in enumerate(instants.tolist()):
+        now = walk.at(ts)
+        kept.append(now)
+        assert list(now.position) == list(rows[row])
+        np.testing.assert_array_equal(now.yes, first[row])
+        np.testing.assert_array_equal(now.volume, volume[row])
+        assert not (now.position.flags.writeable or now.yes.flags.writeable)
+    for row, now in enumerate(kept):  # an earlier instant's arrays still show that instant
+        np.testing.assert_array_equal(now.yes, first[row])
