@@ -290,8 +290,7 @@ def decision_instants(
     step = cadence_seconds(cadence)
     if step is not None:
         return np.arange(start, until, step, dtype=np.int64)
-    points = np.concatenate([tape.times(m) for m in universe])
-    return np.unique(points[(points >= start) & (points < until)])
+    return tape.instants(universe, start, until - 1)
 
 
 def build_timeline(tape: Tape, universe: list[int], config: CohortConfig) -> Timeline:
@@ -317,8 +316,7 @@ def build_timeline(tape: Tape, universe: list[int], config: CohortConfig) -> Tim
     decisions = decision_instants(tape, universe, start, config.decision_cadence, trading_ends)
     mark_step = cadence_seconds(config.mark_cadence)
     if mark_step is None:
-        points = np.concatenate([tape.times(m) for m in universe])
-        marks = np.unique(points[(points >= start) & (points <= end)])
+        marks = tape.instants(universe, start, end)
     else:
         marks = np.arange(start, end + 1, mark_step, dtype=np.int64)
     instants = np.union1d(decisions, marks)

@@ -61,6 +61,7 @@ from ledger.events import (
 from ledger.projection import CohortState
 from ledger.rules import Broker, rules_for, settle, void
 from ledger.snapshot import FORMAT, encode_state
+from replays.asof import AsOf, UniverseWalk
 from replays.tape import Tape
 from strategies.api import (
     TRANSCRIPT_FIELDS,
@@ -340,28 +341,14 @@ class CohortRunner:
         )
 
     def _prepare_prices(self) -> None:
-        """As-of point index and YES price (outcome 0 of a non-binary market) for every
-        (instant, market): the hot path then only indexes arrays."""
-        instants = self.timeline.instants
-        rows = np.empty((instants.size, len(self.universe)), dtype=np.int64)
-        first = np.empty_like(rows, dtype=np.float64)
-        volume = np.full_like(first, np.nan)
-        for j, m in enumerate(self.universe):
-            idx = self.tape.asof_index(m, instants)
-            idx[instants > self.timeline.coverage[j]] = -1  # past its coverage: no price known
-            rows[:, j] = idx
-            column = self.tape.yes(m)
-            first[:, j] = np.where(idx >= 0, column[np.maximum(idx, 0)], np.nan)
-            for ts, value in self.tape.markets[m].volume_history:
-                volume[instants >= ts, j] = value
-        self.point = rows
-        # strategies get views of these arrays: read-only, or one could rewrite a fill price
-        self.volume = _read_only(volume)
+        """Per-market cursors that walk the universe's as-of prices forward with the timeline:
+        memory per market, however many instants (``replays.asof``)."""
+        self._walk = UniverseWalk(self.tape, self.universe)
+        # strategies get views of these arrays: read-only, or one could rewrite them
         self.binary = _read_only(np.array([meta.is_binary for meta in self.meta], dtype=bool))
-        self.first_price = _read_only(first)
 
-    def _prices(self, row: int, j: int) -> tuple[float, ...] | None:
-        i = int(self.point[row, j])
+    def _prices(self, now: AsOf, j: int) -> tuple[float, ...] | None:
+        i = int(now.position[j])
         return None if i < 0 else self.tape.point(self.universe[j], i)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -392,9 +379,10 @@ class CohortRunner:
                     writer.add(events)
                     settled.add(payload)
                 elif kind == MARK:
-                    emit([self._mark(payload, ts, settled)])
+                    emit([self._mark(self._walk.at(ts), ts, settled)])
                 elif kind == DECISION:
-                    self._decide(state, broker, writer, emit, payload, ts, clock, deadline)
+                    now = self._walk.at(ts)
+                    self._decide(state, broker, writer, emit, now, ts, clock, deadline)
                 else:
                     emit([self._stopped(ts)])
         closed = CohortClosed(
@@ -507,12 +495,12 @@ class CohortRunner:
             return void(state, self.ids[j], ts)
         return settle(state, self.ids[j], ts, resolution.winner)
 
-    def _mark(self, row: int, ts: int, settled: set[int]) -> Marked:
+    def _mark(self, now: AsOf, ts: int, settled: set[int]) -> Marked:
         markets, prices = [], []
         for j in range(len(self.universe)):
             if j in settled:
                 continue
-            quote = self._prices(row, j)
+            quote = self._prices(now, j)
             if quote is not None:
                 markets.append(self.ids[j])
                 prices.append(list(quote))
@@ -524,13 +512,13 @@ class CohortRunner:
         broker: Broker,
         writer: _Writer,
         emit: Callable[[list[Event]], None],
-        row: int,
+        now: AsOf,
         ts: int,
         clock: _Clock,
         deadline: _Deadline,
     ) -> None:
         close = self.timeline.close
-        yes = self.first_price[row]
+        yes = now.yes
         open_mask = (ts < close) & ~np.isnan(yes)  # NaN also past a market's coverage
         open_mask.setflags(write=False)  # shared by every agent deciding at this instant
         markets = MarketsView(
@@ -540,15 +528,15 @@ class CohortRunner:
             meta=self.meta,
             yes=yes,
             open_mask=open_mask,
-            volume=self.volume[row],
+            volume=now.volume,
             binary=self.binary,
-            prices=lambda j: self._prices(row, j),
+            prices=lambda j: self._prices(now, j),
             history=lambda j, t: self.tape.history(self.universe[j], t),
         )
 
         def quote(market: str) -> tuple[float, ...] | None:
             j = self.index.get(market)
-            return None if j is None else self._prices(row, j)
+            return None if j is None else self._prices(now, j)
 
         week = week_of(self.config.start_ts, ts)
         clock.move_to(ts)
@@ -570,7 +558,7 @@ class CohortRunner:
                         side=p.side,
                         shares=p.shares,
                         cost=p.cost,
-                        price=self._side_price(row, p.market, p.outcome, p.last_price),
+                        price=self._side_price(now, p.market, p.outcome, p.last_price),
                     )
                     for p in book.positions.values()
                 ),
@@ -625,8 +613,8 @@ class CohortRunner:
                 if outcome is not None:
                     self.holdings[e.agent][j, outcome[1]] = position.shares if position else 0.0
 
-    def _side_price(self, row: int, market: str, outcome: int, fallback: float) -> float:
-        prices = self._prices(row, self.index[market])
+    def _side_price(self, now: AsOf, market: str, outcome: int, fallback: float) -> float:
+        prices = self._prices(now, self.index[market])
         if prices is None or math.isnan(prices[outcome]):
             return fallback
         return prices[outcome]
