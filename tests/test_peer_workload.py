@@ -78,8 +78,9 @@ def test_peers_run_beside_and_missing_ones_are_a_note(
     )
     (tmp_path / "bench_nautilus.py").write_text("raise SystemExit('not reached')\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.chdir(tmp_path.parent)  # the folder given relative to here, as a user would
     result = CliRunner().invoke(
-        bench, ["replay", "--markets", "4", "--steps", "30", "--peers", str(tmp_path), "--json"]
+        bench, ["replay", "--markets", "4", "--steps", "30", "--peers", tmp_path.name, "--json"]
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)

@@ -37,6 +37,7 @@ def run_peers(
     """Each importable peer's figures (with arena's speed over theirs), and notes on the rest."""
     figures: dict[str, Any] = {}
     notes: list[str] = []
+    scripts = scripts.resolve()  # the scripts run in a scratch folder: no relative paths
     with tempfile.TemporaryDirectory() as tmp:
         matrix = Path(tmp) / "tape.npy"
         np.save(matrix, tape_matrix(tape))
