@@ -114,7 +114,7 @@ def covered_tapes(draw: st.DrawFn) -> tuple[Tape, list[int], np.ndarray]:
     for m, info in enumerate(tape.markets):
         first_point = int(tape.times(m)[0])
         covered = draw(st.none() | st.integers(first_point, 80))
-        stamps = sorted(draw(st.sets(st.integers(-5, 70), max_size=4)))
+        stamps = sorted(draw(st.sets(st.integers(0, 70), max_size=4)))
         history = tuple((t, float(draw(st.integers(0, 10**6)))) for t in stamps)
         markets.append(msgspec.structs.replace(info, covered_until=covered, volume_history=history))
     offsets, times, prices = tape.columns
