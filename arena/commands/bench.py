@@ -27,11 +27,24 @@ def _show(title: str, figures: dict[str, Any], as_json: bool) -> None:
     make_console().print(table)
 
 
-def _run(title: str, work: Callable[[], dict[str, Any]], as_json: bool) -> None:
+def _measured(
+    title: str, work: Callable[[], dict[str, Any]], as_json: bool
+) -> dict[str, Any] | None:
+    """Run ``work`` under a spinner; with --json print its figures and return None, else
+    return them for the command's own tables."""
     console = make_console(stderr=True)
     with console.status(f"measuring {title} …", spinner="dots"):
         figures = work()
-    _show(title, figures, as_json)
+    if as_json:
+        click.echo(json.dumps(figures, indent=2))
+        return None
+    return figures
+
+
+def _run(title: str, work: Callable[[], dict[str, Any]], as_json: bool) -> None:
+    figures = _measured(title, work, as_json)
+    if figures is not None:
+        _show(title, figures, False)
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -72,11 +85,8 @@ def ledger(events: int, batch: int, repeats: int, as_json: bool) -> None:
             "rebuild": bench_rebuild(events, repeats=repeats),
         }
 
-    console = make_console(stderr=True)
-    with console.status("measuring the ledger …", spinner="dots"):
-        figures = work()
-    if as_json:
-        click.echo(json.dumps(figures, indent=2))
+    figures = _measured("the ledger", work, as_json)
+    if figures is None:
         return
     _show("ledger append", figures["append"], False)
     _show("ledger rebuild", figures["rebuild"], False)
@@ -143,11 +153,8 @@ def replay(
             markets, steps, seed, peer_scripts=peer_scripts, peer_python=peer_python
         )
 
-    console = make_console(stderr=True)
-    with console.status("measuring replay (peer workload) …", spinner="dots"):
-        figures = work()
-    if as_json:
-        click.echo(json.dumps(figures, indent=2))
+    figures = _measured("replay (peer workload)", work, as_json)
+    if figures is None:
         return
     peers, notes = figures.pop("peers", {}), figures.pop("notes", [])
     _show("replay (peer workload)", figures, False)
