@@ -110,9 +110,12 @@ class Frame:
         }
 
 
-def _portfolio(state: CohortState, agent: str, filled: dict[tuple[str, str], float]) -> Portfolio:
+def portfolio(
+    state: CohortState, agent: str, filled: dict[tuple[str, str], float] | None = None
+) -> Portfolio:
     """The account, each position valued at its marked price, or at ``filled``'s price when
     it traded at this instant (the mark may be older than the decision)."""
+    filled = filled or {}
     book = state.books[agent]
     rows = tuple(
         (p.market, p.side, p.shares, p.cost,
@@ -174,7 +177,7 @@ def frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
         if event.cohort != cohort:
             continue
         if current is not None and filled is not None and not _own(event, current.decision):
-            current.after, filled = _portfolio(state, agent, filled), None
+            current.after, filled = portfolio(state, agent, filled), None
         if isinstance(event, MarketListed):
             listed[event.market] = event
         if isinstance(event, ModelCalled) and event.agent == agent and current is not None:
@@ -183,8 +186,8 @@ def frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
             current.usage_so_far = so_far.copy()
         elif isinstance(event, DecisionMade) and event.agent == agent:
             if current is not None:
-                current.at_next = _portfolio(state, agent, {})
-            current = Frame(len(out), event, _seen(state, listed), _portfolio(state, agent, {}))
+                current.at_next = portfolio(state, agent, {})
+            current = Frame(len(out), event, _seen(state, listed), portfolio(state, agent, {}))
             current.usage_so_far = so_far.copy()
             out.append(current)
             filled = {}
@@ -195,8 +198,8 @@ def frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
             filled[(event.market, event.side)] = event.price
     if current is not None:
         if filled is not None:
-            current.after = _portfolio(state, agent, filled)
-        current.at_next = _portfolio(state, agent, {})
+            current.after = portfolio(state, agent, filled)
+        current.at_next = portfolio(state, agent, {})
     return out
 
 

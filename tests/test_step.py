@@ -34,7 +34,7 @@ from rich.console import Console
 
 from arena.cohort import CohortConfig
 from arena.commands.replay import replay
-from arena.commands.step import move, render, step
+from arena.commands.step import render, step
 from arena.runner import CohortRunner
 from arena.step import Fit, Frame, Portfolio, Seen, fit, frames
 from ledger.events import (
@@ -364,26 +364,6 @@ def test_json_has_one_frame_per_decision(db: Path, cut: list[Frame]) -> None:
         "MarketResolved",
     ]
     assert shown[0]["outcomes"][1]["reason"] == REJECTION
-
-
-def test_keys_walk_the_frames(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """n next, p previous, G last, g first, a stray key stays, q quits."""
-    monkeypatch.setattr("arena.commands.step._keys_available", lambda: True)
-    result = CliRunner().invoke(step, [str(db), "--agent", "s"], input="nnnpxGgq")
-    assert result.exit_code == 0, result.output
-    shown = [int(line.split("decision ")[1].split("/")[0])
-             for line in result.output.splitlines() if "s · decision" in line]  # fmt: skip
-    # n, n, n (already at the last), p, x (stays), G, g, then q quits
-    assert shown == [1, 2, 3, 3, 2, 2, 3, 1]
-
-
-@pytest.mark.parametrize(
-    ("key", "k", "expected"),
-    [("n", 0, 1), ("\r", 1, 2), (" ", 2, 2), ("p", 0, 0), ("p", 2, 1), ("g", 2, 0),
-     ("G", 0, 2), ("?", 1, 1), ("q", 1, None), ("\x1b", 0, None), ("\x03", 2, None)],
-)  # fmt: skip
-def test_move(key: str, k: int, expected: int | None) -> None:
-    assert move(key, k, last=2) == expected
 
 
 def test_the_default_agent_is_the_cohorts_first(db: Path) -> None:

@@ -16,6 +16,7 @@ from rich.table import Table
 from arena.console import make_console
 from arena.report import universe_volume
 from arena.step import Frame, Portfolio, fit, frames
+from arena.timeline import Timeline
 from ledger.errors import IntegrityError, LedgerError
 from ledger.events import (
     CohortOpened,
@@ -209,13 +210,16 @@ def render(
 @click.command()
 @click.argument("db", type=click.Path(path_type=Path))  # the store says what is wrong
 @click.option("--cohort", help="Cohort id (default: the first in the log).")
-@click.option("--agent", help="Agent name (default: the cohort's first agent).")
+@click.option("--agent", help="Agent to show first (default: the cohort's first agent).")
 @click.option("--no-input", is_flag=True, help="Print every frame without waiting for keys.")
 @click.option("--json", "as_json", is_flag=True, help="Print the frames as JSON.")
 def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_json: bool) -> None:
-    """Step through one agent's decisions: what it saw, decided, filled, and how it scored.
+    """Step through a finished run: what each agent saw, decided, filled, and how all scored.
 
-    Keys: n/enter next, p previous, g first, G last, q quit.
+    In a terminal (with the tui extra) a full-screen view of the log cut at one stop: n next
+    decision of this agent, d next decision, r next resolution, e the end, p back, w week,
+    a switch agent, t prompt and answer, / search, ? help, q quit. Piped, or with --no-input,
+    every decision of the agent is printed as a frame.
 
     \b
     Example:
@@ -250,32 +254,25 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
     if as_json:
         click.echo(json.dumps([f.as_dict() for f in cut], indent=2))
         return
+    if not no_input and _keys_available():
+        try:
+            from arena.step_app import StepApp
+        except ImportError:
+            raise click.ClickException(
+                "the interactive view needs the tui extra: pip install 'arena[tui]' "
+                "(or pass --no-input to print every frame)"
+            ) from None
+        StepApp(Timeline(events, cohort), names, agent).run()
+        return
     console = make_console()
     if not cut:
         console.print(f"{agent} made no decision in {cohort}")
         return
-    if no_input or not _keys_available():
-        for frame in cut:
-            console.print(render(frame, len(cut), agent, console.height, console.width, volume))
-        return
-    k: int | None = 0
-    while k is not None:
-        console.clear()
-        console.print(render(cut[k], len(cut), agent, console.height - 1, console.width, volume))
-        console.print("[dim]n/enter next · p previous · g first · G last · q quit[/]")
-        k = move(click.getchar(), k, len(cut) - 1)
+    for frame in cut:
+        console.print(render(frame, len(cut), agent, console.height, console.width, volume))
 
 
 def _keys_available() -> bool:
-    """Keys can be read only from a terminal; piped or redirected, every frame is printed."""
-    return sys.stdin.isatty()
-
-
-def move(key: str, k: int, last: int) -> int | None:
-    """The frame a key moves to from frame ``k`` of ``0..last``; None quits (q, Esc, Ctrl-C).
-    Any other key stays put, so a stray key press never ends a session."""
-    if key in ("q", "\x1b", "\x03"):
-        return None
-    if key in ("n", "\r", "\n", " "):
-        return min(k + 1, last)
-    return {"p": max(k - 1, 0), "g": 0, "G": last}.get(key, k)
+    """Keys can be read only from a terminal, and the view drawn only on one; piped or
+    redirected, every frame is printed."""
+    return sys.stdin.isatty() and sys.stdout.isatty()

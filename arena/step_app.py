@@ -1,0 +1,209 @@
+"""``arena step``'s terminal app (Textual, the ``tui`` extra): keys move a cut through the log.
+
+The app holds a cut and an agent and nothing else of the run: each key picks another cut (a
+stop of ``Timeline``), ``build_view`` projects the log cut there, and the panels redraw from
+that view. Textual supplies what a hand-written key loop lacked: a layout that fits 80×24 and
+grows with the terminal, scrolling panels (mouse wheel included), key bindings with a footer,
+and ``App.run_test`` to drive it in tests.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import events
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from arena import step_panels as panels
+from arena.step_view import View, build_view
+from arena.timeline import Timeline
+
+HELP = """\
+n  next decision of this agent      d / space  next decision (any agent)
+r  next resolution                  e / G      run to the end
+p / b  step back                    g          first stop
+w  go to week N                     a / A      next / previous agent
+t  prompt and answer panel          /          search markets and transcript
+?  this help                        q          quit
+Δ is a price's change since the agent's previous decision; history its marks up to this
+instant (never later). Panels scroll with the mouse wheel; Esc closes this help."""
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys, over the view; any of Esc, q or ? closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    #help { width: auto; max-width: 100%; height: auto; border: round $accent; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP, id="help")
+
+
+class StepApp(App[None]):
+    """The view of one agent at one cut, with keys to move either."""
+
+    TITLE = "arena step"
+    CSS = """
+    #header { height: 2; }
+    Horizontal { height: 1fr; }
+    Horizontal > * { border: round $primary; border-title-color: $text; }
+    #markets, #transcript, #decision { width: 1fr; }
+    #portfolio { width: 2fr; }
+    #board { width: 3fr; }
+    #transcript { display: none; }
+    Screen.transcript #markets { display: none; }
+    Screen.transcript #transcript { display: block; }
+    #ask { dock: bottom; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "agent_decision", "next (agent)"),
+        Binding("d,space", "decision", "next decision"),
+        Binding("r", "resolution", "resolution"),
+        Binding("e,G", "end", "end"),
+        Binding("p,b", "step_back", "back"),
+        Binding("g", "first", "first", show=False),
+        Binding("w", "ask('week')", "week"),
+        Binding("a", "agent(1)", "agent"),
+        Binding("A", "agent(-1)", "prev agent", show=False),
+        Binding("t", "transcript", "prompt"),
+        Binding("slash", "ask('search')", "search"),
+        Binding("question_mark", "help", "help"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, timeline: Timeline, agents: list[str], agent: str) -> None:
+        super().__init__()
+        self.timeline = timeline
+        self.agents = agents
+        self.agent = agent
+        self.history: list[int] = []
+        self.search = ""
+        self.asking = ""
+        first = timeline.next_stop(0, "decision", agent) if timeline.decisions.get(agent) else 0
+        self.cut = first
+        self.view: View = build_view(timeline, first, agent)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with Horizontal():
+            yield DataTable(id="markets", cursor_type="none", zebra_stripes=True)
+            with VerticalScroll(id="transcript"):
+                yield Static(id="transcript-text")
+            with VerticalScroll(id="decision"):
+                yield Static(id="decision-text")
+        with Horizontal():
+            with VerticalScroll(id="portfolio"):
+                yield Static(id="portfolio-text")
+            yield DataTable(id="board", cursor_type="none")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#markets", DataTable).add_columns("market", "price", "Δ", "history", "held")
+        self.query_one("#board", DataTable).add_columns(*panels.LEADERBOARD_COLUMNS)
+        self.redraw()
+
+    # -- drawing --------------------------------------------------------------------------------
+
+    def move(self, cut: int, remember: bool = True) -> None:
+        if remember and cut != self.cut:
+            self.history.append(self.cut)
+        self.cut = cut
+        self.view = build_view(self.timeline, cut, self.agent)
+        self.redraw()
+
+    def redraw(self) -> None:
+        view = self.view
+        self.query_one("#header", Static).update(panels.header(view))
+        markets = self.query_one("#markets", DataTable)
+        markets.clear()
+        needle = self.search.lower()
+        shown = [
+            r for r in view.markets
+            if not needle or needle in r.market.lower() or needle in r.question.lower()
+        ]  # fmt: skip
+        for r in shown:
+            markets.add_row(r.market, panels.prices(r), panels.change(r.change), r.spark, r.held)
+        found = f" · '{self.search}'" if self.search else ""
+        markets.border_title = f"markets {len(shown)}/{len(view.markets)}{found}"
+        decision = self.query_one("#decision")
+        decision.border_title = f"{view.agent}'s decision"
+        self.query_one("#decision-text", Static).update(panels.decision(view))
+        self.query_one("#portfolio").border_title = f"{view.agent}'s portfolio at this instant"
+        self.query_one("#portfolio-text", Static).update(panels.portfolio(view))
+        board = self.query_one("#board", DataTable)
+        board.clear()
+        for row in panels.leaderboard_rows(view):
+            board.add_row(*row)
+        board.border_title = "leaderboard at this instant"
+        self.query_one("#transcript").border_title = "prompt · answer · model calls"
+        text = panels.transcript(view)
+        if self.search:
+            text.highlight_words([self.search], style="reverse", case_sensitive=False)
+        self.query_one("#transcript-text", Static).update(text)
+
+    # -- keys ----------------------------------------------------------------------------------
+
+    def action_agent_decision(self) -> None:
+        self.move(self.timeline.next_stop(self.cut, "decision", self.agent))
+
+    def action_decision(self) -> None:
+        self.move(self.timeline.next_stop(self.cut, "decision"))
+
+    def action_resolution(self) -> None:
+        self.move(self.timeline.next_stop(self.cut, "resolution"))
+
+    def action_end(self) -> None:
+        self.move(len(self.timeline.events))
+
+    def action_first(self) -> None:
+        self.move(self.timeline.first_stop())
+
+    def action_step_back(self) -> None:
+        """Back to the cut shown before the last move; with none, to the previous stop."""
+        cut = self.history.pop() if self.history else self.timeline.previous_stop(self.cut)
+        self.move(cut, remember=False)
+
+    def action_agent(self, step: int) -> None:
+        self.agent = self.agents[(self.agents.index(self.agent) + step) % len(self.agents)]
+        self.move(self.cut, remember=False)
+
+    def action_transcript(self) -> None:
+        self.screen.toggle_class("transcript")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_ask(self, what: str) -> None:
+        """A one-line prompt at the bottom for a week number or a search; Esc cancels."""
+        if self.query("#ask"):
+            return
+        self.asking = what
+        hint = "week number, Enter to go" if what == "week" else "search (empty clears), Enter"
+        ask = Input(id="ask", placeholder=hint)
+        self.mount(ask)
+        ask.focus()
+
+    def on_key(self, event: events.Key) -> None:
+        if event.key == "escape" and self.query("#ask"):
+            self.query_one("#ask").remove()
+            event.stop()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        message.input.remove()
+        value = message.value.strip()
+        if self.asking == "search":
+            self.search = value
+            self.redraw()
+            return
+        cut = self.timeline.week_stop(int(value), self.agent) if value.isdigit() else None
+        if cut is None:
+            self.notify(f"no decision in week {value!r}", severity="warning")
+        else:
+            self.move(cut)

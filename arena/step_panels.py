@@ -1,0 +1,197 @@
+"""The panels of ``arena step``'s screen as Rich renderables, one function per panel.
+
+Each reads a ``View`` only, so the Textual app (``arena.step_app``) and any other front end
+show the same words for the same cut; every figure says what it is (whose, valued how).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from arena.step_view import MarketRow, View
+from ledger.events import (
+    DecisionsStopped,
+    Event,
+    MarketResolved,
+    MarketVoided,
+    ModelCalled,
+    OrderFilled,
+    OrderRejected,
+    PositionRefunded,
+    PositionSettled,
+)
+
+
+def money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def when(ts: int) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def header(view: View) -> Text:
+    """Two lines: where in the log (instant, week, what this stop is, how far), then the
+    cohort with its rules and tape."""
+    stop = view.stop
+    what = (
+        "start" if view.cut == 0
+        else f"after {stop.agent}'s decision" if stop and stop.kind == "decision"
+        else "after a resolution" if stop and stop.kind == "resolution"
+        else "end of the log" if stop and stop.kind == "end"
+        else "between stops"
+    )  # fmt: skip
+    line1 = f"{when(view.ts)} · week {view.week} · {what} · event {view.cut:,}/{view.total:,}"
+    line2 = f"cohort {view.cohort} · rules {view.rules} · tape {view.tape or '—'}"
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(line1, style="bold")
+    text.append("\n" + line2)
+    return text
+
+
+def prices(row: MarketRow) -> str:
+    """A binary market's YES price; a multi-outcome market's every outcome by name."""
+    if len(row.outcomes) == 2 and row.outcomes[0].lower() == "yes":
+        return f"{row.prices[0]:.3f}"
+    return " ".join(f"{name} {p:.2f}" for name, p in zip(row.outcomes, row.prices, strict=False))
+
+
+def change(value: float | None) -> Text:
+    if value is None:
+        return Text("—", style="dim")
+    style = "green" if value > 0 else "red" if value < 0 else "dim"
+    return Text(f"{value:+.3f}", style=style)
+
+
+def _event_line(e: Event) -> str:
+    if isinstance(e, OrderFilled):
+        verb = "bought" if e.kind == "buy" else "sold"
+        extra = (
+            f", conf {e.confidence:.2f}" if e.confidence is not None
+            else f", realized {e.realized:+,.2f}" if e.realized is not None else ""
+        )  # fmt: skip
+        return (
+            f"[green]✓ {verb}[/] {e.shares:,.2f} {escape(e.side)} of {escape(e.market)} "
+            f"at {e.price:.3f} for {money(e.amount)}{extra}"
+        )
+    if isinstance(e, OrderRejected):
+        where = f"{escape(e.side)} on {escape(e.market)}"
+        return f"[red]✗ rejected[/] {e.kind} {where}: {escape(e.reason)}"
+    if isinstance(e, PositionSettled):
+        mark = "[green]won[/]" if e.won else "[red]lost[/]"
+        return (
+            f"{mark} {escape(e.side)} on {escape(e.market)}: paid {money(e.payout)} "
+            f"(P/L {e.realized:+,.2f})"
+        )
+    if isinstance(e, PositionRefunded):
+        return f"refunded {money(e.refund)} on voided {escape(e.market)}"
+    if isinstance(e, MarketResolved):
+        return f"[dim]{escape(e.market)} resolved {escape(str(e.winner))}[/]"
+    if isinstance(e, MarketVoided):
+        return f"[dim]{escape(e.market)} voided[/]"
+    if isinstance(e, DecisionsStopped):
+        return f"[yellow]no more decisions:[/] {escape(e.reason)}"
+    return type(e).__name__
+
+
+def decision(view: View) -> Text:
+    """The agent's latest decision before the cut: action, orders asked, each order's fill or
+    rejection, the reasoning, what followed until the cut, and its model calls' cost."""
+    d = view.decision
+    if d is None:
+        return Text.from_markup(f"[dim]{escape(view.agent)} has not decided yet[/]")
+    lines = [f"[bold]{d.action}[/] · week {d.week} · {when(d.ts)}"]
+    for b in d.bets:
+        belief = f", belief {b.belief:.2f}" if b.belief is not None else ""
+        lines.append(f"bet {money(b.amount)} on {escape(b.side)} of {escape(b.market)}{belief}")
+    for s in d.sells:
+        target = s.position_id or f"{s.side} of {s.market}"
+        lines.append(f"sell {s.percentage:g}% of {escape(target)}")
+    lines.extend(_event_line(e) for e in view.orders)
+    if d.reasoning:
+        lines.append(f"[italic]“{escape(d.reasoning)}”[/]")
+    if d.error:
+        lines.append(f"[red]error: {escape(d.error.splitlines()[0])}[/]")
+    if view.usage.calls:
+        lines.append(f"[dim]model: {escape(view.usage.summary())}[/]")
+    if view.since:
+        lines.append("[bold]since[/]")
+        lines.extend(_event_line(e) for e in view.since)
+    return Text.from_markup("\n".join(lines))
+
+
+def portfolio(view: View) -> Table:
+    """Cash, positions at the cut's marked prices, total, Brier over resolved bets."""
+    p = view.portfolio
+    table = Table(box=None, show_header=False, pad_edge=False, expand=True)
+    table.add_column()
+    table.add_column(justify="right")
+    table.add_row("cash", money(p.cash))
+    table.add_row("positions (marked)", money(p.positions_value))
+    table.add_row("[bold]total[/]", f"[bold]{money(p.total_value)}[/]")
+    brier = "—" if p.brier is None else f"{p.brier:.4f}"
+    table.add_row("Brier (n resolved)", f"{brier} ({p.n_resolved})")
+    for market, side, shares, cost, value in p.positions:
+        table.add_row(
+            f"{shares:,.0f} {escape(side)} {escape(market)}",
+            f"{money(value)} [dim](cost {money(cost)})[/]",
+        )
+    return table
+
+
+LEADERBOARD_COLUMNS = ("agent", "total value", "return", "Brier", "resolved")
+
+
+def leaderboard_rows(view: View) -> list[tuple[str, str, str, str, str]]:
+    """Every agent at the cut, richest first: what ``arena report``'s standings say."""
+    return [
+        (
+            ("▶ " if s.agent == view.agent else "") + s.agent,
+            money(s.total_value),
+            f"{s.return_pct:+.2f}%",
+            "—" if s.brier is None else f"{s.brier:.4f}",
+            str(s.n_resolved),
+        )
+        for s in view.standings
+    ]
+
+
+def _call_lines(call: ModelCalled, prompts: dict[str, str]) -> list[str]:
+    c = call.call
+    head = f"[bold]call {call.n}[/] {escape(c.model)} · {escape(c.question)}"
+    if c.reask:
+        head += f" · re-ask {c.reask}"
+    tokens = f"{c.tokens_in or 0:,} in / {c.tokens_out or 0:,} out tokens"
+    cost = f"${c.cost:.4f}" if c.cost is not None else "cost unknown"
+    lines = [head, f"[dim]{tokens} · {cost} · status {c.status}[/]"]
+    if c.system:
+        lines.append(f"[cyan]system[/] {escape(prompts.get(c.system, c.system))}")
+    for m in c.messages:
+        lines.append(f"[cyan]{escape(m.get('role', ''))}[/] {escape(m.get('content', ''))}")
+    if c.answer is not None:
+        lines.append(f"[magenta]answer[/] {escape(c.answer)}")
+    if c.error:
+        lines.append(f"[red]error[/] {escape(c.error)}")
+    return lines
+
+
+def transcript(view: View) -> Text:
+    """The decision's prompt and raw answer, and every model call (re-asks included) with its
+    tokens and dollars, as ``ModelCalled`` logged them."""
+    d = view.decision
+    lines: list[str] = []
+    if d is not None and d.prompt:
+        lines += ["[bold]prompt[/]", escape(d.prompt)]
+    if d is not None and d.raw_response:
+        lines += ["[bold]raw answer[/]", escape(d.raw_response)]
+    for call in view.calls:
+        lines += _call_lines(call, view.prompts)
+    if view.usage.calls:
+        lines.append(f"[bold]this decision[/] {escape(view.usage.summary())}")
+    if not lines:
+        lines.append(f"[dim]{escape(view.agent)}'s decision asked no model[/]")
+    return Text.from_markup("\n".join(lines))

@@ -1,0 +1,157 @@
+"""What ``arena step`` shows at one cut of the log, for one agent, as plain data.
+
+Everything is read off ``Timeline.state_at(cut)`` and the events before the cut: the markets
+at the prices last marked before the cut (with the history of those marks, never a later one),
+the agent's latest decision with what its orders became, its portfolio valued at the cut's
+prices, the standings of every agent (``ledger.leaderboard.cohort_standings``, the function
+``arena report`` uses) and the decision's model calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from arena.step import Portfolio, portfolio
+from arena.timeline import Stop, Timeline
+from ledger.events import (
+    DecisionMade,
+    DecisionsStopped,
+    Event,
+    MarketResolved,
+    MarketVoided,
+    ModelCalled,
+    OrderFilled,
+    OrderRejected,
+    PositionRefunded,
+    PositionSettled,
+)
+from ledger.leaderboard import AgentStanding, cohort_standings
+from ledger.usage import ModelUsage
+
+SPARK = "▁▂▃▄▅▆▇█"
+SPARK_POINTS = 16
+
+
+def sparkline(prices: list[float]) -> str:
+    """Prices in [0, 1] as bars on that absolute scale (a probability's height means the same
+    in every row), one character per mark."""
+    top = len(SPARK) - 1
+    return "".join(SPARK[min(top, max(0, round(p * top)))] for p in prices)
+
+
+@dataclass(frozen=True)
+class MarketRow:
+    """One unresolved market as marked last before the cut."""
+
+    market: str
+    question: str
+    outcomes: list[str]
+    prices: list[float]
+    change: float | None  # first outcome's price minus its price at the agent's previous decision
+    spark: str
+    held: str
+
+
+@dataclass
+class View:
+    """The screen's content at ``cut``: header, markets, decision, portfolio, standings, calls."""
+
+    cut: int
+    total: int
+    agent: str
+    cohort: str
+    ts: int
+    week: int
+    rules: str
+    tape: str
+    stop: Stop | None
+    markets: list[MarketRow]
+    decision: DecisionMade | None
+    orders: list[Event]
+    since: list[Event]  # settlements and resolutions between the decision and the cut
+    portfolio: Portfolio
+    standings: list[AgentStanding]
+    calls: list[ModelCalled] = field(default_factory=list)
+    usage: ModelUsage = field(default_factory=ModelUsage)
+    prompts: dict[str, str] = field(default_factory=dict)
+
+
+_OWN = (OrderFilled, OrderRejected, PositionSettled, PositionRefunded)
+_ANYONES = (MarketResolved, MarketVoided, DecisionsStopped)
+SINCE_SCAN = 20_000
+"""How far back from the cut ``since`` looks for what followed the decision: a redraw must not
+read a whole log when an agent's last decision is a million events back."""
+
+
+def build_view(timeline: Timeline, cut: int, agent: str) -> View:
+    """The view of ``agent`` at ``cut`` (0 shows the cohort before anything happened)."""
+    state = timeline.state_at(cut)
+    events = timeline.events
+    at = timeline.last_decision(agent, cut)
+    decision = events[at] if at is not None else None
+    assert decision is None or isinstance(decision, DecisionMade)
+    previous = timeline.last_decision(agent, at) if at is not None else None
+    orders: list[Event] = []
+    calls: list[ModelCalled] = []
+    since: list[Event] = []
+    if at is not None:
+        end = min(cut, timeline.decision_end[at])
+        for e in events[at + 1 : end]:
+            if isinstance(e, ModelCalled):
+                calls.append(e)
+            elif isinstance(e, OrderFilled | OrderRejected):
+                orders.append(e)
+        for e in events[max(end, cut - SINCE_SCAN) : cut]:
+            if (isinstance(e, _OWN) and e.agent == agent) or isinstance(e, _ANYONES):
+                since.append(e)
+    usage = ModelUsage()
+    for c in calls:
+        usage.add(c)
+    book = state.books.get(agent)
+    held: dict[str, list[str]] = {}
+    if book is not None:
+        for p in book.positions.values():
+            held.setdefault(p.market, []).append(f"{p.shares:,.0f} {p.side}")
+    rows = []
+    for market, listed in state.markets.items():
+        if market in state.resolutions or market not in state.marks:
+            continue
+        history = timeline.marks[market]
+        seen = history.upto(cut)
+        first = [p[0] for p in history.prices[max(0, seen - SPARK_POINTS) : seen]]
+        then = history.upto(previous) if previous is not None else 0
+        change = first[-1] - history.prices[then - 1][0] if then and first else None
+        rows.append(
+            MarketRow(
+                market=market,
+                question=listed.question,
+                outcomes=list(listed.outcomes),
+                prices=list(state.marks[market]),
+                change=change,
+                spark=sparkline(first),
+                held=", ".join(held.get(market, [])),
+            )
+        )
+    rows.sort(key=lambda r: (-state.markets[r.market].volume, r.market))
+    opened = state.opened
+    last = events[cut - 1] if cut else None
+    return View(
+        cut=cut,
+        total=len(events),
+        agent=agent,
+        cohort=timeline.cohort,
+        ts=last.ts if last is not None else (opened.start if opened else 0),
+        week=decision.week if decision is not None else 0,
+        rules=opened.rules if opened else "",
+        tape=opened.tape if opened else "",
+        stop=timeline.stop_at(cut),
+        markets=rows,
+        decision=decision,
+        orders=orders,
+        since=since,
+        portfolio=portfolio(state, agent),
+        standings=cohort_standings(state) if state.books else [],
+        calls=calls,
+        usage=usage,
+        prompts=timeline.prompts,
+    )
