@@ -9,14 +9,19 @@ and ``App.run_test`` to drive it in tests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
+from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
+from textual.geometry import Size
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Footer, Input, Static
 
 from arena import step_panels as panels
 from arena.step_view import View, build_view
@@ -30,7 +35,8 @@ w  go to week N                     a / A      next / previous agent
 t  prompt and answer panel          /          search markets and transcript
 ?  this help                        q          quit
 Δ is a price's change since the agent's previous decision; history its marks up to this
-instant (never later). Panels scroll with the mouse wheel; Esc closes this help."""
+instant (never later). Totals are cash plus positions at this instant's marks.
+Panels scroll with the mouse wheel; Esc closes this help."""
 
 
 class HelpScreen(ModalScreen[None]):
@@ -46,6 +52,43 @@ class HelpScreen(ModalScreen[None]):
         yield Static(HELP, id="help")
 
 
+class Lines(ScrollView):
+    """A scrolling panel of one-line rows under a fixed heading, each row formatted and drawn
+    only when visible: the markets of a wide universe, an agent's hundreds of positions. Text
+    widgets and tables lay out every row on every change, which took ten times the redraw
+    budget on 500 markets and 20 agents (``arena bench step``)."""
+
+    def __init__(self, id: str) -> None:
+        super().__init__(id=id)
+        self.heading: Text | None = None
+        self.count = 0
+        self.line: Callable[[int], Text] = lambda k: Text()
+
+    def show(self, heading: Text | None, count: int, line: Callable[[int], Text]) -> None:
+        self.heading, self.count, self.line = heading, count, line
+        self.virtual_size = Size(self.size.width, count + (heading is not None))
+        self.refresh()
+
+    def plain(self) -> list[str]:
+        """Every row as text (the heading first), for tests and search."""
+        rows = [self.line(k).plain for k in range(self.count)]
+        return [self.heading.plain, *rows] if self.heading is not None else rows
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        top = self.heading is not None
+        if top and y == 0:
+            line = self.heading
+        else:
+            k = self.scroll_offset.y + y - top
+            if k >= self.count:
+                return Strip.blank(width, self.rich_style)
+            line = self.line(k)
+        assert line is not None
+        segments = list(line.render(self.app.console))
+        return Strip(segments).crop_extend(0, width, self.rich_style)
+
+
 class StepApp(App[None]):
     """The view of one agent at one cut, with keys to move either."""
 
@@ -54,9 +97,7 @@ class StepApp(App[None]):
     #header { height: 2; }
     Horizontal { height: 1fr; }
     Horizontal > * { border: round $primary; border-title-color: $text; }
-    #markets, #transcript, #decision { width: 1fr; }
-    #portfolio { width: 2fr; }
-    #board { width: 3fr; }
+    Horizontal > * { width: 1fr; }
     #transcript { display: none; }
     Screen.transcript #markets { display: none; }
     Screen.transcript #transcript { display: block; }
@@ -93,20 +134,17 @@ class StepApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="header")
         with Horizontal():
-            yield DataTable(id="markets", cursor_type="none", zebra_stripes=True)
+            yield Lines(id="markets")
             with VerticalScroll(id="transcript"):
                 yield Static(id="transcript-text")
             with VerticalScroll(id="decision"):
                 yield Static(id="decision-text")
         with Horizontal():
-            with VerticalScroll(id="portfolio"):
-                yield Static(id="portfolio-text")
-            yield DataTable(id="board", cursor_type="none")
+            yield Lines(id="portfolio")
+            yield Lines(id="board")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#markets", DataTable).add_columns("market", "price", "Δ", "history", "held")
-        self.query_one("#board", DataTable).add_columns(*panels.LEADERBOARD_COLUMNS)
         self.redraw()
 
     # -- drawing --------------------------------------------------------------------------------
@@ -121,27 +159,29 @@ class StepApp(App[None]):
     def redraw(self) -> None:
         view = self.view
         self.query_one("#header", Static).update(panels.header(view))
-        markets = self.query_one("#markets", DataTable)
-        markets.clear()
+        markets = self.query_one("#markets", Lines)
         needle = self.search.lower()
         shown = [
             r for r in view.markets
             if not needle or needle in r.market.lower() or needle in r.question.lower()
         ]  # fmt: skip
-        for r in shown:
-            markets.add_row(r.market, panels.prices(r), panels.change(r.change), r.spark, r.held)
+        widths = panels.market_widths(shown)
+        markets.show(
+            panels.market_line(None, widths), len(shown),
+            lambda k: panels.market_line(shown[k], widths),
+        )  # fmt: skip
         found = f" · '{self.search}'" if self.search else ""
         markets.border_title = f"markets {len(shown)}/{len(view.markets)}{found}"
         decision = self.query_one("#decision")
         decision.border_title = f"{view.agent}'s decision"
         self.query_one("#decision-text", Static).update(panels.decision(view))
         self.query_one("#portfolio").border_title = f"{view.agent}'s portfolio at this instant"
-        self.query_one("#portfolio-text", Static).update(panels.portfolio(view))
-        board = self.query_one("#board", DataTable)
-        board.clear()
-        for row in panels.leaderboard_rows(view):
-            board.add_row(*row)
-        board.border_title = "leaderboard at this instant"
+        lines = panels.portfolio(view)
+        self.query_one("#portfolio", Lines).show(None, len(lines), lines.__getitem__)
+        board = self.query_one("#board", Lines)
+        heading, rows = panels.leaderboard(view)
+        board.show(heading, len(rows), rows.__getitem__)
+        board.border_title = "leaderboard now · n = resolved bets"
         self.query_one("#transcript").border_title = "prompt · answer · model calls"
         text = panels.transcript(view)
         if self.search:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from arena.step_view import MarketRow, View
@@ -65,6 +64,35 @@ def change(value: float | None) -> Text:
         return Text("—", style="dim")
     style = "green" if value > 0 else "red" if value < 0 else "dim"
     return Text(f"{value:+.3f}", style=style)
+
+
+def market_widths(rows: list[MarketRow]) -> tuple[int, int]:
+    """The id and price columns' widths for ``market_line`` (prices judged on the first 200
+    rows, so a redraw does not format every price twice)."""
+    return (
+        max([6, *(len(r.market) for r in rows)]),
+        max([5, *(len(prices(r)) for r in rows[:200])]),
+    )
+
+
+def market_line(row: MarketRow | None, widths: tuple[int, int]) -> Text:
+    """One line of the markets panel (the heading when ``row`` is None): id, price(s), change,
+    history of marks, holding, question; ``widths`` are the id's and the prices' columns."""
+    market, price = widths
+    if row is None:
+        return Text(
+            f"{'market':<{market}} {'price':>{price}} {'Δ':>6} {'history':<10} held · question",
+            style="bold",
+            no_wrap=True,
+        )
+    text = Text(f"{row.market:<{market}} {prices(row):>{price}} ", no_wrap=True)
+    delta = change(row.change)
+    delta.pad_left(6 - len(delta))
+    text.append_text(delta)
+    text.append(f" {row.spark:<10} ")
+    text.append(row.held + " · " if row.held else "", style="bold")
+    text.append(row.question, style="dim")
+    return text
 
 
 def _event_line(e: Event) -> str:
@@ -124,40 +152,47 @@ def decision(view: View) -> Text:
     return Text.from_markup("\n".join(lines))
 
 
-def portfolio(view: View) -> Table:
-    """Cash, positions at the cut's marked prices, total, Brier over resolved bets."""
+def portfolio(view: View) -> list[Text]:
+    """Cash, positions at the cut's marked prices, total and Brier over resolved bets, then
+    one line per position: an agent may hold hundreds."""
     p = view.portfolio
-    table = Table(box=None, show_header=False, pad_edge=False, expand=True)
-    table.add_column()
-    table.add_column(justify="right")
-    table.add_row("cash", money(p.cash))
-    table.add_row("positions (marked)", money(p.positions_value))
-    table.add_row("[bold]total[/]", f"[bold]{money(p.total_value)}[/]")
     brier = "—" if p.brier is None else f"{p.brier:.4f}"
-    table.add_row("Brier (n resolved)", f"{brier} ({p.n_resolved})")
+    lines = [
+        Text(f"{'cash':<19}{money(p.cash):>15}"),
+        Text(f"{'positions (marked)':<19}{money(p.positions_value):>15}"),
+        Text(f"{'total':<19}{money(p.total_value):>15}", style="bold"),
+        Text(f"{'Brier (n resolved)':<19}{f'{brier} ({p.n_resolved})':>15}"),
+    ]
     for market, side, shares, cost, value in p.positions:
-        table.add_row(
-            f"{shares:,.0f} {escape(side)} {escape(market)}",
-            f"{money(value)} [dim](cost {money(cost)})[/]",
-        )
-    return table
+        line = Text(f"{shares:,.0f} {side} {market}: {money(value)}", no_wrap=True)
+        line.append(f" (cost {money(cost)})", style="dim")
+        lines.append(line)
+    return lines
 
 
-LEADERBOARD_COLUMNS = ("agent", "total value", "return", "Brier", "resolved")
-
-
-def leaderboard_rows(view: View) -> list[tuple[str, str, str, str, str]]:
-    """Every agent at the cut, richest first: what ``arena report``'s standings say."""
-    return [
+def leaderboard(view: View) -> tuple[Text, list[Text]]:
+    """Every agent at the cut, richest first, as ``arena report``'s standings say: total value
+    (cash plus positions at the cut's marks), return on the starting cash, Brier over the
+    resolved bets so far with their count. The agent in view is marked ▶."""
+    names = ("agent", "total", "return", "Brier (n)")
+    cells = [
         (
             ("▶ " if s.agent == view.agent else "") + s.agent,
             money(s.total_value),
             f"{s.return_pct:+.2f}%",
-            "—" if s.brier is None else f"{s.brier:.4f}",
-            str(s.n_resolved),
+            ("—" if s.brier is None else f"{s.brier:.4f}") + f" ({s.n_resolved})",
         )
         for s in view.standings
     ]
+    widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names)]
+
+    def line(row: tuple[str, ...], style: str) -> Text:
+        first = f"{row[0]:<{widths[0]}}"
+        rest = " ".join(f"{c:>{w}}" for c, w in zip(row[1:], widths[1:], strict=True))
+        return Text(f"{first} {rest}", style=style, no_wrap=True)
+
+    mine = ("▶ " + view.agent,)
+    return line(names, "bold"), [line(c, "bold" if c[:1] == mine else "") for c in cells]
 
 
 def _call_lines(call: ModelCalled, prompts: dict[str, str]) -> list[str]:

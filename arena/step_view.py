@@ -29,7 +29,7 @@ from ledger.leaderboard import AgentStanding, cohort_standings
 from ledger.usage import ModelUsage
 
 SPARK = "▁▂▃▄▅▆▇█"
-SPARK_POINTS = 16
+SPARK_POINTS = 10
 
 
 def sparkline(prices: list[float]) -> str:

@@ -3,9 +3,9 @@
 ``arena step`` shows the view at a cut, never anything the runner kept to itself: the state at
 cut N is the fold of the cohort's first N events, the same fold ``arena report`` runs, so what
 the view shows at N is what a report of the log cut at N says. Moving forward folds only the
-events between the two cuts; moving back restores the nearest checkpoint at or before the
-target (the state image of ``ledger.snapshot``, taken every ``CHECKPOINT_EVERY`` events while
-folding forward) and folds the rest, so stepping back costs at most that many events.
+events between the two cuts; moving back copies the nearest checkpoint at or before the target
+(``CohortState.copy``, taken every ``CHECKPOINT_EVERY`` events while folding forward) and folds
+the rest, so stepping back costs a copy and at most that many events.
 
 The *stops* are the cuts a person steps between: after each decision together with its orders
 and model calls, after each resolution with its settlements, and the end of the log.
@@ -32,9 +32,8 @@ from ledger.events import (
     PromptStored,
 )
 from ledger.projection import HANDLERS, CohortState
-from ledger.snapshot import decode_state, encode_state
 
-CHECKPOINT_EVERY = 20_000
+CHECKPOINT_EVERY = 5_000
 """Events between checkpoints: stepping back folds at most this many (measured by ``arena
 bench step``)."""
 
@@ -78,7 +77,7 @@ class Timeline:
         self.prompts: dict[str, str] = {}
         self.decision_end: dict[int, int] = {}  # a decision's index -> its stop's cut
         self._index()
-        self._checkpoints: dict[int, bytes] = {}
+        self._checkpoints: dict[int, CohortState] = {}
         self._state = CohortState(cohort)
         self._cut = 0
 
@@ -119,9 +118,7 @@ class Timeline:
         cut = max(0, min(cut, len(self.events)))
         base = max((c for c in self._checkpoints if c <= cut), default=0)
         if cut < self._cut or base > self._cut:
-            self._state = (
-                decode_state(self._checkpoints[base]) if base else CohortState(self.cohort)
-            )
+            self._state = self._checkpoints[base].copy() if base else CohortState(self.cohort)
             self._cut = base
         self._fold_to(cut)
         return self._state
@@ -135,7 +132,7 @@ class Timeline:
                 if handler is not None:
                     handler(state, e)
             if (i + 1) % CHECKPOINT_EVERY == 0 and i + 1 not in self._checkpoints:
-                self._checkpoints[i + 1] = encode_state(state)
+                self._checkpoints[i + 1] = state.copy()
         self._cut = cut
 
     # -- moving between stops ----------------------------------------------------------------

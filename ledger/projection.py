@@ -310,6 +310,33 @@ class CohortState:
             pnl[p.market] = pnl.get(p.market, 0.0) + p.shares * self.side_price(p)
         return pnl
 
+    def copy(self) -> CohortState:
+        """A state equal to this one that the fold may advance without changing this one: the
+        containers the fold changes in place (and positions, whose fields it changes) are
+        copied; the frozen records in them (listings, marks, pending buys, Brier rows) are
+        shared. Far cheaper than an image round trip on a big state (``arena step`` keeps its
+        checkpoints this way)."""
+        other = CohortState(self.cohort)
+        other.opened, other.closed, other.stopped = self.opened, self.closed, self.stopped
+        other.markets = dict(self.markets)
+        other.marks = dict(self.marks)
+        other.resolutions = dict(self.resolutions)
+        other.n_orders = self.n_orders
+        other.n_positions = dict(self.n_positions)
+        other._sides = dict(self._sides)
+        other.books = {
+            agent: msgspec.structs.replace(
+                book,
+                positions={k: msgspec.structs.replace(p) for k, p in book.positions.items()},
+                buys={market: list(buys) for market, buys in book.buys.items()},
+                brier_rows=list(book.brier_rows),
+                flows=dict(book.flows),
+                bets_by_market=dict(book.bets_by_market),
+            )
+            for agent, book in self.books.items()
+        }
+        return other
+
     def digest(self) -> str:
         """sha256 of ``snapshot()``: floats enter by their exact repr, so equal means equal."""
         return hashlib.sha256(msgspec.json.encode(self.snapshot())).hexdigest()

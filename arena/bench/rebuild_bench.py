@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ def make_log(
     seed: int = 0,
     markets: int = 200,
     snapshot_every: int | None = None,
+    agents: Sequence[str] = AGENTS,
 ) -> tuple[int, CohortState]:
     """Append a coherent cohort of at least ``n_events`` events; with ``snapshot_every``, store
     a snapshot after each append that passes that many events since the last, as the runner
@@ -59,7 +61,7 @@ def make_log(
             start=0,
             rules="v1",
             cash=1e9,
-            agents=list(AGENTS),
+            agents=list(agents),
             decision_cadence="tick",
             mark_cadence="50s",
         ),
@@ -91,7 +93,7 @@ def make_log(
                           prices=[list(quote_of[m]) for m in ids])  # fmt: skip
             state.apply(mark)
             pending.append(mark)
-        for agent in AGENTS:
+        for agent in agents:
             book = state.books[agent]
             picks = rng.choice(markets, size=3, replace=False)
             bets, sells = [], []

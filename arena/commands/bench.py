@@ -273,3 +273,24 @@ def llm(
             raise click.ClickException(str(exc)) from None
 
     _run("llm agents (local model)", work, as_json)
+
+
+@bench.command()
+@click.option("--markets", type=int, default=500, show_default=True)
+@click.option("--agents", type=int, default=20, show_default=True)
+@click.option("--events", type=int, default=1_000_000, show_default=True,
+              help="Events of the log stepped back through.")  # fmt: skip
+@json_option
+def step(markets: int, agents: int, events: int, as_json: bool) -> None:
+    """arena step's answer to a key: the redraw (Textual, headless) and stepping back far.
+
+    \b
+    Example:
+      arena bench step --json
+    """
+    from arena.bench.step_bench import bench_redraw, bench_step_back
+
+    def work() -> dict[str, Any]:
+        return {"redraw": bench_redraw(markets, agents), "step_back": bench_step_back(events)}
+
+    _run("step", work, as_json)

@@ -1,0 +1,122 @@
+"""How fast ``arena step`` answers a key: the redraw on a wide universe, stepping back far.
+
+Both logs are the rebuild benchmark's (``make_log``: the real broker, a decision per agent per
+step, a mark every 50 steps), read back from SQLite as ``arena step`` reads them.
+
+* ``redraw``: 500 markets and 20 agents. The Textual app runs headless (``App.run_test``) at
+  200×50, from the middle of the log; each figure is from a key press until the screen has
+  been redrawn (the pilot's ``pause`` returns after the app has processed the key and
+  refreshed), for keys that move to the next decision, the next decision of the agent, back,
+  and switch agent. ``unbound_key_to_screen`` is the same for a key bound to nothing: what the
+  pilot and Textual's event loop cost by themselves. ``view`` is the projection alone
+  (``build_view``) at cuts past the middle.
+* ``step_back``: 1 M events, 200 markets, 5 agents. After one pass to the end (which leaves a
+  checkpoint every ``CHECKPOINT_EVERY`` events), the time to show the view at decisions picked
+  at random across the log, in random order: restore the nearest checkpoint, fold the rest,
+  build the view. ``open`` is reading the log and indexing its stops (once per session).
+
+Figures are wall seconds on a shared machine: best and median of the samples, and the worst.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from arena.bench.rebuild_bench import make_log
+from arena.step_view import build_view
+from arena.timeline import CHECKPOINT_EVERY, Timeline
+from ledger.events import Event
+from ledger.store import EventStore
+
+COHORT = "bench-rebuild"
+
+
+def _log(n_events: int, markets: int, agents: Sequence[str]) -> list[Event]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "step.db"
+        with EventStore.open(path) as store:
+            make_log(store, n_events, markets=markets, agents=agents)
+        with EventStore.open(path, readonly=True) as store:
+            return list(store.read(stream=COHORT))
+
+
+def _figures(samples: list[float]) -> dict[str, float]:
+    return {
+        "best_ms": round(min(samples) * 1e3, 2),
+        "median_ms": round(statistics.median(samples) * 1e3, 2),
+        "worst_ms": round(max(samples) * 1e3, 2),
+        "samples": len(samples),
+    }
+
+
+def bench_redraw(markets: int = 500, agents: int = 20, presses: int = 30) -> dict[str, Any]:
+    from arena.step_app import StepApp
+
+    names = [f"agent{i:02d}" for i in range(agents)]
+    events = _log(40_000, markets, names)
+    line = Timeline(events, COHORT)
+    keys = ["d", "n", "p", "a"]
+    pressed: list[float] = []
+    idle: list[float] = []
+
+    async def run() -> None:
+        app = StepApp(line, names, names[0])
+        async with app.run_test(size=(200, 50)) as pilot:
+            app.move(line.next_stop(len(events) // 2, "decision", names[0]))
+            await pilot.pause()
+            for i in range(presses):
+                for key, into in ((keys[i % len(keys)], pressed), ("x", idle)):
+                    began = time.perf_counter()
+                    await pilot.press(key)
+                    await pilot.pause()
+                    into.append(time.perf_counter() - began)
+
+    asyncio.run(run())
+    half = len(events) // 2
+    cuts = [s.cut for s in line.stops if s.kind == "decision" and s.cut > half][:presses]
+    viewed = []
+    for cut in cuts:
+        began = time.perf_counter()
+        build_view(line, cut, names[0])
+        viewed.append(time.perf_counter() - began)
+    return {
+        "markets": markets,
+        "agents": agents,
+        "events": len(events),
+        "key_to_screen": _figures(pressed),
+        "unbound_key_to_screen": _figures(idle),
+        "view": _figures(viewed),
+    }
+
+
+def bench_step_back(n_events: int = 1_000_000, samples: int = 40, seed: int = 0) -> dict[str, Any]:
+    began = time.perf_counter()
+    events = _log(n_events, 200, ("alpha", "bravo", "charlie", "delta", "echo"))
+    read = time.perf_counter() - began
+    began = time.perf_counter()
+    line = Timeline(events, COHORT)
+    index = time.perf_counter() - began
+    began = time.perf_counter()
+    line.state_at(len(events))
+    first_pass = time.perf_counter() - began
+    decisions = [s for s in line.stops if s.kind == "decision"]
+    picks = random.Random(seed).sample(decisions, min(samples, len(decisions)))
+    back = []
+    for stop in picks:
+        began = time.perf_counter()
+        build_view(line, stop.cut, stop.agent)
+        back.append(time.perf_counter() - began)
+    return {
+        "events": len(events),
+        "checkpoint_every": CHECKPOINT_EVERY,
+        "open": {"read_s": round(read, 2), "index_s": round(index, 2)},
+        "first_pass_to_end_s": round(first_pass, 2),
+        "to_any_decision": _figures(back),
+    }
