@@ -45,7 +45,7 @@ SUMMARIES: dict[str, str] = {
     "CSV (and Parquet), a predictions file for 'arena score', and SQLite tables.",
     "bench": "Measure speed: ledger appends and reads, the replay peer workload, tapes, "
     "plugins, LLM agents.",
-    "step": "Step through one agent's decisions: what it saw, decided, filled, and how it scored.",
+    "step": "Step through a finished run: what each agent saw and did, and how all stood.",
     "backtest": "Backtest STRATEGY against baseline agents over many weekly cohorts.",
     "strategies": "List the built-in and installed strategies with their settings.",
     "strategy": "Work with strategy plugins.",

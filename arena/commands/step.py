@@ -214,7 +214,7 @@ def render(
 @click.option("--no-input", is_flag=True, help="Print every frame without waiting for keys.")
 @click.option("--json", "as_json", is_flag=True, help="Print the frames as JSON.")
 def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_json: bool) -> None:
-    """Step through a finished run: what each agent saw, decided, filled, and how all scored.
+    """Step through a finished run: what each agent saw and did, and how all stood.
 
     In a terminal (with the tui extra) a full-screen view of the log cut at one stop: n next
     decision of this agent, d next decision, r next resolution, e the end, p back, w week,
