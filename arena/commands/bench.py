@@ -293,4 +293,11 @@ def step(markets: int, agents: int, events: int, as_json: bool) -> None:
     def work() -> dict[str, Any]:
         return {"redraw": bench_redraw(markets, agents), "step_back": bench_step_back(events)}
 
-    _run("step", work, as_json)
+    figures = _measured("step", work, as_json)
+    for name, part in (figures or {}).items():
+        flat = {
+            f"{key} {inner}" if isinstance(value, dict) else key: v
+            for key, value in part.items()
+            for inner, v in (value.items() if isinstance(value, dict) else [(None, value)])
+        }
+        _show(f"step: {name}", flat, False)
