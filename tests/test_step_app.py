@@ -20,8 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from test_step import REJECTION, replay_script
+from textual.events import MouseScrollDown
 
+from arena.bench.rebuild_bench import make_log
+from arena.commands.step import step
 from arena.report import report_data
 from arena.step_app import Lines, StepApp
 from arena.timeline import Timeline
@@ -196,3 +200,43 @@ def test_arena_step_in_tmux_runs_to_the_end_and_shows_the_reports_totals(
             break
         time.sleep(0.1)
     assert not tmux.alive()
+
+
+def test_the_mouse_wheel_scrolls_a_long_markets_panel(tmp_path: Path) -> None:
+    """60 markets at 80×24: the wheel over the markets panel brings later markets into view."""
+    with EventStore.open(tmp_path / "wide.db") as store:
+        make_log(store, 3_000, markets=60, agents=("x", "y"))
+    with EventStore.open(tmp_path / "wide.db", readonly=True) as store:
+        [cohort] = store.streams()
+        events = list(store.read(stream=cohort))
+    line = Timeline(events, cohort)
+
+    async def run() -> None:
+        app = StepApp(line, ["x", "y"], "x")
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.move(line.next_stop(len(events) // 2, "decision", "x"))
+            await pilot.pause()
+            markets = app.query_one("#markets", Lines)
+            assert markets.count == 60
+            # biggest volume first: m0059 is the first row under the heading
+            assert markets.render_line(1).text.startswith("m0059 ")
+            await pilot._post_mouse_events([MouseScrollDown], "#markets", times=10)
+            await pilot.pause()
+            top = markets.scroll_offset.y
+            assert top > 0
+            assert markets.render_line(1).text.startswith(f"m{59 - top:04d} ")
+
+    asyncio.run(run())
+
+
+def test_without_the_tui_extra_a_terminal_gets_a_one_line_error(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("arena.commands.step._keys_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "arena.step_app", None)  # import fails as if not installed
+    result = CliRunner().invoke(step, [str(db)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: the interactive view needs the tui extra: pip install 'arena[tui]' "
+        "(or pass --no-input to print every frame)"
+    ]
