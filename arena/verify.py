@@ -70,6 +70,9 @@ def verify_store(store: EventStore, head: str | None = None) -> VerifyResult:
     for starting one), so the two cost the time of the slower, not of both. A broken chain is
     reported before anything the fold found, as it is the more basic fault.
     """
+    damage = store.damage()
+    if damage is not None:
+        raise IntegrityError(f"{store.path}: the SQLite file is damaged: {damage}")
     snapshots = store.snapshots()
     due: dict[int, list[Snapshot]] = defaultdict(list)
     for snapshot in snapshots:

@@ -383,6 +383,17 @@ class EventStore:
         """Every stream key, sorted."""
         return [row[0] for row in self._fetch("SELECT key FROM streams ORDER BY key")]
 
+    def damage(self) -> str | None:
+        """SQLite's first complaint about the file's structure (pages, b-trees, indexes that
+        disagree with their table), or None when it finds none. A flipped bit in an index page
+        leaves every event's hash intact, so the chain alone cannot see it."""
+        try:
+            found = self._fetch("PRAGMA integrity_check(1)")
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        first = str(found[0][0]) if found else "ok"
+        return None if first == "ok" else first
+
     def last_seq(self) -> int:
         """The global seq of the newest event; 0 for an empty log."""
         return self._scalar("SELECT coalesce(max(seq), 0) FROM events")

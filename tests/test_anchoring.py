@@ -217,6 +217,23 @@ def _logical(db: Path) -> list[tuple[object, ...]]:
         conn.close()
 
 
+def test_a_flip_in_the_stream_index_fails_verify_though_every_hash_holds(log: Path) -> None:
+    """The last byte of the (stream, version) index's root page belongs to one of its cells:
+    flipped, the index no longer matches the events table, while every event row (and so the
+    chain) is untouched. SQLite's own check names it; the chain alone passed it."""
+    conn = sqlite3.connect(log)
+    (root,) = conn.execute(
+        "SELECT rootpage FROM sqlite_master WHERE name = 'events_stream_version'"
+    ).fetchone()
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.close()
+    raw = bytearray(log.read_bytes())
+    raw[root * size - 1] ^= 1
+    log.write_bytes(bytes(raw))
+    with pytest.raises(IntegrityError, match="the SQLite file is damaged"):
+        _verify(log)
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
