@@ -225,12 +225,13 @@ def run_backtest(
     *,
     jobs: int = 1,
     decision_timeout: float = 0.0,
+    isolate: bool = False,
     on_done: Callable[[CohortDone], None] | None = None,
 ) -> BacktestResult:
     """Replay every cohort of the plan into ``db`` (in parallel), then fold them from the log."""
     done = replay_cohorts(
         plan.tape_path, plan.configs(), db, jobs=jobs, decision_timeout=decision_timeout,
-        on_done=on_done,
+        isolate=isolate, on_done=on_done,
     )  # fmt: skip
     cohorts = [d.cohort for d in done]
     with EventStore.open(db, readonly=True) as store:

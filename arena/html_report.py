@@ -26,7 +26,7 @@ from arena.charts import (
     reliability_chart,
 )
 from arena.equity import CohortRecord, fold_cohort, mean_equity
-from arena.report import BRIER_IMPLIED, IntervalSettings, Usage, report_data
+from arena.report import BRIER_IMPLIED, IntervalSettings, Usage, report_data, scored_count
 from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, Ledger
 from ledger.store import EventStore
@@ -373,7 +373,7 @@ def _beliefs_section(beliefs: dict[str, Any]) -> list[str]:
         m = b["murphy"]
         scores = [b["brier"], b["log_loss"], b["ece"], m["reliability"], m["resolution"],
                   m["uncertainty"], b["implied_brier"]]  # fmt: skip
-        rows.append([escape(name), str(b["n"]), *map(_fmt, scores)])
+        rows.append([escape(name), escape(scored_count(b)), *map(_fmt, scores)])
     header = ["agent", "bets", "Brier (stated)", "log loss", "ECE", "REL", "RES", "UNC",
               "Brier (impl.)"]  # fmt: skip
     return [

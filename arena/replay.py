@@ -37,15 +37,19 @@ class CohortDone:
     appended: int
 
 
-def run_cohort(tape: Tape, config: CohortConfig, db: Path, decision_timeout: float) -> CohortDone:
-    runner = CohortRunner(tape, config, decision_timeout=decision_timeout)
+def run_cohort(
+    tape: Tape, config: CohortConfig, db: Path, decision_timeout: float, isolate: bool = False
+) -> CohortDone:
+    runner = CohortRunner(tape, config, decision_timeout=decision_timeout, isolate=isolate)
     with EventStore.open(db) as store:
         run = runner.run(store)
     return CohortDone(run.cohort, run.events, run.appended)
 
 
-def _worker(tape_path: str, config: CohortConfig, db: str, decision_timeout: float) -> CohortDone:
-    return run_cohort(load_tape(tape_path), config, Path(db), decision_timeout)
+def _worker(
+    tape_path: str, config: CohortConfig, db: str, decision_timeout: float, isolate: bool
+) -> CohortDone:
+    return run_cohort(load_tape(tape_path), config, Path(db), decision_timeout, isolate)
 
 
 def replay_cohorts(
@@ -55,6 +59,7 @@ def replay_cohorts(
     *,
     jobs: int = 1,
     decision_timeout: float = 0.0,
+    isolate: bool = False,
     on_done: Callable[[CohortDone], None] | None = None,
 ) -> list[CohortDone]:
     """Replay every cohort; results come back in the order of ``configs``. The head the log is
@@ -64,7 +69,7 @@ def replay_cohorts(
     if jobs <= 1 or len(configs) <= 1:
         tape = load_tape(tape_path)
         for k, config in enumerate(configs):
-            results[k] = run_cohort(tape, config, db, decision_timeout)
+            results[k] = run_cohort(tape, config, db, decision_timeout, isolate)
             if on_done:
                 on_done(results[k])
     else:
@@ -74,7 +79,7 @@ def replay_cohorts(
             ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool,
         ):
             futures = {
-                pool.submit(_worker, str(tape_path), config, str(db), decision_timeout): k
+                pool.submit(_worker, str(tape_path), config, str(db), decision_timeout, isolate): k
                 for k, config in enumerate(configs)
             }
             for future in as_completed(futures):

@@ -268,6 +268,12 @@ def positions_table(rows: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
+def scored_count(b: dict[str, Any]) -> str:
+    """How many beliefs were scored, and how many were left out for not being probabilities."""
+    left_out = b.get("left_out")
+    return f"{b['n']} ({left_out} outside [0, 1] left out)" if left_out else str(b["n"])
+
+
 def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
     table = _table(
         "Stated beliefs (P of the bet's side), scored",
@@ -280,7 +286,7 @@ def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
     for agent, b in beliefs.items():
         m = b["murphy"]
         table.add_row(
-            agent, str(b["n"]), f"{b['brier']:.4f}", f"{b['log_loss']:.4f}", f"{b['ece']:.4f}",
+            agent, scored_count(b), f"{b['brier']:.4f}", f"{b['log_loss']:.4f}", f"{b['ece']:.4f}",
             f"{m['reliability']:.4f}", f"{m['resolution']:.4f}", f"{b['implied_brier']:.4f}",
         )  # fmt: skip
     return table

@@ -16,20 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
-import os
-import signal
-import threading
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from freezegun import freeze_time
 
+from arena.boundary import Agent, Clock, InProcess, PastWriter, Sandbox, Views
 from arena.cohort import (
     DECISION,
     MARK,
@@ -45,7 +41,6 @@ from arena.cohort import (
 from arena.transcript import Transcript
 from ledger.errors import LedgerError
 from ledger.events import (
-    BetIntent,
     CohortClosed,
     CohortOpened,
     DecisionMade,
@@ -56,7 +51,6 @@ from ledger.events import (
     OrderFilled,
     PositionRefunded,
     PositionSettled,
-    SellIntent,
 )
 from ledger.projection import CohortState
 from ledger.rules import Broker, rules_for, settle, void
@@ -66,16 +60,12 @@ from replays.tape import Tape
 from strategies.api import (
     TRANSCRIPT_FIELDS,
     Context,
-    Decision,
     MarketMeta,
-    MarketsView,
     PositionView,
     ResolvedMarket,
     RunStopped,
     Strategy,
-    StrategyError,
     Trace,
-    View,
 )
 from strategies.loader import build_strategy
 
@@ -86,29 +76,9 @@ FLUSH_EVERY = 50_000
 SNAPSHOT_EVERY = 200_000
 """A long cohort stores a snapshot of its state at the first flush after this many events
 since its last one, so a read of a cohort still running folds at most about this many."""
+T = TypeVar("T")
 _TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(Trace) if f.name not in TRANSCRIPT_FIELDS)
 _NO_TRACE = {f: getattr(Trace(), f) for f in _TRACE_FIELDS}
-
-
-class _Clock:
-    """freezegun's frozen clock, moved by whole seconds.
-
-    ``tick`` with a timedelta only adds it; ``move_to`` would parse and convert a datetime on
-    every decision, which was half of the per-decision cost of the plugin boundary.
-    """
-
-    def __init__(self, frozen: Any, ts: int) -> None:
-        self._frozen = frozen
-        self._ts = ts
-
-    def move_to(self, ts: int) -> None:
-        if ts != self._ts:
-            self._frozen.tick(timedelta(seconds=ts - self._ts))
-            self._ts = ts
-
-
-class DecisionTimeout(Exception):
-    """A strategy ran past its per-decision time limit."""
 
 
 @dataclass
@@ -171,127 +141,11 @@ class _Writer:
             self.snapshot_at = self.version
 
 
-class _Deadline:
-    """Interrupts a decision that runs past the time limit, with SIGALRM (main thread only).
-
-    Where there is no interval timer (Windows) or the run is not on the main thread, decisions
-    are not interrupted: the run goes on without a limit rather than failing.
-
-    The handler is installed once for the whole run (``armed``); each decision only starts
-    and stops the timer, which keeps the per-decision cost of the limit to two system calls.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.active = (
-            seconds > 0
-            and hasattr(signal, "setitimer")
-            and threading.current_thread() is threading.main_thread()
-        )
-
-    @contextmanager
-    def armed(self) -> Iterator[None]:
-        if not self.active:
-            yield
-            return
-
-        def expire(signum: int, frame: Any) -> None:
-            raise DecisionTimeout(f"decision took longer than {self.seconds:g} s")
-
-        previous = signal.signal(signal.SIGALRM, expire)
-        try:
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-
-    def start(self) -> None:
-        if self.active:
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
-
-    def stop(self) -> None:
-        if self.active:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    view = array.view()
-    view.setflags(write=False)
-    return view
-
-
-def _error_text(exc: BaseException) -> str:
-    """First line: the error; then the traceback, so the log explains what went wrong.
-
-    Frames name files without their directories: where the code happens to be installed must
-    not change the bytes of the log (the same inputs give the same log on any machine)."""
-    report = traceback.TracebackException.from_exception(exc)
-    pending = [report]
-    while pending:
-        link = pending.pop()
-        for frame in link.stack:
-            frame.filename = os.path.basename(frame.filename)
-        pending += [e for e in (link.__cause__, link.__context__) if e is not None]
-    return f"{type(exc).__name__}: {exc}\n{''.join(report.format())}"
-
-
-def _number(x: object) -> float | None:
-    """``x`` as a builtin float if it is a finite real number (numpy scalars included)."""
-    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
-        return None
-    value = float(x)
-    return value if math.isfinite(value) else None
-
-
-def _text(x: object) -> str | None:
-    return None if x is None else str(x)
-
-
-def _checked(decision: object) -> Decision:
-    """The decision in builtin types, ready for the broker and the log; else a TypeError saying
-    why. Strategies naturally compute with numpy, but the log's encoder takes only builtins: a
-    ``numpy.float64`` amount must be converted here, not crash the run at the next flush."""
-    if not isinstance(decision, Decision):
-        raise TypeError(f"decide() returned {type(decision).__name__}, not a Decision")
-    bets = []
-    for bet in decision.bets:
-        if not isinstance(bet, BetIntent):
-            raise TypeError(f"bets must be Bet, not {type(bet).__name__}")
-        if not (isinstance(bet.market, str) and isinstance(bet.side, str)):
-            raise TypeError(f"bet {bet!r} needs a market id and a side as strings")
-        amount, belief = _number(bet.amount), _number(bet.belief)
-        if amount is None or (bet.belief is not None and belief is None):
-            raise TypeError(f"bet {bet!r} needs a finite amount (and belief, if given)")
-        bets.append(
-            BetIntent(market=str(bet.market), side=str(bet.side), amount=amount, belief=belief)
-        )
-    sells = []
-    for sell in decision.sells:
-        if not isinstance(sell, SellIntent):
-            raise TypeError(f"sells must be Sell, not {type(sell).__name__}")
-        percentage = _number(sell.percentage)
-        if percentage is None:
-            raise TypeError(f"sell {sell!r} needs a finite percentage")
-        keys = (sell.position_id, sell.market, sell.side)
-        if not all(k is None or isinstance(k, str) for k in keys):
-            raise TypeError(f"sell {sell!r} needs its position id, market and side as strings")
-        sells.append(
-            SellIntent(
-                percentage=percentage,
-                position_id=_text(sell.position_id),
-                market=_text(sell.market),
-                side=_text(sell.side),
-            )
-        )
-    if not isinstance(decision.reasoning, str):
-        raise TypeError("reasoning must be a string")
-    if decision.trace is not None and not isinstance(decision.trace, Trace):
-        raise TypeError("trace must be a strategies.api.Trace")
-    return Decision(bets=bets, sells=sells, reasoning=str(decision.reasoning), trace=decision.trace)
-
-
 class CohortRunner:
-    """Replays one cohort of a tape with its agents into a store (or only in memory)."""
+    """Replays one cohort of a tape with its agents into a store (or only in memory).
+
+    ``isolate`` runs each agent's code in its own worker process (``arena.isolation``)
+    instead of in this one (``arena.boundary.InProcess``); honest agents log the same bytes."""
 
     def __init__(
         self,
@@ -300,15 +154,18 @@ class CohortRunner:
         *,
         strategies: dict[str, Strategy] | None = None,
         decision_timeout: float = 0.0,
+        isolate: bool = False,
     ) -> None:
         self.tape = tape
         self.config = config
         self.rules = rules_for(config.rules)
         self.cohort = config.cohort_id(tape.hash)
+        self.specs: dict[str, str] | None = None if strategies else dict(config.agents)
         self.strategies = strategies or {
             name: build_strategy(spec) for name, spec in config.agents.items()
         }
         self.decision_timeout = decision_timeout
+        self.isolate = isolate
         self.universe, self.universe_by = choose_universe(tape, config.start_ts, config.universe)
         if not self.universe:
             raise LedgerError(empty_start_detail(tape, config.start_ts))
@@ -320,8 +177,6 @@ class CohortRunner:
         self.meta = tuple(self._meta(m) for m in self.universe)
         width = max(len(meta.outcomes) for meta in self.meta)
         self.holdings = {name: np.zeros((len(self.ids), width)) for name in self.strategies}
-        # read-only views of the same memory: strategies see every update, and cannot write
-        self.shown_holdings = {name: _read_only(h) for name, h in self.holdings.items()}
         self._prepare_prices()
 
     def _meta(self, m: int, resolved: bool = False) -> MarketMeta:
@@ -344,8 +199,22 @@ class CohortRunner:
         """Per-market cursors that walk the universe's as-of prices forward with the timeline:
         memory per market, however many instants (``replays.asof``)."""
         self._walk = UniverseWalk(self.tape, self.universe)
-        # strategies get views of these arrays: read-only, or one could rewrite them
-        self.binary = _read_only(np.array([meta.is_binary for meta in self.meta], dtype=bool))
+        self.binary = np.array([meta.is_binary for meta in self.meta], dtype=bool)
+        self.yes_column = np.array(
+            [self.tape.markets[m].yes_column for m in self.universe], dtype=np.int64
+        )
+
+    def _past(self) -> PastWriter:
+        """The universe's series, for the boundary to reveal to agents as time passes."""
+        writer = PastWriter(
+            [len(self.tape.times(m)) for m in self.universe],
+            [len(meta.outcomes) for meta in self.meta],
+        )
+        writer.load(
+            [self.tape.times(m) for m in self.universe],
+            [self.tape.values(m) for m in self.universe],
+        )
+        return writer
 
     def _prices(self, now: AsOf, j: int) -> tuple[float, ...] | None:
         i = int(now.position[j])
@@ -368,10 +237,16 @@ class CohortRunner:
         emit([self._opened()])
         emit([self._listed(j) for j in range(len(self.universe))])
         settled: set[int] = set()
-        deadline = _Deadline(self.decision_timeout)
-        with freeze_time(datetime.fromtimestamp(start, UTC)) as frozen, deadline.armed():
-            clock = _Clock(frozen, start)
-            self._setup(start)
+        past = self._past()
+        views = Views(self.ids, self.meta, past.past, self.strategies, self.rules)
+        sandbox = Sandbox(self.decision_timeout)
+        with (
+            freeze_time(datetime.fromtimestamp(start, UTC)) as frozen_time,
+            sandbox.guarded(),
+            self._agents(sandbox, past) as agents,
+        ):
+            clock = Clock(frozen_time, start)
+            deciding = self._setup(agents, emit, start)
             for ts, kind, payload in self.timeline.steps:
                 if kind == RESOLUTION:
                     events = self._resolve(state, payload, ts)
@@ -382,7 +257,9 @@ class CohortRunner:
                     emit([self._mark(self._walk.at(ts), ts, settled)])
                 elif kind == DECISION:
                     now = self._walk.at(ts)
-                    self._decide(state, broker, writer, emit, now, ts, clock, deadline)
+                    past.advance(ts, now.seen, now.position >= 0)
+                    clock.move_to(ts)
+                    self._decide(state, broker, writer, emit, views, deciding, now, ts)
                 else:
                     emit([self._stopped(ts)])
         closed = CohortClosed(
@@ -395,6 +272,25 @@ class CohortRunner:
         writer.flush()
         writer.snapshot(closing=True)
         return CohortRun(self.cohort, state, writer.version, writer.appended)
+
+    @contextmanager
+    def _agents(self, sandbox: Sandbox, past: PastWriter) -> Iterator[dict[str, Agent]]:
+        """Each agent's code, in this process or each in a worker of its own."""
+        if not self.isolate:
+            yield {name: InProcess(s, sandbox) for name, s in self.strategies.items()}
+            return
+        from arena.isolation import Isolated
+
+        agents: dict[str, Agent] = {}
+        try:
+            for name, strategy in self.strategies.items():
+                plugin = self.specs[name] if self.specs else strategy
+                facts = (self.ids, self.meta, self.rules)
+                agents[name] = Isolated(plugin, past, facts, self.decision_timeout)
+            yield agents
+        finally:
+            for agent in agents.values():
+                agent.close()
 
     def _stopped(self, ts: int) -> DecisionsStopped:
         stop = self.timeline.stop
@@ -454,22 +350,16 @@ class CohortRunner:
             close_ts=int(self.timeline.close[j]) if info.close_ts is not None else None,
         )
 
-    def _setup(self, start: int) -> None:
-        """Give each strategy its own generator, seeded from the cohort seed and its name.
+    def _setup(
+        self, agents: dict[str, Agent], emit: Callable[[list[Event]], None], start: int
+    ) -> dict[str, Agent]:
+        """Give each strategy its own generator, seeded from the cohort seed and its name; the
+        agents that set up, by name.
 
-        A strategy that cannot set up stops the cohort with a one-line StrategyError, before
-        anything is written: there is no decision to record a failure against yet."""
-        before = tuple(
-            ResolvedMarket(
-                meta=self._meta(m, resolved=True),
-                winner=r.winner,
-                resolved_ts=r.ts,
-                last_price=self.tape.price_at(info.id, r.ts),
-            )
-            for m, info in enumerate(self.tape.markets)
-            if (r := self.tape.resolutions.get(info.id)) is not None and r.ts < start
-        )
-        for k, (name, strategy) in enumerate(self.strategies.items()):
+        An agent whose setup fails sits the cohort out: one HOLD at the start records why,
+        and the others run as if it were not there."""
+        deciding = {}
+        for k, (name, agent) in enumerate(agents.items()):
             seed = np.random.SeedSequence([self.config.seed, k, *name.encode()])
             context = Context(
                 cohort=self.cohort,
@@ -479,15 +369,40 @@ class CohortRunner:
                 min_bet=self.rules.min_bet,
                 max_fraction=self.rules.max_fraction,
                 rng=np.random.default_rng(seed),
-                universe=self.meta,
-                resolved_before=before,
+                universe=tuple(dataclasses.replace(meta) for meta in self.meta),
+                resolved_before=self._resolved_before(start),
             )
-            try:
-                strategy.setup(context)
-            except Exception as exc:
-                raise StrategyError(
-                    f"agent {name}: setup failed: {type(exc).__name__}: {exc}"
-                ) from exc
+            error = self._stop_on(name, start, agent.setup, context)
+            if error is None:
+                deciding[name] = agent
+                continue
+            reason = f"sat out the cohort: setup failed: {error}"
+            week = week_of(start, start)
+            emit([DecisionMade(cohort=self.cohort, ts=start, agent=name, week=week,
+                               action="HOLD", error=reason)])  # fmt: skip
+        return deciding
+
+    def _resolved_before(self, start: int) -> tuple[ResolvedMarket, ...]:
+        """The markets resolved before the start, built afresh for each agent: a plugin that
+        rewrites what it was given changes nothing another agent sees."""
+        return tuple(
+            ResolvedMarket(
+                meta=self._meta(m, resolved=True),
+                winner=r.winner,
+                resolved_ts=r.ts,
+                last_price=self.tape.price_at(info.id, r.ts),
+            )
+            for m, info in enumerate(self.tape.markets)
+            if (r := self.tape.resolutions.get(info.id)) is not None and r.ts < start
+        )
+
+    def _stop_on(self, name: str, ts: int, ask: Callable[[Any], T], arg: Any) -> T:
+        """``ask(arg)``; a ``RunStopped`` from the agent's code stops the run, naming it."""
+        try:
+            return ask(arg)
+        except RunStopped as exc:
+            week = week_of(self.config.start_ts, ts)
+            raise RunStopped(f"agent {name}, cohort {self.cohort}, week {week}: {exc}") from None
 
     def _resolve(self, state: CohortState, j: int, ts: int) -> list[Event]:
         resolution = self.tape.resolutions[self.ids[j]]
@@ -512,71 +427,34 @@ class CohortRunner:
         broker: Broker,
         writer: _Writer,
         emit: Callable[[list[Event]], None],
+        views: Views,
+        agents: dict[str, Agent],
         now: AsOf,
         ts: int,
-        clock: _Clock,
-        deadline: _Deadline,
     ) -> None:
-        close = self.timeline.close
-        yes = now.yes
-        open_mask = (ts < close) & ~np.isnan(yes)  # NaN also past a market's coverage
-        open_mask.setflags(write=False)  # shared by every agent deciding at this instant
-        markets = MarketsView(
-            ts=ts,
-            ids=self.ids,
-            index=self.index,
-            meta=self.meta,
-            yes=yes,
-            open_mask=open_mask,
-            volume=now.volume,
-            binary=self.binary,
-            prices=lambda j: self._prices(now, j),
-            history=lambda j, t: self.tape.history(self.universe[j], t),
-        )
+        open_mask = (ts < self.timeline.close) & ~np.isnan(now.yes)  # NaN also past coverage
+        views.move_to(ts, now.yes, open_mask, now.volume)
 
         def quote(market: str) -> tuple[float, ...] | None:
             j = self.index.get(market)
             return None if j is None else self._prices(now, j)
 
         week = week_of(self.config.start_ts, ts)
-        clock.move_to(ts)
-        for name, strategy in self.strategies.items():
+        for name, agent in agents.items():
             book = state.books[name]
-            view = View(
-                ts=ts,
-                week=week,
-                cash=book.cash,
-                min_bet=self.rules.min_bet,
-                max_fraction=self.rules.max_fraction,
-                markets=markets,
-                shares=self.shown_holdings[name],
-                cap_per_decision=self.rules.cap == "per_decision",
-                _positions=lambda book=book: tuple(  # type: ignore[misc]
-                    PositionView(
-                        id=p.id,
-                        market=p.market,
-                        side=p.side,
-                        shares=p.shares,
-                        cost=p.cost,
-                        price=self._side_price(now, p.market, p.outcome, p.last_price),
-                    )
-                    for p in book.positions.values()
-                ),
+            positions = tuple(
+                PositionView(
+                    id=p.id,
+                    market=p.market,
+                    side=p.side,
+                    shares=p.shares,
+                    cost=p.cost,
+                    price=self._side_price(now, p.market, p.outcome, p.last_price),
+                )
+                for p in book.positions.values()
             )
-            error = None
-            try:
-                deadline.start()
-                try:
-                    decided = strategy.decide(view)
-                finally:
-                    deadline.stop()
-                decision = _checked(decided)
-            except RunStopped as exc:
-                raise RunStopped(
-                    f"agent {name}, cohort {self.cohort}, week {week}: {exc}"
-                ) from None
-            except Exception as exc:
-                decision, error = Decision.hold(), _error_text(exc)
+            view = views.view(name, week, book.cash, self.holdings[name], positions)
+            decision, error = self._stop_on(name, ts, agent.decide, view)
             # the model's bookkeeping, field for field (Trace mirrors DecisionMade's fields)
             t = decision.trace
             trace = {f: getattr(t, f) for f in _TRACE_FIELDS} if t else _NO_TRACE
@@ -614,7 +492,16 @@ class CohortRunner:
                     self.holdings[e.agent][j, outcome[1]] = position.shares if position else 0.0
 
     def _side_price(self, now: AsOf, market: str, outcome: int, fallback: float) -> float:
-        prices = self._prices(now, self.index[market])
+        """``outcome``'s price now, else ``fallback``; a binary market's straight from the YES
+        price the walk holds (NO = 1 − YES, as the tape derives it), since every open position
+        is priced at every decision."""
+        j = self.index[market]
+        if self.binary[j]:
+            yes = float(now.yes[j])
+            if math.isnan(yes):
+                return fallback
+            return yes if outcome == self.yes_column[j] else 1.0 - yes
+        prices = self._prices(now, j)
         if prices is None or math.isnan(prices[outcome]):
             return fallback
         return prices[outcome]

@@ -372,8 +372,12 @@ def _cell(
 
 def belief_scores(rows: Sequence[BrierRow]) -> dict[str, object] | None:
     """Proper scores of the beliefs an agent stated, against the implied-confidence Brier of the
-    same bets; None when it stated none (a belief is its P(the bet's side wins))."""
-    stated = [r for r in rows if r.belief is not None]
+    same bets; None when it stated none (a belief is its P(the bet's side wins)).
+
+    A belief outside [0, 1] is no probability and is left out (counted in ``left_out``): the
+    runner refuses them now, but a log written before it did must still report."""
+    given = [r for r in rows if r.belief is not None]
+    stated = [r for r in given if 0.0 <= r.belief <= 1.0]  # type: ignore[operator]
     if not stated:
         return None
     p = np.array([r.belief for r in stated], dtype=np.float64)
@@ -390,4 +394,4 @@ def belief_scores(rows: Sequence[BrierRow]) -> dict[str, object] | None:
             "uncertainty": decomposition.uncertainty,
         },
         "implied_brier": math.fsum(r.brier for r in stated) / len(stated),
-    }
+    } | ({"left_out": len(given) - len(stated)} if len(given) > len(stated) else {})

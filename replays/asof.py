@@ -116,6 +116,8 @@ class AsOf:
     position: np.ndarray
     yes: np.ndarray
     volume: np.ndarray
+    seen: np.ndarray
+    """Points at or before the instant per market, coverage or not: what its history shows."""
 
 
 class UniverseWalk:
@@ -139,12 +141,13 @@ class UniverseWalk:
         """The universe as of ``ts`` (not earlier than the last instant asked for)."""
         self._prices.advance(ts)
         position = self._prices.position.copy()
+        seen = position + 1
         yes = self._prices.yes.copy()
         past = ts > self._coverage
         if past.any():  # no price known past a market's coverage
             position[past] = -1
             yes[past] = np.nan
-        return AsOf(_frozen(position), _frozen(yes), self._volume_at(ts))
+        return AsOf(_frozen(position), _frozen(yes), self._volume_at(ts), _frozen(seen))
 
     def _volume_at(self, ts: int) -> np.ndarray:
         if not self._volumes.size:

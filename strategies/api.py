@@ -13,8 +13,9 @@ A strategy is a small class::
             return Decision(bets=bets, reasoning="cheap YES")
 
 Look-ahead is impossible by construction, as in backtesting.py: the view's arrays are the
-prices *at* the decision instant, and ``history`` returns views that end there. There is no
-handle on the tape itself, and ``datetime.now()`` inside ``decide`` is the simulated instant.
+prices *at* the decision instant, and ``history`` returns copies that end there, read from
+memory that holds no later point (``arena.boundary``). There is no handle on the tape itself,
+and ``datetime.now()`` inside ``decide`` is the simulated instant.
 """
 
 from __future__ import annotations

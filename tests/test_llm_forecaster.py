@@ -22,7 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from llm_server import FakeLLM, Received, Reply
 
-from arena.runner import CohortRunner, DecisionTimeout
+from arena.boundary import DecisionTimeout
+from arena.runner import CohortRunner
 from ledger.events import DecisionMade, ModelCall
 from ledger.store import EventStore
 from strategies.api import Bet, Decision, MarketMeta, MarketsView, StrategyError, Trace, View

@@ -283,7 +283,7 @@ def test_the_timeout_option_interrupts_a_slow_plugin(tmp_path: Path, hand_tape_f
     assert {(d.error, d.reasoning) for d in made[1:]} == {(None, "awake")}
 
 
-def test_a_plugin_whose_setup_fails_is_a_one_line_error(
+def test_a_plugin_whose_setup_fails_sits_the_cohort_out(
     tmp_path: Path, hand_tape_file: Path
 ) -> None:
     plugin = tmp_path / "broken.py"
@@ -301,10 +301,18 @@ def test_a_plugin_whose_setup_fails_is_a_one_line_error(
         "2024-01-07",
         "--agent",
         f"b={plugin}:Broken",
+        "--agent",
+        "h=hold",
         "--db",
         tmp_path / "run.db",
     )
-    assert one_line_error(result) == ("Error: agent b: setup failed: OSError: model file missing")
+    assert result.exit_code == 0, result.output
+    with EventStore.open(tmp_path / "run.db", readonly=True) as store:
+        made = [e for e in store.read() if isinstance(e, DecisionMade) and e.agent == "b"]
+    assert [d.error.splitlines()[0] for d in made if d.error] == [
+        "sat out the cohort: setup failed: OSError: model file missing"
+    ]
+    assert len(made) == 1
 
 
 def test_tables_for_people(tmp_path: Path, hand_tape_file: Path) -> None:

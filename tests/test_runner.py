@@ -424,22 +424,25 @@ class BrokenSetup(Strategy):
         raise OSError("model file missing")
 
 
-def test_setup_runs_at_the_start_and_a_failed_setup_is_one_clear_error(
+def test_setup_runs_at_the_start_and_a_failed_setup_sits_the_agent_out(
     tmp_path: Path, hand_tape: Tape
 ) -> None:
     bird = EarlyBird()
     run_into(tmp_path / "one.db", hand_tape, hand_config({"e": "hold"}), strategies={"e": bird})
     assert bird.set_up_at == datetime.fromtimestamp(START, UTC)
-    with pytest.raises(
-        StrategyError, match=r"^agent b: setup failed: OSError: model file missing$"
-    ):
-        run_into(
-            tmp_path / "two.db",
-            hand_tape,
-            hand_config({"b": "hold"}),
-            strategies={"b": BrokenSetup()},
-        )
-    assert stored(tmp_path / "two.db") == []
+    run_into(
+        tmp_path / "two.db",
+        hand_tape,
+        hand_config({"b": "hold", "e": "hold"}),
+        strategies={"b": BrokenSetup(), "e": EarlyBird()},
+    )
+    events = stored(tmp_path / "two.db")
+    (sat_out,) = decisions_of(events, "b")  # recorded once, at the start, and never again
+    assert (sat_out.ts, sat_out.action) == (START, "HOLD")
+    assert first_line(sat_out.error) == (
+        "sat out the cohort: setup failed: OSError: model file missing"
+    )
+    assert len(decisions_of(events, "e")) == 3
 
 
 # -- universe and timeline -----------------------------------------------------------------------

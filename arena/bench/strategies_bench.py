@@ -4,6 +4,9 @@ A strategy that returns the same HOLD is driven through the runner's decision st
 frozen clock, decision check, the DecisionMade event) at every tick of synthetic tapes with
 different universe sizes; a straight line through the per-decision times gives the fixed cost
 and the cost per market, against the target of 20 µs + 0.2 µs per market.
+
+The same decision with ``--isolate`` (the agent in a worker process of its own) is measured
+beside it: the view sent to the worker and the answer read back, two context switches.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ class Still(Strategy):
         return _HOLD
 
 
-def _run_seconds(tape: Tape, cadence: str, markets: int) -> tuple[float, int]:
+def _run_seconds(
+    tape: Tape, cadence: str, markets: int, isolate: bool = False
+) -> tuple[float, int]:
     config = CohortConfig(
         start=datetime.fromtimestamp(tape.span()[0], UTC),
         agents={"still": "hold"},
@@ -38,20 +43,23 @@ def _run_seconds(tape: Tape, cadence: str, markets: int) -> tuple[float, int]:
         decision_cadence=cadence,
         mark_cadence="weekly",
     )
-    runner = CohortRunner(tape, config, strategies={"still": Still()})
+    runner = CohortRunner(tape, config, strategies={"still": Still()}, isolate=isolate)
     decisions = sum(1 for step in runner.timeline.steps if step[1] == DECISION)
     began = time.perf_counter()
     runner.run(None)
     return time.perf_counter() - began, decisions
 
 
-def per_decision_us(markets: int, steps: int = 2_000, seed: int = 0) -> float:
+def per_decision_us(
+    markets: int, steps: int = 2_000, seed: int = 0, isolate: bool = False
+) -> float:
     """Time per decision, net of everything a cohort costs without decisions (set-up, clock,
-    resolutions): the difference between a decision every tick and a single decision."""
+    resolutions, starting a worker): the difference between a decision every tick and a
+    single decision."""
     tape = random_walk_tape(markets, steps, seed=seed, step_seconds=1)
-    _run_seconds(tape, "weekly", markets)  # warm caches and imports
-    many, n_many = _run_seconds(tape, "tick", markets)
-    one, n_one = _run_seconds(tape, "weekly", markets)
+    _run_seconds(tape, "weekly", markets, isolate)  # warm caches and imports
+    many, n_many = _run_seconds(tape, "tick", markets, isolate)
+    one, n_one = _run_seconds(tape, "weekly", markets, isolate)
     return (many - one) / (n_many - n_one) * 1e6
 
 
@@ -65,4 +73,7 @@ def bench_strategies(sizes: tuple[int, ...] = (10, 100, 500), seed: int = 0) -> 
         "per_market_us": round(float(slope), 4),
         "target": "20 us + 0.2 us per market",
         "within_target": bool(all(m <= 20 + 0.2 * n for m, n in zip(micros, sizes, strict=True))),
+        "isolated_us_per_decision": [
+            round(per_decision_us(n, seed=seed, isolate=True), 1) for n in sizes
+        ],
     }

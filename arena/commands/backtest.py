@@ -134,6 +134,7 @@ def backtest(
     against: str,
     jobs: int,
     decision_timeout: float,
+    isolate: bool,
     rules: str,
     cash: float,
     universe: int,
@@ -187,7 +188,7 @@ def backtest(
         with progress:
             task = progress.add_task("cohorts", total=len(plan.starts))
             result = run_backtest(
-                plan, db, jobs=workers, decision_timeout=decision_timeout,
+                plan, db, jobs=workers, decision_timeout=decision_timeout, isolate=isolate,
                 on_done=lambda _: progress.advance(task),
             )  # fmt: skip
     except (LedgerError, TapeError, StrategyError, BacktestError) as exc:

@@ -48,11 +48,15 @@ _COHORT_OPTIONS = (
                  callback=_on_miss,
                  help="A model question missing from a replay's cassette: stop the run with "
                       "an error (default), or HOLD as before. Sets ARENA_LLM_ON_MISS."),
+    click.option("--isolate", is_flag=True,
+                 help="Run each agent's code in a worker process of its own (for plugins you "
+                      "do not trust; the same log for honest ones, slower per decision)."),
 )  # fmt: skip
 
 
 def cohort_options(command: F) -> F:
-    """Add the cohort settings (tape, rules, cash, universe, cadences, seed, jobs, timeout)."""
+    """Add the cohort settings (tape, rules, cash, universe, cadences, seed, jobs, timeout,
+    isolation)."""
     for option in reversed(_COHORT_OPTIONS):
         command = option(command)
     return command

@@ -169,6 +169,7 @@ def replay(
     db: Path,
     jobs: int,
     decision_timeout: float,
+    isolate: bool,
     as_json: bool,
 ) -> None:
     """Replay cohorts of a tape with trading agents into an event log.
@@ -220,7 +221,7 @@ def replay(
             task = progress.add_task("cohorts", total=len(configs))
             done = replay_cohorts(
                 path, configs, db, jobs=workers, decision_timeout=decision_timeout,
-                on_done=lambda _: progress.advance(task),
+                isolate=isolate, on_done=lambda _: progress.advance(task),
             )  # fmt: skip
         with EventStore.open(db, readonly=True) as store:
             cohorts = [d.cohort for d in done]

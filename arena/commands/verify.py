@@ -9,8 +9,11 @@ import click
 
 from arena.console import make_console
 from arena.verify import verify_store, write_snapshots
+from arena.verify_fills import verify_fills
 from ledger.errors import IntegrityError, LedgerError
 from ledger.store import EventStore
+from replays.errors import TapeError
+from replays.tapefile import load_tape
 
 
 @click.command()
@@ -28,8 +31,16 @@ from ledger.store import EventStore
     help="After verifying, store the snapshots the log lacks (events are not touched), "
     "so reports read it at once.",
 )
+@click.option(
+    "--tape",
+    "tape_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also re-check every fill against the rules and this tape's price at its instant.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def verify(db: Path, head: str | None, write_snapshots_: bool, as_json: bool) -> None:
+def verify(
+    db: Path, head: str | None, write_snapshots_: bool, tape_path: Path | None, as_json: bool
+) -> None:
     """Prove a log was not altered, cut or extended: hash chain, checking fold, recorded state
     digests, every snapshot, and the head.
 
@@ -41,17 +52,19 @@ def verify(db: Path, head: str | None, write_snapshots_: bool, as_json: bool) ->
       arena verify arena.db
       arena verify arena.db --head 1341:5be0…   # the head arena replay printed
       arena verify old.db --write-snapshots
+      arena verify arena.db --tape my.tape      # every fill against the tape and the rules
     """
     try:
         with EventStore.open(db, readonly=not write_snapshots_) as store:
             result = verify_store(store, head)
+            fills = verify_fills(store, load_tape(tape_path)) if tape_path else None
             written = write_snapshots(store, result) if write_snapshots_ else 0
     except IntegrityError as exc:
         if as_json:
             click.echo(json.dumps({"ok": False, "first_bad_seq": exc.seq, "error": str(exc)}))
             raise SystemExit(1) from None
         raise click.ClickException(f"{exc} (first bad seq {exc.seq})") from None
-    except LedgerError as exc:
+    except (LedgerError, TapeError) as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(json.dumps({
@@ -59,13 +72,15 @@ def verify(db: Path, head: str | None, write_snapshots_: bool, as_json: bool) ->
             "closed_cohorts_checked": result.closed, "snapshots_checked": result.snapshots,
             "snapshots_written": written, "open_cohorts": result.open_cohorts,
             "head": result.head, "head_checked_against": result.head_source,
+            **({"fills_checked": fills.fills} if fills else {}),
         }))  # fmt: skip
         return
     console = make_console()
     console.print(
         f"[green]OK[/] {db}: {result.events:,} events, hash chain intact; "
         f"{result.cohorts} cohort(s) rebuilt, {result.closed} matched their recorded final "
-        f"state; {result.snapshots} snapshot(s) matched the fold",
+        f"state; {result.snapshots} snapshot(s) matched the fold"
+        + (f"; {fills.fills:,} fill(s) at the tape's prices, within the rules" if fills else ""),
         highlight=False,
     )
     checked = f"matches the {result.head_source}" if result.head_source else "no head recorded"

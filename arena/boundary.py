@@ -1,0 +1,708 @@
+"""The plugin boundary: everything between the replay loop and a strategy's code.
+
+The loop (``arena.runner``) trades, settles and records; this module owns the contract with
+the plugin on the other side:
+
+* **What a plugin sees.** ``Past`` holds the universe's price points *up to the instant being
+  decided*, copied in as time passes (``PastWriter``): memory that has no future in it, so a
+  view cannot hand one out however it is asked (``markets._history(i, 2**62)`` ends at the
+  instant). Every array a view hands out is a copy the plugin owns or a read-only buffer whose
+  ultimate owner is read-only (``frozen``): bytes, or a read-only memory map. No plugin can
+  re-flag such an array writable and rewrite the prices another agent trades on.
+* **What a plugin may do while it runs.** ``Sandbox`` runs plugin code under the frozen clock
+  with a time limit, turns anything it raises (``SystemExit`` and a plugin's own
+  ``KeyboardInterrupt`` included) into an error text, keeps a real Ctrl-C apart from a
+  plugin's, and during the run replaces the process-level calls a plugin could end or fork the
+  run with (``os._exit``, ``os.fork``, ``signal.signal``, ``signal.setitimer``, ...) by ones
+  that raise ``SandboxError``.
+* **What a plugin returns.** ``checked`` turns a decision into builtin, bounded values (finite
+  amounts up to ``MAX_AMOUNT``, beliefs in [0, 1], at most ``MAX_ORDERS`` orders and
+  ``MAX_TEXT`` characters of reasoning, truncations noted), or says why it cannot.
+
+What in-process protection cannot stop: code in the same interpreter can walk
+``gc.get_objects()`` to the tape or the broker, patch classes, use ``ctypes`` to write any
+memory, call functions it bound before the run began, or swallow the time limit's exception
+in a loop. ``arena.isolation`` runs each agent in its own process for code you do not trust,
+and ``arena verify --tape`` re-checks every fill against the tape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import itertools
+import math
+import mmap
+import numbers
+import os
+import signal
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from datetime import timedelta
+from typing import Any, NamedTuple, Protocol
+
+import msgspec
+import numpy as np
+
+from ledger.events import BetIntent, ModelCall, SellIntent
+from ledger.rules import RuleSet
+from strategies.api import (
+    Context,
+    Decision,
+    MarketMeta,
+    MarketsView,
+    PositionView,
+    RunStopped,
+    Strategy,
+    Trace,
+    View,
+)
+
+MAX_AMOUNT = 1e12
+"""The largest dollar amount a bet may ask for: far beyond any cash, far below overflow."""
+
+MAX_ORDERS = 1_000
+"""Orders (bets plus sells) kept from one decision: one bet and one sell on every market of
+the default 500-market universe; the rest are dropped with a note in the log."""
+
+MAX_TEXT = 100_000
+"""Characters kept of a decision's reasoning and of each text of its trace (an LLM's prompt
+and answer fit many times over); a 50 MB reasoning per decision made a 550 MB log."""
+
+MAX_CALLS = 10_000
+"""Model calls kept from one decision's trace (a forecaster asks once per market or more)."""
+
+TRACE_TEXTS = ("prompt", "raw_response", "model", "error")
+TRACE_COUNTS = ("tokens_in", "tokens_out", "retries")
+TRACE_REALS = ("cost", "latency_ms")
+
+
+class DecisionTimeout(Exception):
+    """A strategy ran past its per-decision time limit."""
+
+
+class SandboxError(Exception):
+    """A plugin called something that would end, fork or unguard the run."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The person at the keyboard pressed Ctrl-C: the run stops (and can be resumed).
+
+    A subclass, so a plugin that raises ``KeyboardInterrupt`` itself is told apart from it."""
+
+
+# -- what a plugin sees ----------------------------------------------------------------------
+
+
+def frozen(array: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` over an immutable bytes object: nobody can make it writable."""
+    flat = np.frombuffer(array.tobytes(), dtype=array.dtype)
+    return flat if array.ndim == 1 else flat.reshape(array.shape)
+
+
+class Past(NamedTuple):
+    """The universe's price points up to the instant being decided, read-only.
+
+    A tuple (its fields cannot be rebound) of arrays over a read-only memory map, filled by a
+    ``PastWriter`` as time passes: market ``j``'s visible points are rows
+    ``starts[j] : starts[j] + visible[j]`` of ``times`` and of ``values`` (its first
+    ``widths[j]`` columns; NO derived as 1 − YES for a binary market); ``priced[j]`` says
+    whether the tape still covers it (else its price now is unknown).
+    """
+
+    times: np.ndarray
+    values: np.ndarray
+    visible: np.ndarray
+    priced: np.ndarray
+    starts: tuple[int, ...]
+    widths: tuple[int, ...]
+
+    def prices(self, j: int) -> tuple[float, ...] | None:
+        """Every outcome's latest price of market ``j``, or None before its first point and
+        past the tape's coverage of it (where no price is known)."""
+        n = int(self.visible[j])
+        if n == 0 or not self.priced[j]:
+            return None
+        return tuple(float(x) for x in self.values[self.starts[j] + n - 1, : self.widths[j]])
+
+    def history(self, j: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(times, values)`` of market ``j`` up to ``t``: copies the caller owns."""
+        a = self.starts[j]
+        times = self.times[a : a + int(self.visible[j])]
+        end = int(np.searchsorted(times, t, side="right"))
+        return times[:end].copy(), self.values[a : a + end, : self.widths[j]].copy()
+
+
+class Delta(NamedTuple):
+    """Points that became visible: their rows in ``Past`` and their contents, plus the new
+    counts. What an isolated worker receives to keep its own ``Past`` up to date."""
+
+    rows: np.ndarray
+    times: np.ndarray
+    values: np.ndarray
+    visible: np.ndarray
+    priced: np.ndarray
+
+
+def _shared_map(size: int) -> tuple[mmap.mmap, mmap.mmap]:
+    """A writable and a read-only mapping of the same fresh memory."""
+    size = max(size, 1)
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("arena-past", os.MFD_CLOEXEC)
+    else:  # pragma: no cover - macOS and Windows
+        with tempfile.TemporaryFile() as file:
+            fd = os.dup(file.fileno())
+    try:
+        os.ftruncate(fd, size)
+        return mmap.mmap(fd, size), mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+class PastWriter:
+    """Owns the writable side of a ``Past`` and moves it forward, never back.
+
+    ``source`` (the full series, future included) stays here; only ``advance`` copies points
+    across, once their instant has come. Plugins get ``past``, never this object.
+    """
+
+    def __init__(self, lengths: Sequence[int], widths: Sequence[int]) -> None:
+        n = len(lengths)
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64)
+        self.starts = starts
+        total, width = int(self.lengths.sum()), max(widths, default=1)
+        sizes = (total * 8, total * width * 8, n * 8, n * 8)
+        self._write, read = _shared_map(sum(sizes))
+        self._maps = (self._write, read)
+        views = []
+        for source in (self._write, read):
+            at, arrays = 0, []
+            for size, dtype, shape in zip(
+                sizes,
+                (np.int64, np.float64, np.int64, np.int64),
+                ((total,), (total, width), (n,), (n,)),
+                strict=True,
+            ):  # fmt: skip
+                arrays.append(np.frombuffer(source, dtype=dtype, count=size // 8, offset=at))
+                arrays[-1] = arrays[-1].reshape(shape)
+                at += size
+            views.append(arrays)
+        self._times, self._values, self._count, self._priced = views[0]
+        times, values, visible, priced = views[1]
+        self.past = Past(
+            times, values, visible, priced,
+            tuple(int(s) for s in starts), tuple(int(w) for w in widths),
+        )  # fmt: skip
+        self.source: tuple[np.ndarray, np.ndarray] | None = None
+        self.arrival = self.arrival_times = np.empty(0, np.int64)
+        self.shown = 0
+
+    def load(self, times: Sequence[np.ndarray], values: Sequence[np.ndarray]) -> None:
+        """Keep the full series (in this writer only) for ``advance`` to copy from, in the
+        order the points arrive: the points an instant reveals are then one contiguous slice
+        (read without a cache miss per market), and only their writes into ``past`` scatter."""
+        total, width = self._values.shape
+        src_values = np.full((total, width), np.nan)
+        for a, v in zip(self.starts, values, strict=True):
+            src_values[a : a + v.shape[0], : v.shape[1]] = v
+        flat_times = np.concatenate(times).astype(np.int64) if times else np.empty(0, np.int64)
+        self.arrival = np.argsort(flat_times, kind="stable")
+        self.arrival_times = flat_times[self.arrival]
+        self.source = (self.arrival_times, src_values[self.arrival])
+        self.shown = 0
+
+    def delta(self, since: int, until: int, count: np.ndarray, priced: np.ndarray) -> Delta:
+        """The points that arrive between positions ``since`` and ``until`` of the arrival
+        order, and the counts of visible points (and which markets are priced) after them."""
+        assert self.source is not None
+        cut = slice(since, until)
+        source_times, source_values = self.source
+        return Delta(self.arrival[cut], source_times[cut], source_values[cut], count, priced)
+
+    def until(self, ts: int) -> int:
+        """How many points (in arrival order) have arrived by ``ts``."""
+        return int(np.searchsorted(self.arrival_times, ts, side="right"))
+
+    def apply(self, delta: Delta) -> None:
+        self._times[delta.rows] = delta.times
+        self._values[delta.rows] = delta.values
+        self._count[:] = delta.visible
+        self._priced[:] = delta.priced
+
+    def advance(self, ts: int, count: np.ndarray, priced: np.ndarray) -> None:
+        """Make every point up to ``ts`` visible: ``count[j]`` points of market ``j``, priced
+        where ``priced[j]``."""
+        until = self.until(ts)
+        self.apply(self.delta(self.shown, until, count, priced))
+        self.shown = until
+
+    @property
+    def counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """How many points of each market are visible now, and which are priced (copies)."""
+        return self._count.copy(), self._priced.astype(bool)
+
+
+# -- what a plugin may do while it runs ------------------------------------------------------
+
+
+class Clock:
+    """freezegun's frozen clock, moved by whole seconds.
+
+    ``tick`` with a timedelta only adds it; ``move_to`` would parse and convert a datetime on
+    every decision, which was half of the per-decision cost of the plugin boundary.
+    """
+
+    def __init__(self, frozen_time: Any, ts: int) -> None:
+        self._frozen = frozen_time
+        self._ts = ts
+
+    def move_to(self, ts: int) -> None:
+        if ts != self._ts:
+            self._frozen.tick(timedelta(seconds=ts - self._ts))
+            self._ts = ts
+
+
+_setitimer = signal.setitimer if hasattr(signal, "setitimer") else None
+_signal = signal.signal
+
+
+def _forbidden(name: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise SandboxError(f"a strategy may not call {name} during a replay")
+
+    return refuse
+
+
+def _kill_others_only(kill: Callable[[int, int], None]) -> Callable[[int, int], None]:
+    """``os.kill`` for the processes a plugin started, not for the run's own process group:
+    a plugin must not stop the run by sending itself the Ctrl-C a person would."""
+
+    def kill_other(pid: int, sig: int) -> None:
+        if pid in (0, -1, os.getpid()) or -pid == os.getpgid(0):
+            raise SandboxError("a strategy may not signal the replay's own process")
+        kill(pid, sig)
+
+    return kill_other
+
+
+_GUARDED: tuple[tuple[Any, str, str], ...] = (
+    (os, "_exit", "os._exit"),
+    (os, "fork", "os.fork"),
+    (os, "forkpty", "os.forkpty"),
+    (os, "kill", "os.kill"),
+    (os, "killpg", "os.killpg"),
+    (signal, "raise_signal", "signal.raise_signal"),
+    (signal, "signal", "signal.signal"),
+    (signal, "setitimer", "signal.setitimer"),
+    (signal, "alarm", "signal.alarm"),
+    (signal, "pthread_kill", "signal.pthread_kill"),
+)
+
+
+def _modules_to_guard() -> list[tuple[Any, str, str]]:
+    """``os`` and the C modules under it (``posix``, ``_signal``) hold the same functions."""
+    found = []
+    extra: list[Any] = []
+    for name in ("posix", "_signal"):
+        with contextlib.suppress(ImportError):  # Windows has neither
+            extra.append(__import__(name))
+    for module, attr, label in _GUARDED:
+        if hasattr(module, attr):
+            found.append((module, attr, label))
+            for other in extra:
+                if getattr(other, attr, None) is getattr(module, attr):
+                    found.append((other, attr, label))
+    return found
+
+
+class Sandbox:
+    """Runs plugin code for one replay: time limit, guards, and a Ctrl-C told apart.
+
+    ``guarded`` is entered once for the whole run (installing handlers and guards costs
+    system calls; starting and stopping the timer per call is two). Where there is no interval
+    timer (Windows) or the run is not on the main thread, plugin code runs without a time limit
+    and Ctrl-C keeps Python's own handling.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        main = threading.current_thread() is threading.main_thread()
+        self.main = main
+        self.timed = seconds > 0 and _setitimer is not None and main
+        self.interrupted = False
+
+    @contextlib.contextmanager
+    def guarded(self) -> Iterator[None]:
+        def expire(signum: int, frame: Any) -> None:
+            raise DecisionTimeout(f"decision took longer than {self.seconds:g} s")
+
+        def interrupt(signum: int, frame: Any) -> None:
+            self.interrupted = True
+            raise RunInterrupted()
+
+        handlers = []
+        if self.timed:
+            handlers.append((signal.SIGALRM, _signal(signal.SIGALRM, expire)))
+        if self.main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            handlers.append((signal.SIGINT, _signal(signal.SIGINT, interrupt)))
+        patched = _modules_to_guard()
+        saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patched]
+        for module, attr, label in patched:
+            setattr(module, attr, _forbidden(label))
+        for module, attr, value in saved:
+            if attr == "kill":
+                setattr(module, attr, _kill_others_only(value))
+        try:
+            yield
+        finally:
+            for module, attr, value in saved:
+                setattr(module, attr, value)
+            if self.timed and _setitimer is not None:
+                _setitimer(signal.ITIMER_REAL, 0)
+            for signum, previous in handlers:
+                _signal(signum, previous)
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
+        """``(fn(*args), None)``, or ``(None, error text)`` if it raised or ran out of time.
+
+        Only a real Ctrl-C escapes (as ``RunInterrupted``, even when the plugin caught it),
+        and a ``RunStopped``, which a strategy raises to stop the run on purpose."""
+        result, error = None, None
+        try:
+            self._start()
+            try:
+                result = fn(*args)
+            except (RunInterrupted, RunStopped):
+                raise
+            except BaseException as exc:
+                error = error_text(exc)
+            finally:
+                self._stop()
+        except (RunInterrupted, RunStopped):
+            raise
+        except BaseException as exc:
+            result, error = None, error_text(exc)
+        if self.interrupted:
+            raise RunInterrupted()
+        return result, error
+
+    def _start(self) -> None:
+        if self.timed and _setitimer is not None:
+            _setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def _stop(self) -> None:
+        if self.timed and _setitimer is not None:
+            _setitimer(signal.ITIMER_REAL, 0)
+
+
+def error_text(exc: BaseException) -> str:
+    """First line: the error; then the traceback, so the log explains what went wrong.
+
+    Frames name files without their directories: where the code happens to be installed must
+    not change the bytes of the log (the same inputs give the same log on any machine). An
+    error whose message cannot be shown (its ``__str__`` raises) is named by its type; the
+    text is cut to ``MAX_TEXT`` characters."""
+    name = type(exc).__name__
+    try:
+        message = str(exc)
+    except BaseException:
+        message = "(its message could not be shown: its __str__ raised)"
+    try:
+        report = traceback.TracebackException.from_exception(exc)
+        pending = [report]
+        while pending:
+            link = pending.pop()
+            for frame in link.stack:
+                frame.filename = os.path.basename(frame.filename)
+            pending += [e for e in (link.__cause__, link.__context__) if e is not None]
+        text = f"{name}: {message}\n{''.join(report.format())}"
+    except BaseException:
+        text = f"{name}: {message}\n(the traceback could not be formatted)"
+    return capped(text)[0]
+
+
+# -- what a plugin returns -------------------------------------------------------------------
+
+
+def capped(text: str, limit: int = MAX_TEXT) -> tuple[str, bool]:
+    """``text`` cut to ``limit`` characters, and whether it was cut."""
+    return (text, False) if len(text) <= limit else (text[:limit], True)
+
+
+def _number(x: object) -> float | None:
+    """``x`` as a builtin float if it is a finite real number (numpy scalars included)."""
+    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
+        return None
+    value = float(x)
+    return value if math.isfinite(value) else None
+
+
+def _text(x: object) -> str | None:
+    return None if x is None else str(x)
+
+
+def _bet(bet: object) -> BetIntent:
+    if not isinstance(bet, BetIntent):
+        raise TypeError(f"bets must be Bet, not {type(bet).__name__}")
+    if not (isinstance(bet.market, str) and isinstance(bet.side, str)):
+        raise TypeError(f"bet {bet!r} needs a market id and a side as strings")
+    amount, belief = _number(bet.amount), _number(bet.belief)
+    if amount is None or (bet.belief is not None and belief is None):
+        raise TypeError(f"bet {bet!r} needs a finite amount (and belief, if given)")
+    if abs(amount) > MAX_AMOUNT:
+        raise ValueError(f"bet on {bet.market}: amount {amount:g} is beyond {MAX_AMOUNT:g}")
+    if belief is not None and not 0.0 <= belief <= 1.0:
+        raise ValueError(f"bet on {bet.market}: belief {belief:g} is not a probability in [0, 1]")
+    return BetIntent(market=str(bet.market), side=str(bet.side), amount=amount, belief=belief)
+
+
+def _sell(sell: object) -> SellIntent:
+    if not isinstance(sell, SellIntent):
+        raise TypeError(f"sells must be Sell, not {type(sell).__name__}")
+    percentage = _number(sell.percentage)
+    if percentage is None:
+        raise TypeError(f"sell {sell!r} needs a finite percentage")
+    keys = (sell.position_id, sell.market, sell.side)
+    if not all(k is None or isinstance(k, str) for k in keys):
+        raise TypeError(f"sell {sell!r} needs its position id, market and side as strings")
+    return SellIntent(
+        percentage=percentage,
+        position_id=_text(sell.position_id),
+        market=_text(sell.market),
+        side=_text(sell.side),
+    )
+
+
+def _trace(trace: object, notes: list[str]) -> Trace | None:
+    """The trace with every field of its declared type, texts capped; else a TypeError."""
+    if trace is None:
+        return None
+    if not isinstance(trace, Trace):
+        raise TypeError("trace must be a strategies.api.Trace")
+    fields: dict[str, Any] = {}
+    for name in TRACE_TEXTS:
+        value = getattr(trace, name)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"trace.{name} must be a string or None")
+        if value is not None:
+            value, cut = capped(str(value))
+            if cut:
+                notes.append(f"trace.{name} cut to {MAX_TEXT:,} characters")
+        fields[name] = value
+    for name in TRACE_COUNTS:
+        value = getattr(trace, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral | type(None)):
+            raise TypeError(f"trace.{name} must be a whole number")
+        if value is not None and not -(2**62) < int(value) < 2**62:
+            raise ValueError(f"trace.{name} is out of range")
+        fields[name] = None if value is None else int(value)
+    for name in TRACE_REALS:
+        value = getattr(trace, name)
+        if value is not None and _number(value) is None:
+            raise TypeError(f"trace.{name} must be a finite number or None")
+        fields[name] = None if value is None else _number(value)
+    if fields["retries"] is None:
+        raise TypeError("trace.retries must be a whole number")
+    calls = _limited(_sequence(trace.calls, "trace.calls"), MAX_CALLS, "trace.calls", notes,
+                     "model calls")  # fmt: skip
+    fields["calls"] = tuple(_model_call(c) for c in calls)
+    if not isinstance(trace.prompts, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in trace.prompts.items()
+    ):
+        raise TypeError("trace.prompts must map digests to texts")
+    fields["prompts"] = dict(trace.prompts)
+    return Trace(**fields)
+
+
+def _sequence(items: object, what: str) -> Iterable[Any]:
+    if not isinstance(items, list | tuple):
+        raise TypeError(f"{what} must be a list or tuple")
+    return items
+
+
+def _model_call(call: object) -> ModelCall:
+    """``call`` as a ModelCall whose every field has its declared type, as the log will read
+    it back (msgspec does not check types when a struct is built, only when it is decoded)."""
+    if not isinstance(call, ModelCall):
+        raise TypeError(f"trace.calls must be ModelCall, not {type(call).__name__}")
+    try:
+        return msgspec.convert(msgspec.to_builtins(call), ModelCall)
+    except (msgspec.ValidationError, TypeError) as exc:
+        raise TypeError(f"trace.calls: {exc}") from None
+
+
+def _plain_hold(d: Decision) -> bool:
+    """HOLD with nothing attached, as most decisions are: nothing in it needs checking."""
+    return (
+        type(d.bets) is tuple
+        and type(d.sells) is tuple
+        and not d.bets
+        and not d.sells
+        and type(d.reasoning) is str
+        and len(d.reasoning) <= MAX_TEXT
+        and d.trace is None
+    )
+
+
+def checked(decision: object) -> tuple[Decision, str | None]:
+    """The decision in builtin, bounded types, ready for the broker and the log, and a note of
+    anything cut; else a TypeError or ValueError saying why it cannot be taken.
+
+    Strategies naturally compute with numpy, but the log's encoder takes only builtins: a
+    ``numpy.float64`` amount must be converted here, not crash the run at the next flush; a
+    belief of 7.5 must be refused here, not make every later report of the log fail."""
+    if not isinstance(decision, Decision):
+        raise TypeError(f"decide() returned {type(decision).__name__}, not a Decision")
+    if type(decision) is Decision and _plain_hold(decision):
+        return decision, None
+    notes: list[str] = []
+    sells = _limited(decision.sells, MAX_ORDERS, "sells", notes)
+    bets = _limited(decision.bets, MAX_ORDERS - len(sells), "bets", notes)
+    if not isinstance(decision.reasoning, str):
+        raise TypeError("reasoning must be a string")
+    reasoning, cut = capped(str(decision.reasoning))
+    if cut:
+        notes.append(f"reasoning cut to {MAX_TEXT:,} of {len(decision.reasoning):,} characters")
+    trace = _trace(decision.trace, notes)
+    return (
+        Decision(
+            bets=[_bet(b) for b in bets],
+            sells=[_sell(s) for s in sells],
+            reasoning=reasoning,
+            trace=trace,
+        ),
+        "; ".join(notes) or None,
+    )
+
+
+def _limited(
+    orders: Iterable[Any], room: int, what: str, notes: list[str], why: str = "orders"
+) -> list[Any]:
+    """At most ``room`` items, noting that more were given (never reading more than one past
+    the limit, so an endless generator cannot hang the run)."""
+    if isinstance(orders, list | tuple):
+        kept = list(orders[: room + 1])
+    else:
+        kept = list(itertools.islice(orders, room + 1))
+    if len(kept) > room:
+        given = f"{len(orders):,}" if isinstance(orders, Sized) else "more"
+        limit = MAX_ORDERS if why == "orders" else room
+        notes.append(f"{what}: {given} given, the first {room:,} kept (at most {limit:,} "
+                     f"{why} per decision)")  # fmt: skip
+    return kept[:room]
+
+
+# -- the view --------------------------------------------------------------------------------
+
+
+class Views:
+    """Builds each agent's ``View`` at a decision instant.
+
+    Shared by every agent at an instant, and writable by none: the prices, the open mask, the
+    market facts' arrays and ``past``. Each agent's own: its index and market facts (copied
+    once per cohort, so a plugin that rewrites them confuses only itself) and its shares (a
+    frozen copy at each decision).
+    """
+
+    def __init__(
+        self,
+        ids: tuple[str, ...],
+        meta: tuple[MarketMeta, ...],
+        past: Past,
+        agents: Iterable[str],
+        rules: RuleSet,
+    ) -> None:
+        self.ids = ids
+        self.past = past
+        self.rules = rules
+        self.index = {name: {m: j for j, m in enumerate(ids)} for name in agents}
+        self.meta = {name: tuple(dataclasses.replace(m) for m in meta) for name in self.index}
+        self.binary = frozen(np.array([m.is_binary for m in meta], dtype=bool))
+        self.ts = 0
+        self.yes = self.open = self.volume = self.binary
+
+    def move_to(self, ts: int, yes: np.ndarray, open_mask: np.ndarray, volume: np.ndarray) -> None:
+        """Prices, open markets and volumes of the instant every agent now decides at."""
+        self.ts, self.yes, self.open = ts, frozen(yes), frozen(open_mask)
+        self.volume = frozen(volume)
+
+    def view(
+        self, name: str, week: int, cash: float, shares: np.ndarray,
+        positions: tuple[PositionView, ...],
+    ) -> View:  # fmt: skip
+        markets = MarketsView(
+            ts=self.ts,
+            ids=self.ids,
+            index=self.index[name],
+            meta=self.meta[name],
+            yes=self.yes,
+            open_mask=self.open,
+            volume=self.volume,
+            binary=self.binary,
+            prices=self.past.prices,
+            history=self.past.history,
+        )
+        return View(
+            ts=self.ts,
+            week=week,
+            cash=cash,
+            min_bet=self.rules.min_bet,
+            max_fraction=self.rules.max_fraction,
+            markets=markets,
+            shares=frozen(shares),
+            cap_per_decision=self.rules.cap == "per_decision",
+            _positions=functools.partial(tuple, positions),
+        )
+
+
+# -- an agent's code, in this process --------------------------------------------------------
+
+
+class Agent(Protocol):
+    """Where an agent's code runs: here (``InProcess``) or in a worker (``Isolated``)."""
+
+    def setup(self, context: Context) -> str | None:
+        """None, or why the agent cannot take part in the cohort."""
+
+    def decide(self, view: View) -> tuple[Decision, str | None]:
+        """The checked decision (HOLD if it failed) and the error or note to record."""
+
+    def close(self) -> None:
+        """Let go of whatever the agent's code ran in."""
+
+
+def decide_checked(strategy: Strategy, view: View) -> tuple[Decision, str | None]:
+    return checked(strategy.decide(view))
+
+
+def recorded(
+    outcome: tuple[Decision, str | None] | None, error: str | None
+) -> tuple[Decision, str | None]:
+    """What the log records of a decision: HOLD and the error if it failed; else the decision
+    and its trace's error, with any truncation noted after it."""
+    if outcome is None or error is not None:
+        return Decision.hold(), error
+    decision, note = outcome
+    noted = decision.trace.error if decision.trace else None
+    return decision, "; ".join(x for x in (noted, note) if x) or None
+
+
+class InProcess:
+    """An agent whose code runs in this process, inside the run's sandbox."""
+
+    def __init__(self, strategy: Strategy, sandbox: Sandbox) -> None:
+        self.strategy = strategy
+        self.sandbox = sandbox
+
+    def setup(self, context: Context) -> str | None:
+        return self.sandbox.call(self.strategy.setup, context)[1]
+
+    def decide(self, view: View) -> tuple[Decision, str | None]:
+        return recorded(*self.sandbox.call(decide_checked, self.strategy, view))
+
+    def close(self) -> None:
+        pass
