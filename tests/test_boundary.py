@@ -37,7 +37,15 @@ from arena.boundary import (
 )
 from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
-from ledger.events import AnyEvent, BetIntent, CohortClosed, CohortOpened, DecisionMade, OrderFilled
+from ledger.events import (
+    AnyEvent,
+    BetIntent,
+    CohortClosed,
+    CohortOpened,
+    DecisionMade,
+    ModelCall,
+    OrderFilled,
+)
 from replays.synthetic import random_walk_tape
 from replays.tape import MarketInfo, Resolution, Tape
 from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
@@ -607,3 +615,14 @@ def test_a_log_with_a_belief_outside_0_1_still_reports(
     assert (beliefs["n"], beliefs["left_out"]) == (1, 1)
     assert beliefs["brier"] == pytest.approx(0.09)
     assert CliRunner().invoke(report, [str(db)]).exit_code == 0
+
+
+def test_a_model_call_of_the_wrong_types_is_refused_before_it_reaches_the_log() -> None:
+    """msgspec builds a struct without checking its fields; the log would decode it back only
+    to fail, so the boundary checks it as the log will read it."""
+    call = ModelCall(model=7, question="q", request="r")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^trace.calls: Expected `str`, got `int` - at `\$.model`"):
+        checked(Decision(trace=Trace(calls=(call,))))
+    fine = ModelCall(model="m", question="q", request="r", messages=[{"role": "user"}])
+    decision, note = checked(Decision(trace=Trace(calls=(fine,), prompts={"d": "system"})))
+    assert decision.trace == Trace(calls=(fine,), prompts={"d": "system"}) and note is None
