@@ -40,7 +40,7 @@ from ledger.events import (
 from ledger.projection import Ledger
 from ledger.store import EventStore
 from replays.tape import Tape
-from strategies.api import Bet, Context, Decision, Sell, Strategy, StrategyError, View
+from strategies.api import Bet, Context, Decision, Sell, Strategy, View
 from strategies.builtin.hold import Hold
 
 E = TypeVar("E")
