@@ -75,8 +75,11 @@ def test_strategies() -> None:
         "per_market_us",
         "target",
         "within_target",
+        "isolated_us_per_decision",
     }
     assert out["universe_sizes"] == [10, 100, 500]
+    isolated = out["isolated_us_per_decision"]
+    assert len(isolated) == 3 and all(map(is_number, isolated))
     assert len(out["us_per_decision"]) == 3 and all(map(is_number, out["us_per_decision"]))
     assert is_number(out["fixed_us"]) and is_number(out["per_market_us"])
     assert out["target"] == "20 us + 0.2 us per market"
