@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import itertools
 import math
 import mmap
@@ -435,6 +434,8 @@ def capped(text: str, limit: int = MAX_TEXT) -> tuple[str, bool]:
 
 def _number(x: object) -> float | None:
     """``x`` as a builtin float if it is a finite real number (numpy scalars included)."""
+    if type(x) is float:  # the common case, without the abstract-class check
+        return x if math.isfinite(x) else None
     if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
         return None
     value = float(x)
@@ -446,6 +447,16 @@ def _text(x: object) -> str | None:
 
 
 def _bet(bet: object) -> BetIntent:
+    if (
+        type(bet) is BetIntent
+        and type(bet.market) is str
+        and type(bet.side) is str
+        and type(bet.amount) is float
+        and math.isfinite(bet.amount)
+        and abs(bet.amount) <= MAX_AMOUNT
+        and (bet.belief is None or (type(bet.belief) is float and 0.0 <= bet.belief <= 1.0))
+    ):
+        return bet  # already builtin and bounded; frozen, so the plugin cannot change it later
     if not isinstance(bet, BetIntent):
         raise TypeError(f"bets must be Bet, not {type(bet).__name__}")
     if not (isinstance(bet.market, str) and isinstance(bet.side, str)):
@@ -599,6 +610,37 @@ def _limited(
 # -- the view --------------------------------------------------------------------------------
 
 
+PositionRecord = tuple[str, str, str, int, float, float, float, int]
+"""An open position as the runner keeps it for views: id, market, side, outcome index, shares,
+cost, last fill price, and the market's index in the universe."""
+
+
+def priced_positions(
+    records: tuple[PositionRecord, ...],
+    yes: np.ndarray,
+    binary: np.ndarray,
+    yes_column: np.ndarray,
+    prices: Callable[[int], tuple[float, ...] | None],
+) -> tuple[PositionView, ...]:
+    """``records`` as ``PositionView``s at the instant's prices (a side without a price keeps
+    its last fill price). Called only when a plugin reads ``view.positions``: pricing every
+    open position at every decision was most of a tick-cadence replay's time. Everything it
+    is bound to is already the plugin's to see (its own positions, the shown prices), so a
+    plugin that unwraps it finds nothing more."""
+    views = []
+    for pid, market, side, outcome, shares, cost, last, j in records:
+        if binary[j]:
+            now = float(yes[j])
+            price = last if math.isnan(now) else (now if outcome == yes_column[j] else 1.0 - now)
+        else:
+            quote = prices(j)
+            price = last if quote is None or math.isnan(quote[outcome]) else quote[outcome]
+        views.append(
+            PositionView(id=pid, market=market, side=side, shares=shares, cost=cost, price=price)
+        )
+    return tuple(views)
+
+
 class Views:
     """Builds each agent's ``View`` at a decision instant.
 
@@ -632,7 +674,7 @@ class Views:
 
     def view(
         self, name: str, week: int, cash: float, shares: np.ndarray,
-        positions: tuple[PositionView, ...],
+        positions: Callable[[], tuple[PositionView, ...]],
     ) -> View:  # fmt: skip
         markets = MarketsView(
             ts=self.ts,
@@ -655,7 +697,7 @@ class Views:
             markets=markets,
             shares=frozen(shares),
             cap_per_decision=self.rules.cap == "per_decision",
-            _positions=functools.partial(tuple, positions),
+            _positions=positions,
         )
 
 

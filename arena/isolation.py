@@ -17,6 +17,7 @@ HOLD with the reason recorded.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import signal
 import sys
@@ -232,7 +233,9 @@ def serve(
             assert clock is not None and strategy is not None
             clock.move_to(ts)
             views.move_to(ts, yes, open_mask, volume)
-            view = views.view("agent", week, cash, np.asarray(shares), tuple(positions))
+            view = views.view(
+                "agent", week, cash, np.asarray(shares), functools.partial(tuple, positions)
+            )
             try:
                 answer = _answer(*sandbox.call(decide_checked, strategy, view))
             except RunStopped as exc:

@@ -15,7 +15,7 @@ appended. An interrupted replay therefore ends with the same log as an uninterru
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +25,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 from freezegun import freeze_time
 
-from arena.boundary import Agent, Clock, InProcess, PastWriter, Sandbox, Views
+from arena.boundary import (
+    Agent,
+    Clock,
+    InProcess,
+    PastWriter,
+    PositionRecord,
+    Sandbox,
+    Views,
+    frozen,
+    priced_positions,
+)
 from arena.cohort import (
     DECISION,
     MARK,
@@ -61,7 +71,6 @@ from strategies.api import (
     TRANSCRIPT_FIELDS,
     Context,
     MarketMeta,
-    PositionView,
     ResolvedMarket,
     RunStopped,
     Strategy,
@@ -199,10 +208,13 @@ class CohortRunner:
         """Per-market cursors that walk the universe's as-of prices forward with the timeline:
         memory per market, however many instants (``replays.asof``)."""
         self._walk = UniverseWalk(self.tape, self.universe)
-        self.binary = np.array([meta.is_binary for meta in self.meta], dtype=bool)
-        self.yes_column = np.array(
-            [self.tape.markets[m].yes_column for m in self.universe], dtype=np.int64
+        self.yes_column = frozen(
+            np.array([self.tape.markets[m].yes_column for m in self.universe], dtype=np.int64)
         )
+        self._records: dict[str, dict[tuple[str, str], PositionRecord]] = {
+            name: {} for name in self.strategies
+        }
+        self._shown: dict[str, tuple[PositionRecord, ...]] = {}
 
     def _past(self) -> PastWriter:
         """The universe's series, for the boundary to reveal to agents as time passes."""
@@ -442,16 +454,13 @@ class CohortRunner:
         week = week_of(self.config.start_ts, ts)
         for name, agent in agents.items():
             book = state.books[name]
-            positions = tuple(
-                PositionView(
-                    id=p.id,
-                    market=p.market,
-                    side=p.side,
-                    shares=p.shares,
-                    cost=p.cost,
-                    price=self._side_price(now, p.market, p.outcome, p.last_price),
-                )
-                for p in book.positions.values()
+            positions = functools.partial(
+                priced_positions,
+                self._positions(name),
+                views.yes,
+                views.binary,
+                self.yes_column,
+                views.past.prices,
             )
             view = views.view(name, week, book.cash, self.holdings[name], positions)
             decision, error = self._stop_on(name, ts, agent.decide, view)
@@ -481,27 +490,39 @@ class CohortRunner:
                 self._sync_holdings(state, events)
                 writer.add(events)
 
+    def _positions(self, agent: str) -> tuple[PositionRecord, ...]:
+        """The agent's open positions as plain records, in the book's order; the tuple is
+        rebuilt only after ``_sync_holdings`` changed one of them, not at every decision."""
+        shown = self._shown.get(agent)
+        if shown is None:
+            shown = self._shown[agent] = tuple(self._records[agent].values())
+        return shown
+
     def _sync_holdings(self, state: CohortState, events: list[Event]) -> None:
-        """Keep each agent's shares array equal to its open positions after fills and payouts."""
+        """Keep each agent's shares array and position records equal to its open positions
+        after fills and payouts. The records mirror the book's dict operation by operation
+        (update in place, append when opened, drop when closed), so they keep its order."""
         for e in events:
             if isinstance(e, OrderFilled | PositionSettled | PositionRefunded):
                 j = self.index[e.market]
-                position = state.books[e.agent].positions.get((e.market, e.side))
+                key = (e.market, e.side)
+                position = state.books[e.agent].positions.get(key)
+                records = self._records[e.agent]
+                if position is None:
+                    records.pop(key, None)
+                else:
+                    p = position
+                    records[key] = (
+                        p.id,
+                        p.market,
+                        p.side,
+                        p.outcome,
+                        p.shares,
+                        p.cost,
+                        p.last_price,
+                        j,
+                    )
+                self._shown.pop(e.agent, None)
                 outcome = state.side_of(e.market, e.side)
                 if outcome is not None:
                     self.holdings[e.agent][j, outcome[1]] = position.shares if position else 0.0
-
-    def _side_price(self, now: AsOf, market: str, outcome: int, fallback: float) -> float:
-        """``outcome``'s price now, else ``fallback``; a binary market's straight from the YES
-        price the walk holds (NO = 1 − YES, as the tape derives it), since every open position
-        is priced at every decision."""
-        j = self.index[market]
-        if self.binary[j]:
-            yes = float(now.yes[j])
-            if math.isnan(yes):
-                return fallback
-            return yes if outcome == self.yes_column[j] else 1.0 - yes
-        prices = self._prices(now, j)
-        if prices is None or math.isnan(prices[outcome]):
-            return fallback
-        return prices[outcome]
