@@ -17,6 +17,7 @@ import click
 # command name -> "module:attribute" of its click command
 COMMANDS: dict[str, str] = {
     "score": "arena.commands.score:score",
+    "lab": "arena.commands.lab:lab",
     "tapes": "arena.commands.tapes:tapes",
     "replay": "arena.commands.replay:replay",
     "report": "arena.commands.report:report",

@@ -214,16 +214,22 @@ class Denoiser:
         self.depth = 1 + sum(1 for n in params if n.startswith("hidden.") and n.endswith(".W"))
 
     @classmethod
-    def init(cls, cond_dim: int, hidden: int, depth: int, rng: np.random.Generator) -> Denoiser:
-        """torch.nn.Linear's default initialisation, drawn from ``rng`` layer by layer."""
+    def init(
+        cls, cond_dim: int, hidden: int, depth: int, rng: np.random.Generator, out_dim: int = 1
+    ) -> Denoiser:
+        """torch.nn.Linear's default initialisation, drawn from ``rng`` layer by layer.
+
+        ``out_dim`` is the size of x: 1 for a logit, m − 1 for the ALR coordinates of an
+        m-outcome market (``SimplexALRDiffusionForecaster``'s out_dim, origins §2.7)."""
         p: Params = {}
         p["time.0.W"], p["time.0.b"] = _linear(TIME_DIM, hidden, rng)
         p["time.1.W"], p["time.1.b"] = _linear(hidden, hidden, rng)
-        w, p["in.b"] = _linear(1 + hidden + cond_dim, hidden, rng)
-        p["in.x"], p["in.time"], p["in.cond"] = w[:1], w[1 : 1 + hidden], w[1 + hidden :]
+        w, p["in.b"] = _linear(out_dim + hidden + cond_dim, hidden, rng)
+        p["in.x"], p["in.time"] = w[:out_dim], w[out_dim : out_dim + hidden]
+        p["in.cond"] = w[out_dim + hidden :]
         for k in range(1, depth):
             p[f"hidden.{k}.W"], p[f"hidden.{k}.b"] = _linear(hidden, hidden, rng)
-        p["out.W"], p["out.b"] = _linear(hidden, 1, rng)
+        p["out.W"], p["out.b"] = _linear(hidden, out_dim, rng)
         return cls({name: np.array(value) for name, value in p.items()})  # own, contiguous
 
     def _time(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -247,11 +253,11 @@ class Denoiser:
         self, x: np.ndarray, t: np.ndarray, cond: np.ndarray, eps: np.ndarray
     ) -> tuple[float, Params]:
         """The mean squared error of ε̂(x, t, cond) against ``eps`` and its gradient for every
-        parameter: x and eps are (n, 1), t is (n,) timesteps, cond is (n, c)."""
+        parameter: x and eps are (n, out_dim), t is (n,) timesteps, cond is (n, c)."""
         p = self.params
         e = TIME_TABLE[t]
         a_time, th = self._time(e)
-        a_in = x * p["in.x"] + th @ p["in.time"] + cond @ p["in.cond"] + p["in.b"]
+        a_in = x @ p["in.x"] + th @ p["in.time"] + cond @ p["in.cond"] + p["in.b"]
         out, pre, post = self._trunk(a_in)
         diff = out - eps
         loss = float(np.mean(diff**2))
@@ -281,7 +287,7 @@ class Denoiser:
 
         def predict(x: np.ndarray, t: int) -> np.ndarray:
             _, th = self._time(TIME_TABLE[t : t + 1])
-            return self._trunk(x * p["in.x"] + th @ p["in.time"] + base)[0]
+            return self._trunk(x @ p["in.x"] + th @ p["in.time"] + base)[0]
 
         return predict
 
@@ -336,38 +342,53 @@ class Trained:
     final_loss: float
 
 
-def train(x0: np.ndarray, cond: np.ndarray, config: DiffusionConfig, seed: int) -> Trained:
-    """Fits the denoiser to targets ``x0`` (n,) under conditions ``cond`` (n, c).
+def train(
+    x0: np.ndarray,
+    cond: np.ndarray,
+    config: DiffusionConfig,
+    seed: int,
+    progress: Callable[[int, float], None] | None = None,
+) -> Trained:
+    """Fits the denoiser to targets ``x0`` (n,) or (n, out_dim) under conditions ``cond`` (n, c).
 
     One generator, ``default_rng(seed)``, draws the initial weights and then, step after step,
-    the batch rows (with replacement), t and ε, so a seed fixes the whole run.
+    the batch rows (with replacement), t and ε, so a seed fixes the whole run. ``progress``,
+    if given, is told each finished step's number (from 1) and loss.
     """
-    x0 = np.asarray(x0, dtype=np.float64).reshape(-1, 1)
+    x0 = np.asarray(x0, dtype=np.float64)
+    x0 = x0.reshape(-1, 1) if x0.ndim == 1 else x0
     cond = np.asarray(cond, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    model = Denoiser.init(cond.shape[1], config.hidden, config.depth, rng)
+    model = Denoiser.init(cond.shape[1], config.hidden, config.depth, rng, out_dim=x0.shape[1])
     optimiser = AdamW(model.params, config.lr)
     root_ab, root_1m_ab = np.sqrt(ALPHA_BAR), np.sqrt(1.0 - ALPHA_BAR)
     losses = np.empty(config.steps)
     for step in range(config.steps):
         rows = rng.integers(0, x0.shape[0], size=config.batch)
         t = rng.integers(0, T, size=config.batch)
-        eps = rng.standard_normal((config.batch, 1))
+        eps = rng.standard_normal((config.batch, x0.shape[1]))
         x_t = root_ab[t, None] * x0[rows] + root_1m_ab[t, None] * eps
         losses[step], grads = model.loss_and_grads(x_t, t, cond[rows], eps)
         clip_grad_norm(grads)
         optimiser.step(grads)
+        if progress is not None:
+            progress(step + 1, float(losses[step]))
     return Trained(model, float(np.mean(losses[-FINAL_LOSS_WINDOW:])))
 
 
 def ddim_sample(
-    predict: Callable[[np.ndarray, int], np.ndarray], x: np.ndarray, n_steps: int
+    predict: Callable[[np.ndarray, int], np.ndarray],
+    x: np.ndarray,
+    n_steps: int,
+    *,
+    strided_bug: bool = False,
 ) -> np.ndarray:
     """Deterministic DDIM (η = 0) from noise ``x`` at t = T − 1 down to x̂₀.
 
     At each timestep t: x̂₀ = (x − √(1 − ᾱ_t)·ε̂)/√ᾱ_t, then x moves to the *next strided*
     timestep s: x = √ᾱ_s·x̂₀ + √(1 − ᾱ_s)·ε̂. The original moves to t − 1 instead (origins
-    §2.7's bug), which puts x at the wrong noise level whenever n_steps < T.
+    §2.7's bug), which puts x at the wrong noise level whenever n_steps < T; ``strided_bug``
+    does that, to reproduce a figure made with it.
     """
     schedule = timesteps(n_steps)
     x0 = x
@@ -375,26 +396,41 @@ def ddim_sample(
         eps = predict(x, int(t))
         x0 = (x - math.sqrt(1.0 - ALPHA_BAR[t]) * eps) / math.sqrt(ALPHA_BAR[t])
         if i + 1 < len(schedule):
-            s = schedule[i + 1]
+            s = t - 1 if strided_bug else schedule[i + 1]
             x = math.sqrt(ALPHA_BAR[s]) * x0 + math.sqrt(1.0 - ALPHA_BAR[s]) * eps
     return x0
 
 
-def forecast(model: Denoiser, cond: np.ndarray, config: DiffusionConfig, seed: int) -> np.ndarray:
-    """P(YES) per condition row: the mean of sigmoid(6.9068·x̂₀) over ``config.mc`` samples,
-    for a model trained on ``label_targets``.
+def sample_x0(
+    model: Denoiser,
+    cond: np.ndarray,
+    *,
+    sample_steps: int,
+    mc: int,
+    seed: int,
+    strided_bug: bool = False,
+) -> np.ndarray:
+    """``mc`` samples of x̂₀ per condition row, shape (mc, n, out_dim), in the model's units.
 
     Sample m starts from ``default_rng(seed + 10_000 + m)``; the samples run side by side as
     one block, which changes nothing but the speed.
     """
-    n = cond.shape[0]
+    n, out_dim = cond.shape[0], model.params["out.b"].shape[0]
     noise = [
-        np.random.default_rng(seed + SAMPLE_SEED_OFFSET + m).standard_normal((n, 1))
-        for m in range(config.mc)
+        np.random.default_rng(seed + SAMPLE_SEED_OFFSET + m).standard_normal((n, out_dim))
+        for m in range(mc)
     ]
-    predict = model.predictor(np.tile(cond, (config.mc, 1)))
-    x0 = ddim_sample(predict, np.concatenate(noise), config.sample_steps)
-    p: np.ndarray = sigmoid(LOGIT_SCALE * x0[:, 0]).reshape(config.mc, n).mean(axis=0)
+    predict = model.predictor(np.tile(cond, (mc, 1)))
+    x0 = ddim_sample(predict, np.concatenate(noise), sample_steps, strided_bug=strided_bug)
+    return x0.reshape(mc, n, out_dim)
+
+
+def forecast(model: Denoiser, cond: np.ndarray, config: DiffusionConfig, seed: int) -> np.ndarray:
+    """P(YES) per condition row: the mean of sigmoid(6.9068·x̂₀) over ``config.mc`` samples,
+    for a model trained on ``label_targets`` (samples drawn as ``sample_x0`` draws them).
+    """
+    x0 = sample_x0(model, cond, sample_steps=config.sample_steps, mc=config.mc, seed=seed)
+    p: np.ndarray = sigmoid(LOGIT_SCALE * x0[:, :, 0]).mean(axis=0)
     return p
 
 

@@ -7,10 +7,12 @@ Every function validates its inputs and raises :class:`MetricInputError` (a ``Le
 rather than returning a quietly wrong number.
 """
 
+from ledger.metrics.approachability import Approachability, CellViolation, approachability
 from ledger.metrics.binning import BinStats, bin_edges, bin_index
 from ledger.metrics.calibration import (
     ECE_BINS,
     MURPHY_BINS,
+    TOP_LABEL_ECE_BINS,
     GroupBias,
     Murphy,
     ece,
@@ -19,6 +21,15 @@ from ledger.metrics.calibration import (
     murphy,
     murphy_from_bins,
     reliability,
+    top_label_ece,
+)
+from ledger.metrics.recalibration import (
+    GroupBinPostprocessor,
+    GroupBinTable,
+    Repair,
+    fit_group_bin_postprocessor,
+    floor_bin_index,
+    repair_at_resolution,
 )
 from ledger.metrics.scores import (
     RANDOM_BRIER,
@@ -28,6 +39,7 @@ from ledger.metrics.scores import (
     log_loss,
     multiclass_brier,
     multiclass_log_loss,
+    multiclass_sce,
     skill_score,
     squared_calibration_error,
 )
@@ -53,14 +65,21 @@ __all__ = [
     "ECE_BINS",
     "MURPHY_BINS",
     "RANDOM_BRIER",
+    "TOP_LABEL_ECE_BINS",
+    "Approachability",
     "BinStats",
     "BrierReference",
+    "CellViolation",
     "GroupBias",
+    "GroupBinPostprocessor",
+    "GroupBinTable",
     "KellyResult",
     "MetricInputError",
     "Murphy",
+    "Repair",
     "TradingMode",
     "alr_to_simplex",
+    "approachability",
     "asymmetric_extremize",
     "bin_edges",
     "bin_index",
@@ -70,19 +89,24 @@ __all__ = [
     "ece",
     "ece_from_bins",
     "extremize_factor",
+    "fit_group_bin_postprocessor",
+    "floor_bin_index",
     "group_calibration_bias",
     "kelly_bankroll",
     "log_loss",
     "logit_to_prob",
     "multiclass_brier",
     "multiclass_log_loss",
+    "multiclass_sce",
     "murphy",
     "murphy_from_bins",
     "positions",
     "prob_to_logit",
     "realized_trading_pnl",
     "reliability",
+    "repair_at_resolution",
     "simplex_to_alr",
     "skill_score",
     "squared_calibration_error",
+    "top_label_ece",
 ]

@@ -18,10 +18,14 @@ from ledger.metrics.validation import (
     MetricInputError,
     as_outcomes,
     as_probabilities,
+    as_probability_matrix,
+    as_vector,
     same_length,
 )
 
 ECE_BINS = 20
+TOP_LABEL_ECE_BINS = 15
+"""difftrain_simplex's bins for the top-label ECE (origins §2.1)."""
 MURPHY_BINS = 10
 
 
@@ -49,6 +53,18 @@ def ece_from_bins(stats: BinStats) -> float:
 def ece(p: ArrayLike, y: ArrayLike, bins: int = ECE_BINS, *, right_closed: bool = True) -> float:
     """Expected calibration error, equal-width bins (forecastbench default: 20, right-closed)."""
     return ece_from_bins(reliability(p, y, bins, right_closed=right_closed))
+
+
+def top_label_ece(q: ArrayLike, y: ArrayLike, bins: int = TOP_LABEL_ECE_BINS) -> float:
+    """Multi-class ECE on the top label: each row's largest probability (its confidence)
+    against whether that class happened, in right-closed bins as the binary ECE. A first
+    maximum wins a tie, as ``argmax`` does."""
+    probs = as_probability_matrix("q", q)
+    labels = as_vector("y", y)
+    same_length(q=probs, y=labels)
+    top = np.argmax(probs, axis=1)
+    hit = (top == labels).astype(np.float64)
+    return ece_from_bins(calibration_bins(probs.max(axis=1), hit, bins, right_closed=True))
 
 
 @dataclass(frozen=True)

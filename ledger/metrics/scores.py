@@ -77,6 +77,15 @@ def multiclass_log_loss(q: ArrayLike, y: ArrayLike, eps: float = MULTICLASS_LOG_
     return float(np.mean(-np.log(clipped[np.arange(len(labels)), labels])))
 
 
+def multiclass_sce(q: ArrayLike, p_true: ArrayLike) -> float:
+    """Mean ||q - p_true||^2 over rows: the vector SCE (the multi-class Brier regret), known
+    only where the true distribution is, as in the simplex parity benchmark."""
+    forecasts, truth = as_probability_matrix("q", q), as_probability_matrix("p_true", p_true)
+    if forecasts.shape != truth.shape:
+        raise MetricInputError(f"q and p_true differ in shape: {forecasts.shape}, {truth.shape}")
+    return float(np.mean(np.sum((forecasts - truth) ** 2, axis=1)))
+
+
 def skill_score(score: float, reference: float) -> float:
     """1 - score/reference; 0.0 when the reference is perfect (0), as K-Fish guards UNC = 0,
     because no forecast can beat a perfect reference and a division by zero helps no one."""

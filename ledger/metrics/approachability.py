@@ -1,0 +1,102 @@
+"""Blackwell approachability of calibration over group x bin cells (origins §2.4).
+
+Each forecast is one round of a vector game: the payoff is y - q on the coordinate of its
+(group, bin) cell and 0 elsewhere. A forecaster calibrated on every cell drives the running mean
+payoff vector into the box [-eps, eps]^M; ``AppErr_t`` is how far (in the sup norm) that mean
+still is from the box after t rounds. Unlike ECE it is read as a curve: whether the error shrinks
+as forecasts accumulate in time order, which is what an online forecaster can promise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ledger.metrics.binning import bin_index
+from ledger.metrics.calibration import ECE_BINS
+from ledger.metrics.validation import (
+    MetricInputError,
+    as_outcomes,
+    as_probabilities,
+    check_non_negative,
+    check_positive_int,
+    same_length,
+)
+
+CURVE_EVERY = 10
+APPROACHABILITY_CLIP = 1e-6
+TOP_CELLS = 10
+
+
+@dataclass(frozen=True)
+class CellViolation:
+    """A cell whose mean payoff lies outside the box: group code, bin, mean, excess."""
+
+    group: int
+    bin: int
+    mean_payoff: float
+    violation: float
+
+
+@dataclass(frozen=True)
+class Approachability:
+    """``app_err`` after the last round; the curve at every ``every``-th round and the last;
+    the worst cells at the end (largest violation first)."""
+
+    app_err: float
+    curve_t: list[int]
+    curve_err: list[float]
+    n_cells: int
+    top: list[CellViolation]
+
+
+def distance_to_box(mean: NDArray[np.float64], eps: float) -> float:
+    """Sup-norm distance from ``mean`` to [-eps, eps]^M: max_i (|mean_i| - eps)_+."""
+    return float(np.maximum(np.abs(mean) - eps, 0.0).max(initial=0.0))
+
+
+def approachability(
+    q: ArrayLike,
+    y: ArrayLike,
+    groups: ArrayLike,
+    *,
+    bins: int = ECE_BINS,
+    eps: float = 0.0,
+    every: int = CURVE_EVERY,
+    clip: float = APPROACHABILITY_CLIP,
+) -> Approachability:
+    """AppErr of forecasts ``q`` (already in time order) against ``y``, on cells
+    (group code from 0, right-closed bin of q clipped to [clip, 1 - clip]) as forecastbench's
+    ``evaluate_group_bin_approachability``: the payoff y - q uses the clipped q, and the mean
+    divides by the number of rounds so far, not by the cell's count."""
+    check_positive_int("bins", bins)
+    check_positive_int("every", every)
+    check_non_negative("eps", eps)
+    probs, labels = as_probabilities("q", q), as_outcomes("y", y)
+    codes = np.asarray(groups)
+    same_length(q=probs, y=labels, groups=codes)
+    if codes.dtype.kind not in "iu" or (codes.size and codes.min() < 0):
+        raise MetricInputError("groups: expected integer group codes from 0")
+    probs = np.clip(probs, clip, 1.0 - clip)
+    n_cells = (int(codes.max()) + 1) * bins
+    cell = codes.astype(np.intp) * bins + bin_index(probs, bins, right_closed=True)
+    payoff = labels - probs
+    total = np.zeros(n_cells)
+    curve_t: list[int] = []
+    curve_err: list[float] = []
+    n = len(probs)
+    for start in range(0, n, every):
+        stop = min(start + every, n)
+        np.add.at(total, cell[start:stop], payoff[start:stop])
+        curve_t.append(stop)
+        curve_err.append(distance_to_box(total / stop, eps))
+    mean = total / n
+    excess = np.maximum(np.abs(mean) - eps, 0.0)
+    worst = [i for i in np.argsort(-excess, kind="stable")[:TOP_CELLS] if excess[i] > 0]
+    top = [
+        CellViolation(int(i) // bins, int(i) % bins, float(mean[i]), float(excess[i]))
+        for i in worst
+    ]
+    return Approachability(curve_err[-1], curve_t, curve_err, n_cells, top)
