@@ -25,7 +25,6 @@ from ledger.metrics.validation import (
     MetricInputError,
     as_outcomes,
     as_probabilities,
-    as_vector,
     check_non_negative,
     check_positive_int,
     same_length,
@@ -120,6 +119,17 @@ def _codes(groups: ArrayLike, n_groups: int) -> NDArray[np.intp]:
     return codes.astype(np.intp)
 
 
+def _instants(name: str, values: ArrayLike) -> FloatArray:
+    """Times as float64 with NaN (unknown) read as +inf: never, or after everything."""
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise MetricInputError(f"{name}: not numeric ({exc})") from None
+    if array.ndim != 1:
+        raise MetricInputError(f"{name}: expected a 1-D sequence, got shape {array.shape}")
+    return np.where(np.isnan(array), np.inf, array)
+
+
 @dataclass(frozen=True)
 class Repair:
     """Repaired forecasts (in the input's row order) and how many outcomes fed the map."""
@@ -150,8 +160,7 @@ def repair_at_resolution(
     codes = np.asarray(groups)
     n_groups = int(codes.max()) + 1 if codes.size else 1
     codes = _codes(codes, n_groups)
-    made = np.nan_to_num(as_vector("forecast_ts", forecast_ts), nan=np.inf)
-    known = np.nan_to_num(as_vector("resolve_ts", resolve_ts), nan=np.inf)
+    made, known = _instants("forecast_ts", forecast_ts), _instants("resolve_ts", resolve_ts)
     same_length(q=probs, y=labels, groups=codes, forecast_ts=made, resolve_ts=known)
     probs = np.clip(probs, clip, 1.0 - clip)
     bin_ = floor_bin_index(probs, bins)
