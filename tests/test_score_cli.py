@@ -5,9 +5,11 @@ from __future__ import annotations
 import gzip
 import importlib.resources
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
@@ -172,3 +174,115 @@ def test_bundled_example() -> None:
     assert report["trading"]["kelly"]["n"] == 200
     # extremizing quiet, mostly decided markets sharpens them: it beats the 0.25 reference
     assert 0.0 < report["brier"] < 0.25 and report["bss"] > 0.0
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_truth_column_gives_sce_and_the_bounded_trader(tmp_path: Path) -> None:
+    path = write(tmp_path, "t.csv", "y,pred_prob,p_true\n1,0.8,0.7\n0,0.3,0.2\n1,0.5,0.6\n")
+    truth = run_json(str(path))["truth"]
+    # every forecast is 0.1 from the truth: SCE 0.01, B·E|p − q| = 0.1
+    assert truth["sce"] == pytest.approx(0.01)
+    assert truth["bounded_trader_profit"] == pytest.approx(0.1)
+    # B = 2, c = 0.05: 2 · mean(0.1 − 0.05) = 0.1
+    truth = run_json(str(path), "--B", "2", "--cost", "0.05")["truth"]
+    assert truth["bounded_trader_profit"] == pytest.approx(0.1)
+    assert "truth" not in run_json(str(write(tmp_path, "n.csv", "y,pred_prob\n1,0.8\n")))
+
+
+def test_multi_outcome_rows_by_hand(tmp_path: Path) -> None:
+    rows = [
+        {"y": 2, "pred_prob": [0.2, 0.3, 0.5], "p_true": [0.1, 0.3, 0.6]},
+        {"y": 0, "pred_prob": [0.6, 0.4], "p_true": [0.5, 0.5]},
+        {"y": 1, "pred_prob": 0.7, "p_true": 0.6},
+    ]
+    path = write(tmp_path, "m.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    report = run_json(str(path))
+    assert report["n"] == 1  # the binary row
+    multi = report["multiclass"]
+    assert multi["n"] == 2
+    # ‖q − e_y‖²: 0.04 + 0.09 + 0.25 = 0.38 and 0.16 + 0.16 = 0.32
+    assert multi["brier"] == pytest.approx(0.35)
+    assert multi["logloss"] == pytest.approx((math.log(2) + math.log(1 / 0.6)) / 2)
+    # confidences 0.5 (bin 7 of 15) and 0.6 (bin 8), both right: (0.5 + 0.4)/2
+    assert multi["top_label_ece"] == pytest.approx(0.45)
+    assert multi["sce"] == pytest.approx(0.02)  # 0.01 + 0 + 0.01 and 0.01 + 0.01
+    csv_path = write(tmp_path, "m.csv", 'y,pred_prob\n2,"[0.2, 0.3, 0.5]"\n0,"[0.6, 0.4]"\n')
+    assert run_json(str(csv_path))["multiclass"]["brier"] == pytest.approx(0.35)
+    assert "brier" not in run_json(str(csv_path))  # no binary rows: no binary block
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"y": 0, "pred_prob": [0.5, 1.0]}\n', "row 1: pred_prob sums to 1.5, not 1"),
+        ('{"y": 3, "pred_prob": [0.5, 0.5]}\n', "row 1: y is 3, expected an outcome index 0..1"),
+        ('{"y": 0, "pred_prob": [1.0]}\n', "row 1: pred_prob has 1 outcome(s)"),
+        ('{"y": 0, "pred_prob": [0.5, 0.5], "p_true": 0.5}\n', "p_true must be a list of 2"),
+    ],
+)
+def test_bad_multi_outcome_rows(tmp_path: Path, text: str, message: str) -> None:
+    result = run(str(write(tmp_path, "bad.jsonl", text)))
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_float32_reproduces_pm_eval_casting_before_ece_and_brier(tmp_path: Path) -> None:
+    path = write(tmp_path, "f.csv", "y,pred_prob\n1,0.05\n0,0.07\n")
+    plain = run_json(str(path))
+    cast = run_json(str(path), "--float32")
+    # float64: 0.05 is in bin 0 (right-closed) and 0.07 in bin 1: ECE (0.95 + 0.07)/2
+    assert plain["ece"] == pytest.approx(0.51)
+    # float32(0.05) = 0.0500000007 moves to bin 1 with 0.07: |0.5 − mean q|
+    q = np.array([0.05, 0.07], dtype=np.float32).astype(np.float64)
+    assert cast["ece"] == abs(0.5 - q.mean())
+    assert cast["brier"] == float(np.mean((q - np.array([1.0, 0.0])) ** 2))
+    assert cast["brier"] != plain["brier"]
+    help_text = run("--help").output
+    assert "before Brier, log loss, ECE and trading" in " ".join(help_text.split())
+
+
+def test_approachability_by_hand(tmp_path: Path, csv_file: Path) -> None:
+    app = run_json(str(csv_file), "--approachability")["approachability"]
+    # cells: 0.8 → bin 15 (+0.2), 0.3 → bin 5 (−0.3), 0.5 → bin 9 (+0.5); one group
+    assert app["app_err"] == pytest.approx(0.5 / 3)
+    assert (app["n_cells"], app["order"], app["curve"]["t"]) == (20, "file order", [3])
+    assert app["top"][0] == {
+        "group": "(all)", "bin": 9, "bin_lo": 0.45, "bin_hi": 0.5,
+        "mean_payoff": pytest.approx(0.5 / 3), "violation": pytest.approx(0.5 / 3),
+    }  # fmt: skip
+    eps = run_json(str(csv_file), "--approachability", "--cost", "0.1")["approachability"]
+    assert eps["app_err"] == pytest.approx(0.5 / 3 - 0.1)  # eps = c/B = 0.1
+    # by race: a holds bins 15 and 5, b bin 9: 40 cells, the same worst cell
+    grouped = run_json(str(csv_file), "--approachability", "--group-cols", "race")
+    assert grouped["approachability"]["n_cells"] == 40
+    # 11 rows in one cell; the NO row is forecast first by createdAt, last in the file
+    lines = ["y,pred_prob,createdAt"] + [f"1,0.5,{t}" for t in range(1, 11)] + ["0,0.5,0"]
+    timed = write(tmp_path, "timed.csv", "\n".join(lines) + "\n")
+    curve = run_json(str(timed), "--approachability")["approachability"]["curve"]
+    assert curve["t"] == [10, 11]
+    assert curve["app_err"] == pytest.approx([(9 * 0.5 - 0.5) / 10, 4.5 / 11])
+
+
+def test_repair_at_resolution_by_hand(tmp_path: Path) -> None:
+    text = (
+        "y,pred_prob,createdAt,endDate\n"
+        "1,0.3,1970-01-01T00:00:01Z,2\n"  # forecast at 1, resolves at 2
+        "0,0.3,3,4\n"  # forecast at 3: row 1's outcome is known
+        "1,0.3,3,\n"  # never resolves, teaches nothing
+    )
+    repair = run_json(str(write(tmp_path, "r.csv", text)), "--repair")["repair"]
+    assert (repair["forecast_time"], repair["resolve_time"]) == ("createdAt", "endDate")
+    assert repair["n_updates"] == 1
+    # rows 2 and 3 see one YES in bin floor(0.3·20) = 6: (1 + 5·0.325)/(1 + 5) = 0.4375
+    repaired = np.array([0.3, 0.4375, 0.4375])
+    y = np.array([1.0, 0.0, 1.0])
+    assert repair["brier"] == pytest.approx(float(np.mean((repaired - y) ** 2)))
+    bad = write(tmp_path, "b.csv", "y,pred_prob,createdAt\n1,0.3,yesterday\n")
+    result = run(str(bad), "--repair")
+    assert result.exit_code == 1
+    assert "row 1: createdAt is 'yesterday', not a unix time or ISO 8601" in result.output

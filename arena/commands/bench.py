@@ -53,7 +53,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 @click.group()
 def bench() -> None:
     """Measure speed: ledger appends and reads, the replay peer workload, tapes, plugins, LLM
-    agents.
+    agents, the lab.
 
     \b
     Examples:
@@ -301,3 +301,32 @@ def step(markets: int, agents: int, events: int, as_json: bool) -> None:
             for inner, v in (value.items() if isinstance(value, dict) else [(None, value)])
         }
         _show(f"step: {name}", flat, False)
+
+
+@bench.command()
+@click.option(
+    "--n",
+    type=click.IntRange(min=1),
+    default=50_000,
+    show_default=True,
+    help="Rows of the parity sample (the seed's default).",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Runs of the experiment; the best is reported, and the median.",
+)
+@json_option
+def lab(n: int, repeats: int, as_json: bool) -> None:
+    """`arena lab parity` at the seed's defaults: the experiment, and the whole command in a
+    fresh process (target: under 10 s).
+
+    \b
+    Example:
+      arena bench lab --json
+    """
+    from arena.bench.lab_bench import bench_lab
+
+    _run("lab parity", lambda: bench_lab(n, repeats), as_json)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Table
@@ -26,6 +27,7 @@ from arena.lab.progress import Advance, Progress, Silent
 from arena.lab.result import LabResult
 from arena.lab.training import DiffTrainConfig, SimplexConfig, run_difftrain, run_difftrain_simplex
 
+TOP_J_SHOWN = 5
 METRICS = ("brier", "logloss", "sce", "ece", "arb", "gcal_S", "max_other_J", "final_loss")
 
 
@@ -67,8 +69,8 @@ def _show(result: LabResult, as_json: bool, check: bool) -> None:
         click.echo(json.dumps(result.as_json(), indent=2))
     else:
         console.print(_models_table(result))
-        for name, top in result.extra.get("top_J", {}).items():
-            console.print(_top_j_table(name, top))
+        if "top_J" in result.extra:
+            console.print(_top_j_table(result.extra["top_J"]))
         console.print(_checks_table(result))
     if check and not all(c.ok for c in result.checks if c.kind != "claim"):
         raise click.ClickException("an analytic fact failed its check (see the table)")
@@ -77,7 +79,9 @@ def _show(result: LabResult, as_json: bool, check: bool) -> None:
 def _models_table(result: LabResult) -> Table:
     shown = [m for m in METRICS if any(m in metrics for metrics in result.models.values())]
     config = ", ".join(
-        f"{k}={v}" for k, v in result.config.items() if not isinstance(v, list | dict)
+        f"{k}={v}"
+        for k, v in result.config.items()
+        if v is not None and not isinstance(v, list | dict)
     )
     table = Table(title=f"arena lab {result.experiment}", caption=config)
     table.add_column("model", style="bold")
@@ -90,12 +94,15 @@ def _models_table(result: LabResult) -> Table:
     return table
 
 
-def _top_j_table(model: str, top: list[dict[str, Any]]) -> Table:
-    table = Table(title=f"{model}: worst subcube bias by J (top {len(top)})")
-    table.add_column("J")
-    table.add_column("max_a |E[f − q | z_J = a]|", justify="right")
-    for row in top:
-        table.add_row(str(tuple(row["J"])), f"{row['max_abs_bias']:.6f}")
+def _top_j_table(top_j: dict[str, list[dict[str, Any]]]) -> Table:
+    table = Table(title="worst subcube biases, by J")
+    table.add_column("model", style="bold")
+    table.add_column("J", no_wrap=True)
+    table.add_column(escape("max_a |E[f − q | z_J = a]|"), justify="right")
+    for model, top in top_j.items():
+        for rank, row in enumerate(top[:TOP_J_SHOWN]):
+            table.add_row(model if rank == 0 else "", str(tuple(row["J"])),
+                          f"{row['max_abs_bias']:.6f}")  # fmt: skip
     return table
 
 

@@ -191,6 +191,8 @@ def run_groupstress(cfg: GroupStressConfig, progress: Progress) -> LabResult:
         ranking[name] = [{"J": list(b.J), "max_abs_bias": b.worst} for b in top]
         advance(1, name)
     config = {**asdict(cfg), "S": list(market.S), "n_J": total}
+    if cfg.exact:
+        config["n"] = None  # the whole cube, each point once: no sample
     return LabResult("groupstress", config, models, checks, {"top_J": ranking})
 
 

@@ -152,9 +152,12 @@ def repair_at_resolution(
     """forecastbench's online repair-at-resolution baseline (origins §2.4).
 
     Rows are forecast in time order (stable; NaN times last). Before the forecast at t, every
-    row that resolved at or before t, and was itself forecast at or before t, teaches the map
-    its outcome; a row never resolving (NaN/inf) never teaches. So no forecast is repaired with
-    an outcome that was unknown when it was made.
+    row that resolved at or before t, and was itself forecast at or before t, has taught the
+    map its outcome; a row never resolving (NaN/inf) never teaches. So no forecast is repaired
+    with an outcome that was unknown when it was made. A row teaches at max(forecast time,
+    resolution time); forecastbench's loop instead drops for good a row whose resolution it
+    meets before that row's own forecast (timestamps out of order), which loses an outcome
+    that later forecasts were entitled to.
     """
     probs, labels = as_probabilities("q", q), as_outcomes("y", y)
     codes = np.asarray(groups)
@@ -165,19 +168,17 @@ def repair_at_resolution(
     probs = np.clip(probs, clip, 1.0 - clip)
     bin_ = floor_bin_index(probs, bins)
     table = GroupBinTable(n_groups, bins, prior_strength)
-    by_resolution = np.argsort(known, kind="stable")
-    taught = np.zeros(len(probs), dtype=bool)
+    teaches = np.where(np.isfinite(known), np.maximum(made, known), np.inf)
+    by_teaching = np.argsort(teaches, kind="stable")
     out = np.empty(len(probs))
-    next_resolution, updates = 0, 0
+    taught = 0
     for row in np.argsort(made, kind="stable"):
-        t = made[row]
-        while next_resolution < len(probs) and known[by_resolution[next_resolution]] <= t:
-            r = by_resolution[next_resolution]
-            next_resolution += 1
-            if taught[r] or made[r] > t or not np.isfinite(known[r]):
-                continue
-            table.add(codes[r : r + 1], bin_[r : r + 1], labels[r : r + 1])
-            taught[r] = True
-            updates += 1
+        start = taught
+        while taught < len(probs) and teaches[by_teaching[taught]] <= made[row]:
+            taught += 1
+        if taught > start:
+            new = by_teaching[start:taught]
+            table.add(codes[new], bin_[new], labels[new])
         out[row] = table.predict(codes[row : row + 1], bin_[row : row + 1], probs[row : row + 1])[0]
+    updates = taught
     return Repair(out, updates)
