@@ -159,3 +159,14 @@ def test_llm() -> None:
     assert all(is_number(out[key]) and out[key] > 0 for key in timed)
     judged = [timed[2], timed[4], timed[5]]  # per decision or call, not per question
     assert out["within_target"] == all(out[key] <= 5.0 for key in judged)
+
+
+def test_lab() -> None:
+    out = figures("lab", "--n", "1000", "--repeats", "2")
+    assert set(out) == {
+        "experiment", "n", "experiment_seconds_best", "experiment_seconds_median",
+        "command_seconds", "rows_per_second", "checks_ok",
+    }  # fmt: skip
+    assert (out["experiment"], out["n"], out["checks_ok"]) == ("parity", 1000, True)
+    assert out["experiment_seconds_best"] <= out["experiment_seconds_median"]
+    assert out["rows_per_second"] == 1000 / out["experiment_seconds_best"]
