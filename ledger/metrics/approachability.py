@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from ledger.metrics.binning import bin_index
 from ledger.metrics.calibration import ECE_BINS
 from ledger.metrics.validation import (
-    MetricInputError,
+    as_group_codes,
     as_outcomes,
     as_probabilities,
     check_non_negative,
@@ -75,10 +75,8 @@ def approachability(
     check_positive_int("every", every)
     check_non_negative("eps", eps)
     probs, labels = as_probabilities("q", q), as_outcomes("y", y)
-    codes = np.asarray(groups)
+    codes = as_group_codes("groups", groups)
     same_length(q=probs, y=labels, groups=codes)
-    if codes.dtype.kind not in "iu" or (codes.size and codes.min() < 0):
-        raise MetricInputError("groups: expected integer group codes from 0")
     probs = np.clip(probs, clip, 1.0 - clip)
     n_cells = (int(codes.max()) + 1) * bins
     cell = codes.astype(np.intp) * bins + bin_index(probs, bins, right_closed=True)

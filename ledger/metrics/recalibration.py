@@ -22,9 +22,10 @@ from ledger.metrics.binning import bin_index
 from ledger.metrics.calibration import ECE_BINS
 from ledger.metrics.validation import (
     FloatArray,
-    MetricInputError,
+    as_group_codes,
     as_outcomes,
     as_probabilities,
+    as_vector,
     check_non_negative,
     check_positive_int,
     same_length,
@@ -89,7 +90,7 @@ def fit_group_bin_postprocessor(
 ) -> GroupBinPostprocessor:
     """intrinsic_post's post-processor, fitted on a training split (group codes 0..n_groups-1)."""
     probs, labels = as_probabilities("q", q), as_outcomes("y", y)
-    codes = _codes(groups, n_groups)
+    codes = as_group_codes("groups", groups, n_groups)
     same_length(q=probs, y=labels, groups=codes)
     table = GroupBinTable(n_groups, bins, prior_strength)
     table.add(codes, bin_index(np.clip(probs, clip, 1.0 - clip), bins), labels)
@@ -105,28 +106,14 @@ class GroupBinPostprocessor:
 
     def apply(self, q: ArrayLike, groups: ArrayLike) -> FloatArray:
         probs = np.clip(as_probabilities("q", q), self.clip, 1.0 - self.clip)
-        codes = _codes(groups, self.table.count.shape[0])
+        codes = as_group_codes("groups", groups, self.table.count.shape[0])
         same_length(q=probs, groups=codes)
         return self.table.predict(codes, bin_index(probs, self.table.bins), probs)
 
 
-def _codes(groups: ArrayLike, n_groups: int) -> NDArray[np.intp]:
-    codes = np.asarray(groups)
-    if codes.ndim != 1 or codes.dtype.kind not in "iu":
-        raise MetricInputError("groups: expected a 1-D array of integer group codes")
-    if codes.size and (codes.min() < 0 or codes.max() >= n_groups):
-        raise MetricInputError(f"groups: codes must lie in 0..{n_groups - 1}")
-    return codes.astype(np.intp)
-
-
 def _instants(name: str, values: ArrayLike) -> FloatArray:
     """Times as float64 with NaN (unknown) read as +inf: never, or after everything."""
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise MetricInputError(f"{name}: not numeric ({exc})") from None
-    if array.ndim != 1:
-        raise MetricInputError(f"{name}: expected a 1-D sequence, got shape {array.shape}")
+    array = as_vector(name, values, finite=False)
     return np.where(np.isnan(array), np.inf, array)
 
 
@@ -160,9 +147,8 @@ def repair_at_resolution(
     that later forecasts were entitled to.
     """
     probs, labels = as_probabilities("q", q), as_outcomes("y", y)
-    codes = np.asarray(groups)
+    codes = as_group_codes("groups", groups)
     n_groups = int(codes.max()) + 1 if codes.size else 1
-    codes = _codes(codes, n_groups)
     made, known = _instants("forecast_ts", forecast_ts), _instants("resolve_ts", resolve_ts)
     same_length(q=probs, y=labels, groups=codes, forecast_ts=made, resolve_ts=known)
     probs = np.clip(probs, clip, 1.0 - clip)

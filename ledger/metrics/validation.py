@@ -19,8 +19,9 @@ class MetricInputError(LedgerError):
     """Inputs a metric cannot score: empty, mismatched, labels or probabilities out of range."""
 
 
-def as_vector(name: str, values: ArrayLike) -> FloatArray:
-    """A non-empty, finite, 1-D float64 copy of ``values``."""
+def as_vector(name: str, values: ArrayLike, *, finite: bool = True) -> FloatArray:
+    """A non-empty, 1-D float64 copy of ``values``, finite unless ``finite`` is False (times,
+    where NaN and infinity mean "unknown" and "never")."""
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -29,10 +30,20 @@ def as_vector(name: str, values: ArrayLike) -> FloatArray:
         raise MetricInputError(f"{name}: expected a 1-D sequence, got shape {array.shape}")
     if array.size == 0:
         raise MetricInputError(f"{name}: empty, nothing to score")
-    bad = np.flatnonzero(~np.isfinite(array))
+    bad = np.flatnonzero(~np.isfinite(array)) if finite else np.array([], dtype=np.intp)
     if bad.size:
         raise MetricInputError(f"{name}[{bad[0]}] is {array[bad[0]]}, not a finite number")
     return array
+
+
+def as_group_codes(name: str, values: ArrayLike, n_groups: int | None = None) -> NDArray[np.intp]:
+    """A 1-D array of integer group codes from 0 (below ``n_groups`` when given)."""
+    codes = np.asarray(values)
+    if codes.ndim != 1 or codes.dtype.kind not in "iu" or (codes.size and codes.min() < 0):
+        raise MetricInputError(f"{name}: expected a 1-D array of integer group codes from 0")
+    if n_groups is not None and codes.size and codes.max() >= n_groups:
+        raise MetricInputError(f"{name}: codes must lie in 0..{n_groups - 1}")
+    return codes.astype(np.intp)
 
 
 def as_probabilities(name: str, values: ArrayLike) -> FloatArray:
