@@ -281,3 +281,11 @@ def test_llm_in_intrinsic_post_replaces_the_surrogate(stub: FakeLLM) -> None:
                            "Diffusion-intrinsic", "Diffusion+post"}  # fmt: skip
     assert models["llm:stub-model-intrinsic"]["n"] == 30
     assert len(stub.received) == 60  # 30 training rows and 30 test rows
+
+
+def test_a_bad_training_setting_fails_before_any_training() -> None:
+    result = invoke("difftrain", "--sample-steps", "1", "--quiet")
+    assert result.exit_code == 1
+    assert "sample steps must be in 2..64, got 1" in result.output
+    result = invoke("difftrain-simplex", "--alpha", "6", "--quiet")
+    assert "alpha must be in (0, 5], got 6.0" in result.output

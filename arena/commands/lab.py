@@ -155,6 +155,13 @@ def _llm(kwargs: dict[str, Any]) -> Any:
         raise click.ClickException(str(exc)) from None
 
 
+def _config(config: type, kwargs: dict[str, Any]) -> Any:
+    try:
+        return build(config, kwargs)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 @click.group()
 def lab() -> None:
     """forecastbench's synthetic experiments on parity markets, checked against theory.
@@ -230,7 +237,7 @@ def difftrain(as_json: bool, quiet: bool, check: bool, **kwargs: Any) -> None:
     Example:
       arena lab difftrain --d 8 --k 2 --steps 400 --batch 64 --hidden 64 --lr 1e-3
     """
-    cfg = build(DiffTrainConfig, kwargs)
+    cfg = _config(DiffTrainConfig, kwargs)
     _show(_execute(lambda p: run_difftrain(cfg, p), as_json, quiet), as_json, check)
 
 
@@ -245,5 +252,5 @@ def difftrain_simplex(as_json: bool, quiet: bool, check: bool, **kwargs: Any) ->
     Example:
       arena lab difftrain-simplex --m 3 --d 8 --k 2 --steps 400 --hidden 64 --lr 1e-3
     """
-    cfg = build(SimplexConfig, kwargs)
+    cfg = _config(SimplexConfig, kwargs)
     _show(_execute(lambda p: run_difftrain_simplex(cfg, p), as_json, quiet), as_json, check)

@@ -27,7 +27,14 @@ from arena.lab.progress import Progress
 from arena.lab.result import LabResult
 from arena.lab.scoring import binary_scores, multiclass_scores
 from ledger.metrics import alr_to_simplex, prob_to_logit, simplex_to_alr
-from strategies.diffusion import DiffusionConfig, Trained, sample_x0, sigmoid, train
+from strategies.diffusion import (
+    DiffusionConfig,
+    Trained,
+    sample_x0,
+    sigmoid,
+    timesteps,
+    train,
+)
 
 TRUTH_LOGIT_EPS = 1e-6
 """difftrain clips the true probability at 1e-6 before taking its logit."""
@@ -57,6 +64,9 @@ class DiffTrainConfig:
     B: float = 1.0
     strided_bug: bool = False
     float32: bool = False
+
+    def __post_init__(self) -> None:
+        timesteps(self.sample_steps)  # a bad count fails now, not after minutes of training
 
     def diffusion(self) -> DiffusionConfig:
         return DiffusionConfig(
