@@ -231,7 +231,7 @@ def intrinsic_post(as_json: bool, quiet: bool, check: bool, **kwargs: Any) -> No
 @_with(common)
 def difftrain(as_json: bool, quiet: bool, check: bool, **kwargs: Any) -> None:
     """Train the logit diffusion model on f's logit and score it against the truth
-    (defaults: the seed's, about a minute here).
+    (defaults: the seed's; about 3 minutes on a busy 2-core machine).
 
     \b
     Example:
