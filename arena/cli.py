@@ -34,7 +34,9 @@ COMMANDS: dict[str, str] = {
 
 # command name -> the first paragraph of its help, as ``arena --help`` lists it
 SUMMARIES: dict[str, str] = {
-    "score": "Score resolved forecasts: Brier, log loss, ECE, Murphy, trading P/L and Kelly.",
+    "score": "Score resolved forecasts: Brier, log loss, ECE, Murphy, trading P/L and Kelly, "
+    "and more when the file has the columns for it.",
+    "lab": "forecastbench's synthetic experiments on parity markets, checked against theory.",
     "tapes": "Import, inspect and validate price tapes.",
     "replay": "Replay cohorts of a tape with trading agents into an event log.",
     "report": "The leaderboard across cohorts (mean return with a 95% interval that says how it "
@@ -45,7 +47,7 @@ SUMMARIES: dict[str, str] = {
     "export": "Write a run's fills, positions, decisions, Brier rows and stated beliefs as "
     "CSV (and Parquet), a predictions file for 'arena score', and SQLite tables.",
     "bench": "Measure speed: ledger appends and reads, the replay peer workload, tapes, "
-    "plugins, LLM agents.",
+    "plugins, LLM agents, the lab.",
     "step": "Step through a finished run: what each agent saw and did, and how all stood.",
     "backtest": "Backtest STRATEGY against baseline agents over many weekly cohorts.",
     "strategies": "List the built-in and installed strategies with their settings.",
