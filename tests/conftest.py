@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from click.testing import CliRunner, Result
 from llama_server import LlamaServer
 
 from arena.cohort import CohortConfig
@@ -147,3 +148,12 @@ def llama() -> Iterator[LlamaServer]:
     its token counters only grow, so a test compares their change over what it did."""
     with LlamaServer() as server:
         yield server
+
+
+def arena(*args: object, **kwargs: Any) -> Result:
+    """``arena ARGS`` through the CLI's edge (``arena.cli.cli``), as a user runs it: a domain
+    error ends there as one ``Error:`` line, so a test that checks one must come this way,
+    not through the command's own click object."""
+    from arena.cli import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args], **kwargs)

@@ -74,3 +74,69 @@ def test_help_imports_no_command_module() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert "Commands:" in done.stdout and "verify" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "arena.errors:ArenaError",
+        "arena.backtest:BacktestError",
+        "arena.llm_server:LocalLLMError",
+        "ledger.errors:LedgerError",
+        "ledger.errors:IntegrityError",
+        "ledger.snapshot:SnapshotError",
+        "replays.errors:TapeError",
+        "replays.http:FetchError",
+        "strategies.api:StrategyError",
+        "strategies.api:RunStopped",
+        "strategies.llm.client:LLMError",
+    ],
+)
+def test_every_domain_error_ends_at_the_edge_as_its_first_line(
+    error: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that does not catch a domain error still ends in one line: the edge does it
+    once, for all of them (``cassette`` catches only OSError)."""
+    import importlib
+
+    from conftest import arena
+
+    from replays.errors import TapeError
+
+    module, name = error.split(":")
+    cls = getattr(importlib.import_module(module), name)
+
+    exc = cls("what went wrong\nand a second line nobody needs")
+    # a TapeError escapes its line breaks itself, so its one line is all of it
+    line = str(exc) if issubclass(cls, TapeError) else "what went wrong"
+
+    def broken(db: Path, out: Path) -> int:
+        raise exc
+
+    monkeypatch.setattr("arena.commands.cassette.export_cassette", broken)
+    (tmp_path / "a.db").touch()  # the argument must exist; what is in it is never read
+    result = arena("cassette", tmp_path / "a.db", tmp_path / "out.jsonl")
+    assert (result.exit_code, result.output) == (1, f"Error: {line}\n")
+
+
+def test_a_bug_is_not_dressed_as_a_domain_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the domain roots are turned into a line; anything else is arena's bug and keeps
+    its traceback (``main`` does not swallow it either)."""
+    from conftest import arena
+
+    def broken(db: Path, out: Path) -> int:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr("arena.commands.cassette.export_cassette", broken)
+    (tmp_path / "a.db").touch()  # the argument must exist; what is in it is never read
+    result = arena("cassette", tmp_path / "a.db", tmp_path / "out.jsonl")
+    assert result.exit_code == 1 and isinstance(result.exception, KeyError)
+
+
+def test_a_missing_log_is_one_line_from_report(tmp_path: Path) -> None:
+    """``report`` no longer catches LedgerError itself; the edge words it."""
+    done = run("report", str(tmp_path / "missing.db"), cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("Error: ") and "missing.db" in done.stderr

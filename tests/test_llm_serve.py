@@ -18,11 +18,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from conftest import arena
 from llama_server import ARENA, LlamaServer
 
 from arena import llm_server
-from arena.commands.llm import llm
 from arena.llm_server import MODEL_FILE, LocalLLMError, bundled_model, serve
 
 
@@ -32,7 +32,7 @@ def chat(base_url: str, content: str, **extra: object) -> httpx.Response:
 
 
 def invoke(*args: str) -> Result:
-    return CliRunner().invoke(llm, ["serve", *args])
+    return arena("llm", "serve", *args)
 
 
 # -- the model file --------------------------------------------------------------------------

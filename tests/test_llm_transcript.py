@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import hand_config, make_hand_tape
+from conftest import arena, hand_config, make_hand_tape
 from llm_server import HOLD, FakeLLM, Reply
 
 from arena.commands.cassette import cassette
@@ -279,5 +279,5 @@ def test_arena_cassette_exports_a_log(tmp_path: Path, server: FakeLLM) -> None:
     assert len(lines) == n and all(line["model"] == MODEL for line in lines)
     broken = tmp_path / "not-a-log.db"
     broken.write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
-    failed = CliRunner().invoke(cassette, [str(broken), str(tmp_path / "x.jsonl")])
+    failed = arena("cassette", broken, tmp_path / "x.jsonl")
     assert failed.exit_code == 1 and failed.output.startswith("Error: cassette ")

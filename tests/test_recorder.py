@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from conftest import arena
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -293,9 +294,7 @@ def test_resume_refuses_other_options_and_damaged_files(
 
 
 def run_cli(*args: str) -> Result:
-    from arena.commands.tapes_record import record as command
-
-    return CliRunner().invoke(command, list(args))
+    return arena("tapes", "record", *args)
 
 
 def test_cli_reports_a_client_error_in_one_line(server: FakePolymarket, tmp_path: Path) -> None:

@@ -9,15 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
+from conftest import arena
 
 from arena.commands.replay import replay
-from arena.commands.tapes import sparkline, tapes
+from arena.commands.tapes import sparkline
 from replays.synthetic import random_walk_tape
 from replays.tapefile import save_tape
 
 
 def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(tapes, list(args))
+    result = arena("tapes", *args)
     return result.exit_code, result.output
 
 
@@ -153,7 +154,7 @@ def test_hostile_tapes_are_one_line_in_every_command(
     path = str(hostile_tapes(tmp_path)[name])
     runner = CliRunner()
     for args in (["validate", path], ["show", path], ["list", path]):
-        assert_one_line_error(runner.invoke(tapes, args), fragment)
+        assert_one_line_error(arena("tapes", *args), fragment)
     db = str(tmp_path / "run.db")
     result = runner.invoke(replay, ["--tape", path, "--start", "2024-01-07", "--db", db])
     assert_one_line_error(result, fragment)
@@ -173,11 +174,11 @@ def test_hostile_import_inputs_are_one_line(tmp_path: Path) -> None:
     )
     inputs = ["--markets", str(tmp_path / "m.json"), "--prices", str(tmp_path / "p.jsonl")]
     out = ["--out", str(tmp_path / "o.tape")]
-    result = CliRunner().invoke(tapes, ["import", "polymarket", *inputs, *out])
+    result = arena("tapes", "import", "polymarket", *inputs, *out)
     assert_one_line_error(result, "p.jsonl: line 1: Expected `int` <= 4102444799")
     (tmp_path / "p.jsonl").write_text(
         json.dumps({"token_id": "1", "history": [{"t": 100, "p": 0.5}]})
     )
-    result = CliRunner().invoke(tapes, ["import", "polymarket", *inputs, *out])
+    result = arena("tapes", "import", "polymarket", *inputs, *out)
     assert_one_line_error(result, "market 7: outcome 'Yes' is listed twice")
     assert not (tmp_path / "o.tape").exists()

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from strategies.llm.cassette import export_cassette
-from strategies.llm.client import LLMError
 
 
 @click.command()
@@ -24,6 +23,6 @@ def cassette(db: Path, out: Path) -> None:
     """
     try:
         n = export_cassette(db, out)
-    except (LLMError, OSError) as exc:
+    except OSError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{n:,} model question(s) written to {out}")

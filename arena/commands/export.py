@@ -9,7 +9,7 @@ import click
 
 from arena.export import SQLITE_NAME, write_csv, write_parquet, write_sqlite
 from arena.tables import read_tables
-from ledger.errors import IntegrityError, LedgerError
+from ledger.errors import IntegrityError
 from ledger.store import EventStore
 
 
@@ -49,7 +49,7 @@ def export(db: Path, folder: Path, cohorts: tuple[str, ...], parquet: bool, as_j
         written.append(write_sqlite(run.tables, folder / SQLITE_NAME))
     except IntegrityError as exc:
         raise click.ClickException(f"{exc}; nothing exported (run 'arena verify {db}')") from None
-    except (LedgerError, OSError) as exc:
+    except OSError as exc:
         raise click.ClickException(str(exc)) from None
     note = run.loaded.note()
     if note:

@@ -10,7 +10,7 @@ from types import FrameType
 
 import click
 
-from arena.llm_server import LocalLLMError, Served, serve
+from arena.llm_server import Served, serve
 
 
 @click.group()
@@ -86,8 +86,6 @@ def serve_command(
             _announce(served, as_json)
             while True:
                 signal.pause()
-    except LocalLLMError as exc:
-        raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass
     if not as_json:

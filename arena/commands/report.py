@@ -10,7 +10,7 @@ import click
 
 from arena.console import make_console
 from arena.report import IntervalSettings, print_report, report_data
-from ledger.errors import IntegrityError, LedgerError
+from ledger.errors import IntegrityError
 from ledger.intervals import DRAWS, METHOD_CHOICES
 from ledger.restore import load
 from ledger.store import EventStore
@@ -95,8 +95,6 @@ def report(
                     ) from None
     except IntegrityError as exc:
         raise click.ClickException(f"{exc}; nothing reported (run 'arena verify {db}')") from None
-    except LedgerError as exc:
-        raise click.ClickException(str(exc)) from None
     note = loaded.note()
     if note:
         click.echo(f"note: {note}", err=True)

@@ -1,7 +1,7 @@
 """``arena tapes``: import, list, show and validate price tapes.
 
-Every failure is a ``TapeError`` from ``replays`` turned into one ``ClickException`` line, so a
-bad file never shows a traceback.
+Every failure is a ``TapeError`` from ``replays``, which the CLI's edge (``arena.cli``) prints
+as one line, so a bad file never shows a traceback; ``validate`` reports each file's own.
 """
 
 from __future__ import annotations
@@ -65,10 +65,7 @@ def _resolve(path: str) -> Path:
 
 
 def _load(path: str, verify_hash: bool = False) -> Tape:
-    try:
-        return load_tape(_resolve(path), verify_hash=verify_hash)
-    except TapeError as exc:
-        raise click.ClickException(str(exc)) from None
+    return load_tape(_resolve(path), verify_hash=verify_hash)
 
 
 def tape_summary(tape: Tape) -> dict[str, Any]:
@@ -143,12 +140,9 @@ def import_() -> None:
 
 
 def _finish_import(run: Any, out: str, as_json: bool) -> None:
-    try:
-        tape_kind(Path(out))
-        result: ImportResult = run()
-        save_tape(result.tape, out)
-    except TapeError as exc:
-        raise click.ClickException(str(exc)) from None
+    tape_kind(Path(out))
+    result: ImportResult = run()
+    save_tape(result.tape, out)
     summary = {
         "out": out,
         **tape_summary(result.tape),

@@ -17,7 +17,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from arena.console import make_console
 from replays import recorder
-from replays.errors import TapeError
 from replays.http import JsonFetcher, RetryPolicy
 from replays.importers.polymarket import ImportResult
 from replays.recorder import CLOB_URL, DEFAULT_FIDELITY, GAMMA_URL, INTERVALS, RecordingSummary
@@ -120,24 +119,21 @@ def record(
           --start 2024-01-01 --end 2024-12-31
     """
     directory = directory or out.with_name(out.name + ".recording")
-    try:
-        tape_kind(out)  # a bad extension should fail now, not after an hour of recording
-        options = recorder.RecordOptions(
-            top=top, start=start, end=end, tags=tags, closed=closed,
-            interval=interval, fidelity=fidelity,
-        )  # fmt: skip
-        policy = RetryPolicy(max_retries=max_retries, jitter=random.Random().random)
-        with httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=True) as client:
-            fetcher = JsonFetcher(client, policy)
-            with _progress(quiet=as_json) as bar:
-                task = bar.add_task("prices", total=None)
-                summary = recorder.record(
-                    fetcher, directory, options, recorder.Endpoints(gamma_url, clob_url),
-                    progress=lambda done, total: bar.update(task, completed=done, total=total),
-                )  # fmt: skip
-        imported = recorder.write_tape(directory, out)
-    except TapeError as error:
-        raise click.ClickException(str(error)) from None
+    tape_kind(out)  # a bad extension should fail now, not after an hour of recording
+    options = recorder.RecordOptions(
+        top=top, start=start, end=end, tags=tags, closed=closed,
+        interval=interval, fidelity=fidelity,
+    )  # fmt: skip
+    policy = RetryPolicy(max_retries=max_retries, jitter=random.Random().random)
+    with httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=True) as client:
+        fetcher = JsonFetcher(client, policy)
+        with _progress(quiet=as_json) as bar:
+            task = bar.add_task("prices", total=None)
+            summary = recorder.record(
+                fetcher, directory, options, recorder.Endpoints(gamma_url, clob_url),
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )  # fmt: skip
+    imported = recorder.write_tape(directory, out)
     _report(summary, out, imported, as_json)
 
 
