@@ -692,11 +692,9 @@ class Views:
             ts=self.ts,
             week=week,
             cash=cash,
-            min_bet=self.rules.min_bet,
-            max_fraction=self.rules.max_fraction,
+            rules=self.rules,
             markets=markets,
             shares=frozen(shares),
-            cap_per_decision=self.rules.cap == "per_decision",
             _positions=positions,
         )
 

@@ -47,6 +47,17 @@ class RuleSet(msgspec.Struct, frozen=True, kw_only=True):
     cap: Literal["per_bet", "per_decision"] = "per_bet"
     atomic_bets: bool = False
 
+    def allowance(self, cash: float, spent: float = 0.0) -> float:
+        """The largest next bet of a decision that started with ``cash`` and has ``spent`` on
+        the bets before it (origins §1.7): ``per_bet`` (v1), ``max_fraction`` of the cash left;
+        ``per_decision`` (v2), what is left of ``max_fraction`` of the starting cash.
+
+        The one statement of the cap: the broker judges bets by it and ``View.budget()`` sizes
+        them by it, so what a strategy is told it may bet is what the broker fills."""
+        if self.cap == "per_bet":
+            return self.max_fraction * (cash - spent)
+        return self.max_fraction * cash - spent
+
 
 RULES: dict[str, RuleSet] = {
     # v1 code (Dec 2025 - Apr 2026): each bet <= 25% of the cash left when it executes.
@@ -144,7 +155,7 @@ class Broker:
         if not math.isfinite(amount) or amount <= 0:
             return f"amount {amount!r} must be a positive number of dollars"
         rules = self.rules
-        ceiling = rules.max_fraction * cash
+        ceiling = rules.allowance(cash)  # v2's batch total is checked by _bet_batch
         if ceiling < rules.min_bet:
             return (
                 f"cash {_money(cash)} allows at most {_money(ceiling)}, "
@@ -257,7 +268,7 @@ class Broker:
             (f"leg {i + 1}: {c}" for i, c in enumerate(checks) if isinstance(c, str)), None
         )
         total = sum(bet.amount for bet in bets)
-        ceiling = self.rules.max_fraction * cash
+        ceiling = self.rules.allowance(cash)
         if failure is None and total > ceiling + 1e-9:
             failure = (
                 f"bets total {_money(total)} exceeds the maximum {_money(ceiling)} "

@@ -32,6 +32,7 @@ import pydantic
 
 from ledger.events import BetIntent, ModelCall, SellIntent
 from ledger.projection import side_index
+from ledger.rules import RuleSet
 
 Bet = BetIntent
 """A bet: ``Bet(market=ID, side="YES"|"NO"|outcome, amount=dollars, belief=P(side wins))``."""
@@ -241,18 +242,29 @@ class View:
     ts: int
     week: int
     cash: float
-    min_bet: float
-    max_fraction: float
+    rules: RuleSet
+    """The cohort's rule set, whole: the one the broker judges this decision's orders by."""
     markets: MarketsView
     shares: np.ndarray
     _positions: Callable[[], tuple[PositionView, ...]] = field(repr=False)
-    cap_per_decision: bool = False
-    """True under rules v2: a decision's bets share one 25% allowance instead of each bet
-    being capped against the cash the previous one left (v1)."""
 
     @property
     def time(self) -> datetime:
         return datetime.fromtimestamp(self.ts, UTC)
+
+    @property
+    def min_bet(self) -> float:
+        return self.rules.min_bet
+
+    @property
+    def max_fraction(self) -> float:
+        return self.rules.max_fraction
+
+    @property
+    def cap_per_decision(self) -> bool:
+        """True under rules v2: a decision's bets share one 25% allowance instead of each bet
+        being capped against the cash the previous one left (v1)."""
+        return self.rules.cap == "per_decision"
 
     @property
     def max_bet(self) -> float:
@@ -264,7 +276,7 @@ class View:
 
     def budget(self) -> Budget:
         """What the broker will accept from this decision's bets, one bet after another."""
-        return Budget(self.cash, self.max_fraction, self.min_bet, self.cap_per_decision)
+        return Budget(self.cash, self.rules)
 
     def position(self, market: str, side: str) -> PositionView | None:
         """The open position on ``side`` of ``market`` (sides spelled as the broker takes them)."""
@@ -277,33 +289,26 @@ class View:
 class Budget:
     """Sizes successive bets of one decision so the broker accepts them (origins §1.7).
 
-    Under v1 each bet may be at most ``max_fraction`` of the cash left after the bets before
-    it; under v2 all bets together share ``max_fraction`` of the starting cash. Sizing with
-    this instead of ``view.max_bet`` avoids rejections from the second bet on.
+    It asks the rule set the broker asks (:meth:`ledger.rules.RuleSet.allowance`): under v1
+    each bet may be at most ``max_fraction`` of the cash left after the bets before it; under
+    v2 all bets together share ``max_fraction`` of the starting cash. Sizing with this instead
+    of ``view.max_bet`` avoids rejections from the second bet on.
     """
 
-    def __init__(
-        self, cash: float, max_fraction: float, min_bet: float, per_decision: bool
-    ) -> None:
+    def __init__(self, cash: float, rules: RuleSet) -> None:
         self.cash = cash
-        self.max_fraction = max_fraction
-        self.min_bet = min_bet
-        self.per_decision = per_decision
+        self.rules = rules
         self.spent = 0.0
 
     def room(self) -> float:
         """The largest next bet, in whole cents."""
-        if self.per_decision:
-            room = self.max_fraction * self.cash - self.spent
-        else:
-            room = self.max_fraction * (self.cash - self.spent)
-        return math.floor(max(room, 0.0) * 100) / 100
+        return math.floor(max(self.rules.allowance(self.cash, self.spent), 0.0) * 100) / 100
 
     def take(self, wanted: float) -> float:
         """``wanted`` cut to the room left, or 0.0 if that is below the minimum bet; what is
         returned counts as spent."""
         amount = min(wanted, self.room())
-        if amount < self.min_bet:
+        if amount < self.rules.min_bet:
             return 0.0
         self.spent += amount
         return amount

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
 from ledger.events import DecisionMade, OrderRejected
+from ledger.rules import RULES
 from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tapefile import load_tape
@@ -85,12 +86,10 @@ def make_view(
         ts=T,
         week=1,
         cash=cash,
-        min_bet=50.0,
-        max_fraction=0.25,
+        rules=RULES["v2" if cap_per_decision else "v1"],
         markets=markets,
         shares=np.zeros((n, 2)),
         _positions=lambda: tuple(held),
-        cap_per_decision=cap_per_decision,
     )
 
 

@@ -26,6 +26,7 @@ from llm_server import HOLD, FakeLLM, Received, Reply
 from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
 from ledger.events import DecisionMade
+from ledger.rules import RULES
 from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tapefile import load_tape
@@ -117,8 +118,7 @@ def hand_view(positions: tuple[PositionView, ...] = (), cash: float = 9850.5) ->
         ts=SEP8,
         week=2,
         cash=cash,
-        min_bet=50.0,
-        max_fraction=0.25,
+        rules=RULES["v1"],
         markets=markets,
         shares=np.zeros((4, 3)),
         _positions=lambda: positions,

@@ -25,6 +25,7 @@ from llm_server import FakeLLM, Received, Reply
 from arena.boundary import DecisionTimeout
 from arena.runner import CohortRunner
 from ledger.events import DecisionMade, ModelCall
+from ledger.rules import RULES
 from ledger.store import EventStore
 from strategies.api import Bet, Decision, MarketMeta, MarketsView, StrategyError, Trace, View
 from strategies.builtin.edge import ForecasterTrader
@@ -184,8 +185,7 @@ def make_view(
         ts=ts,
         week=1,
         cash=cash,
-        min_bet=50.0,
-        max_fraction=0.25,
+        rules=RULES["v1"],
         markets=markets,
         shares=np.zeros((len(ids), 3)),
         _positions=lambda: (),

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.commands.strategy import NAME_PATTERN, PluginNames, strategy
+from ledger.rules import RULES
 from strategies.api import MarketMeta, MarketsView, Strategy, StrategyError, View
 from strategies.loader import BUILTINS, build_strategy
 
@@ -182,7 +183,7 @@ def view(yes: list[float], cash: float = 10_000.0, held: tuple[int, ...] = ()) -
         prices=lambda i: None,
         history=lambda i, t: (np.array([]), np.array([])),
     )
-    return View(0, 0, cash, 50.0, 0.25, markets, shares, lambda: ())
+    return View(0, 0, cash, RULES["v1"], markets, shares, lambda: ())
 
 
 def test_decide_buys_cheap_sides_cheapest_first(cheapskate: Strategy) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ledger.rules import RULES
 from strategies.api import MarketMeta, MarketsView, PositionView, View
 from strategies.llm.agent import LLMAgent
 from strategies.llm.client import Answer, Request, blank_call
@@ -70,7 +71,7 @@ def synthetic_view(markets: int, positions: int = 0) -> View:
         for k in range(min(positions, markets))
     )  # fmt: skip
     return View(
-        ts=START, week=1, cash=9_000.0, min_bet=50.0, max_fraction=0.25, markets=view_markets,
+        ts=START, week=1, cash=9_000.0, rules=RULES["v1"], markets=view_markets,
         shares=np.zeros((markets, 2)), _positions=lambda: held,
     )  # fmt: skip
 
