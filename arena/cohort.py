@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 import pydantic
 
+from replays.instants import parse_instant as parse_instant  # re-exported: commands read it here
 from replays.tape import Tape
 
 WEEK = 7 * 86_400
@@ -50,15 +51,6 @@ def cadence_seconds(cadence: str) -> int | None:
 def as_utc(value: datetime) -> datetime:
     """``value`` in UTC; a naive time is taken as UTC already, since tapes are all in UTC."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def parse_instant(text: str) -> datetime:
-    """An ISO-8601 instant; a date or a naive time is taken as UTC."""
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO-8601 date or instant") from None
-    return as_utc(value)
 
 
 def sundays(first: datetime, last: datetime) -> list[datetime]:

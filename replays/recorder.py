@@ -20,10 +20,11 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from replays import instants
 from replays.errors import TapeError
 from replays.http import JsonFetcher, QueryParams
 from replays.importers.polymarket import ImportResult, import_polymarket_result
@@ -97,14 +98,11 @@ class RecordingSummary:
 
 
 def parse_instant(text: str, name: str = "instant") -> datetime:
-    """An ISO-8601 instant as an aware UTC datetime; a naive one is taken to be UTC."""
+    """:func:`replays.instants.parse_instant`, its error a TapeError naming the option."""
     try:
-        instant = datetime.fromisoformat(text.strip().replace(" ", "T"))
-    except ValueError:
-        raise TapeError(f"{name}: {text!r} is not an ISO-8601 date or instant") from None
-    if instant.tzinfo is None:
-        instant = instant.replace(tzinfo=UTC)
-    return instant.astimezone(UTC)
+        return instants.parse_instant(text)
+    except ValueError as exc:
+        raise TapeError(f"{name}: {exc}") from None
 
 
 def market_volume(market: Market) -> float:

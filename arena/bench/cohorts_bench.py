@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arena.cohort import CohortConfig, parse_instant, sundays
+from arena.cohort import CohortConfig, sundays
 from arena.replay import replay_cohorts
+from replays.instants import parse_instant
 from replays.samples import sample_path
 
 AGENTS = {
