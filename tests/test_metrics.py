@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-import sqlite3
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger.errors import LedgerError
@@ -34,7 +33,6 @@ from ledger.metrics import (
     simplex_to_alr,
     squared_calibration_error,
 )
-from ledger.metrics_sql import murphy_sql
 
 approx = pytest.approx
 
@@ -349,87 +347,3 @@ def test_kelly_bankroll_stays_positive_and_ties_never_bet(
     p, y = data
     assert kelly_bankroll(p, list(reversed(p)), y).final_bankroll > 0.0
     assert kelly_bankroll(p, p, y).final_bankroll == 1.0
-
-
-# ---------------------------------------------------------------- Murphy in SQL
-
-
-def _table(p: list[float], y: list[int]) -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE rows (prob REAL, outcome INTEGER, tag TEXT)")
-    conn.executemany(
-        "INSERT INTO rows VALUES (?, ?, ?)",
-        [(pi, yi, "odd" if i % 2 else "even") for i, (pi, yi) in enumerate(zip(p, y, strict=True))],
-    )
-    return conn
-
-
-@st.composite
-def edge_heavy_forecasts(draw: st.DrawFn) -> tuple[list[float], list[int], int]:
-    """Forecasts that often sit exactly on a bin edge, computed both as linspace makes edges and
-    as i/m (which can differ by one ulp, e.g. 3 * 0.1 vs 3/10), to pin down the SQL binning."""
-    bins = draw(bin_counts)
-    i = st.integers(0, bins)
-    value = st.one_of(
-        probabilities,
-        i.map(lambda k: float(np.linspace(0.0, 1.0, bins + 1)[k])),
-        i.map(lambda k: k / bins),
-    )
-    p = draw(st.lists(value, min_size=1, max_size=60))
-    y = draw(st.lists(st.integers(0, 1), min_size=len(p), max_size=len(p)))
-    return p, y, bins
-
-
-@settings(max_examples=150)
-@given(edge_heavy_forecasts(), st.booleans())
-def test_murphy_sql_agrees_with_numpy(
-    data: tuple[list[float], list[int], int], right_closed: bool
-) -> None:
-    p, y, bins = data
-    expected = murphy(p, y, bins, right_closed=right_closed)
-    got = murphy_sql(_table(p, y), "rows", "prob", "outcome", bins, right_closed)
-    for field in ("reliability", "resolution", "uncertainty", "brier"):
-        assert getattr(got, field) == approx(getattr(expected, field), abs=1e-12)
-
-
-def test_murphy_sql_edge_by_hand() -> None:
-    # 20 bins; 0.05 (y=1) and 0.08 (y=0). Right-closed puts them in different bins: REL =
-    # ((0.05-1)^2 + (0.08-0)^2)/2 = (0.9025 + 0.0064)/2 = 0.45445. Left-closed shares bin 1:
-    # REL = (0.065 - 0.5)^2 = 0.189225
-    conn = _table([0.05, 0.08], [1, 0])
-    assert murphy_sql(conn, "rows", bins=20, right_closed=True).reliability == approx(0.45445)
-    assert murphy_sql(conn, "rows", bins=20, right_closed=False).reliability == approx(0.189225)
-
-
-def test_murphy_sql_accepts_a_subquery() -> None:
-    conn = _table([0.2, 0.9, 0.2, 0.8], [0, 1, 1, 1])
-    # even rows: 0.2 (y 0) and 0.2 (y 1): Brier (0.04 + 0.64)/2 = 0.34, UNC 0.25
-    got = murphy_sql(
-        conn, "(SELECT prob AS p, outcome AS o FROM rows WHERE tag = 'even')", "p", "o"
-    )
-    assert got.brier == approx(0.34)
-    assert got.uncertainty == approx(0.25)
-
-
-@pytest.mark.parametrize(
-    ("values", "message"),
-    [
-        ("", "no rows"),
-        ("(1.5, 1)", "outside"),
-        ("(NULL, 1)", "null"),
-        ("('x', 1)", "non-numeric"),
-        ("(0.5, 2)", "not 0/1"),
-    ],
-)
-def test_murphy_sql_rejects_bad_rows(values: str, message: str) -> None:
-    conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE rows (prob, outcome)")
-    if values:
-        conn.execute(f"INSERT INTO rows VALUES {values}")
-    with pytest.raises(MetricInputError, match=message):
-        murphy_sql(conn, "rows")
-
-
-def test_murphy_sql_reports_a_missing_column() -> None:
-    with pytest.raises(MetricInputError, match="cannot read"):
-        murphy_sql(_table([0.5], [1]), "rows", prob_col="nope")
