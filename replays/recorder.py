@@ -27,7 +27,7 @@ from typing import Any
 from replays import instants
 from replays.errors import TapeError
 from replays.http import JsonFetcher, QueryParams
-from replays.importers.polymarket import ImportResult, import_polymarket_result
+from replays.importers.polymarket import ImportResult, import_polymarket
 from replays.tapefile import save_tape
 
 GAMMA_URL = "https://gamma-api.polymarket.com"
@@ -403,7 +403,7 @@ def write_tape(directory: Path, out: Path) -> ImportResult:
     recording at too fine a fidelity produces and the user should hear about.
     """
     files = RecordingDir(directory)
-    result = import_polymarket_result(files.markets_path, files.prices_path, files.recorded_at())
+    result = import_polymarket(files.markets_path, files.prices_path, files.recorded_at())
     save_tape(result.tape, out)
     return result
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from replays.errors import TapeError
-from replays.importers import import_polymarket_result
+from replays.importers import import_polymarket
 from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import load_tape, save_tape
 
@@ -260,7 +260,7 @@ def test_fuzz_polymarket_import(tmp_path: Path, data: st.DataObject) -> None:
         doc = [doc, histories]
     mpath, ppath = write_inputs(tmp_path, doc[0], doc[1])
     try:
-        result = import_polymarket_result(mpath, ppath)
+        result = import_polymarket(mpath, ppath)
     except TapeError as exc:
         assert "\n" not in str(exc)
         event("refused")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from replays.errors import TapeError
-from replays.importers import import_election2024, import_polymarket, import_polymarket_result
+from replays.importers import import_election2024, import_polymarket
 from replays.importers.parsing import align_outcomes, market_info, parse_ts, verdict
 from replays.samples import sample_path
 from replays.tape import Tape
@@ -120,7 +120,7 @@ def test_generic_import_handles_no_only_histories_nan_duplicates_and_skips(tmp_p
     ppath.write_bytes(
         gzip.compress(gzip.decompress(ppath.read_bytes()).replace(b"0.3}", b"NaN}", 1))
     )
-    result = import_polymarket_result(mpath, ppath)
+    result = import_polymarket(mpath, ppath)
     tape = result.tape
     assert [m.id for m in tape.markets] == ["253573", "2", "4"]
     assert tape.times(0).tolist() == [20] and tape.yes(0).tolist() == [
@@ -149,7 +149,7 @@ def test_import_errors_are_one_line(tmp_path: Path) -> None:
 def test_election_import_matches_the_embedded_sample() -> None:
     """The sample was imported before tapes carried scheduled ends and coverage, and is kept as
     it was (its hash, so every cohort id, unchanged): without those fields the import is it."""
-    tape = import_election2024(SHARED / "election2024")
+    tape = import_election2024(SHARED / "election2024").tape
     older = [
         msgspec.structs.replace(m, end_ts=None, covered_until=None, volume_history=())
         for m in tape.markets
@@ -170,7 +170,7 @@ def test_election_import_matches_the_embedded_sample() -> None:
 @needs_shared
 def test_btc_set_imports_through_the_generic_importer() -> None:
     folder = SHARED / "btc_daily_range_minute_tapes"
-    result = import_polymarket_result(folder / "markets.json", folder / "prices_history.jsonl.gz")
+    result = import_polymarket(folder / "markets.json", folder / "prices_history.jsonl.gz")
     assert len(result.tape.markets) == 728
     assert len(result.tape.resolutions) == 728
     # 728 YES series × 1,440 minutes, less 1,800 YES points recorded as NaN (3,600 over both sides)
@@ -183,7 +183,7 @@ def test_btc_set_imports_through_the_generic_importer() -> None:
 
 def import_one(tmp_path: Path, market: dict[str, Any], history: list[dict[str, Any]]) -> Any:
     mpath, ppath = write_inputs(tmp_path, [market], [{"token_id": "111", "history": history}])
-    return import_polymarket_result(mpath, ppath)
+    return import_polymarket(mpath, ppath)
 
 
 POINT = {"t": 1704067200, "p": 0.5}
@@ -277,6 +277,6 @@ def test_an_empty_clob_history_is_a_market_without_prices(tmp_path: Path) -> Non
     """CLOB answers {"history": []} for a token that never traded; that was an IndexError."""
     markets = [gamma(), gamma(id="2", clobTokenIds='["333", "444"]')]
     lines = [{"token_id": "111", "history": [POINT]}, {"token_id": "333", "history": []}]
-    result = import_polymarket_result(*write_inputs(tmp_path, markets, lines))
+    result = import_polymarket(*write_inputs(tmp_path, markets, lines))
     assert [m.id for m in result.tape.markets] == ["253573"]
     assert result.skipped_no_prices == ["2"]

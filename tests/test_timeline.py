@@ -156,7 +156,7 @@ def test_an_imported_sparse_history_is_covered_until_its_market_closed(tmp_path:
     prices = tmp_path / "p.jsonl"
     prices.write_bytes(msgspec.json.encode({"token_id": "1", "history": [
         {"t": START - 5 * DAY, "p": 0.3}, {"t": START - 2 * DAY, "p": 0.25}]}))  # fmt: skip
-    tape = import_polymarket(markets, prices)
+    tape = import_polymarket(markets, prices).tape
     info = tape.markets[0]
     assert (info.covered_until, info.close_ts, info.end_ts) == (closed_at, closed_at, 1705708800)
     assert info.volume_history == ()  # a closed market's volume is final: never shown

@@ -20,7 +20,7 @@ from rich.table import Table
 from arena.commands.tapes_record import record
 from arena.console import make_console
 from replays.errors import TapeError
-from replays.importers import import_election2024_result, import_polymarket_result
+from replays.importers import import_election2024, import_polymarket
 from replays.importers.election2024 import DEFAULT_DIR
 from replays.importers.polymarket import ImportResult
 from replays.samples import sample_path
@@ -178,7 +178,7 @@ def import_polymarket_cmd(markets_path: str, prices_path: str, out: str, as_json
       arena tapes import polymarket --markets markets.json \\
           --prices prices_history.jsonl.gz --out btc.tape
     """
-    _finish_import(lambda: import_polymarket_result(markets_path, prices_path), out, as_json)
+    _finish_import(lambda: import_polymarket(markets_path, prices_path), out, as_json)
 
 
 @import_.command("election2024")
@@ -193,7 +193,7 @@ def import_election2024_cmd(directory: str, out: str, as_json: bool) -> None:
     Example:
       arena tapes import election2024 --out election.tape
     """
-    _finish_import(lambda: import_election2024_result(directory), out, as_json)
+    _finish_import(lambda: import_election2024(directory), out, as_json)
 
 
 def _tape_files(paths: tuple[str, ...]) -> Iterator[Path]:

@@ -97,8 +97,9 @@ def _by_id(path: Path) -> dict[str, dict[str, Any]]:
     return {str(i["id"]): i for i in items}
 
 
-def import_election2024_result(directory: str | Path = DEFAULT_DIR) -> ImportResult:
-    """The election tape plus the import's notes (which series had no Gamma market)."""
+def import_election2024(directory: str | Path = DEFAULT_DIR) -> ImportResult:
+    """The 2024 election tape (101 binary markets) from the shared data directory, with the
+    import's notes (which series had no Gamma market)."""
     directory = Path(directory)
     index_path = directory / INDEX
     rows = _index_rows(index_path)
@@ -148,8 +149,3 @@ def _covered_to_last_points(tape: Tape) -> Tape:
     ]
     offsets, times, prices = tape.columns
     return Tape(markets, offsets, times, prices, tape.resolutions, source="election2024")
-
-
-def import_election2024(directory: str | Path = DEFAULT_DIR) -> Tape:
-    """The 2024 election tape (101 binary markets) from the shared data directory."""
-    return import_election2024_result(directory).tape

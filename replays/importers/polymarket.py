@@ -184,10 +184,11 @@ def assemble(
     return ImportResult(tape, skipped, undecided)
 
 
-def import_polymarket_result(
+def import_polymarket(
     markets_path: str | Path, prices_path: str | Path, recorded_at: int | None = None
 ) -> ImportResult:
-    """Like ``import_polymarket``, also reporting skipped and undecided markets."""
+    """A tape from a Gamma markets JSON file and a CLOB price-history JSON-lines file, with the
+    markets skipped (no prices) and left undecided, and the import's notes."""
     markets_path, prices_path = Path(markets_path), Path(prices_path)
     objects = read_market_objects(markets_path)
     histories, dropped = read_price_histories(prices_path)
@@ -196,8 +197,3 @@ def import_polymarket_result(
     if dropped:
         result.notes.append(f"dropped {dropped} points without a price (NaN or null)")
     return result
-
-
-def import_polymarket(markets_path: str | Path, prices_path: str | Path) -> Tape:
-    """A tape from a Gamma markets JSON file and a CLOB price-history JSON-lines file."""
-    return import_polymarket_result(markets_path, prices_path).tape
