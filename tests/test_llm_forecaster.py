@@ -9,6 +9,7 @@ so no test here depends on the order questions arrive in unless it asks one at a
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -720,3 +721,46 @@ def test_a_model_echoing_the_price_finds_no_edge(monkeypatch: pytest.MonkeyPatch
         assert not quiet.decide(hand_view()).bets
         eager = trader(f"sign?forecaster=llm:{MODEL}&min_edge=0")
         assert {b.market for b in eager.decide(hand_view()).bets} == {"a", "b", "c"}
+
+
+SILENT_RUN = """
+import os, socket, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import hand_config, make_hand_tape
+from arena.runner import CohortRunner
+
+silent = socket.socket()
+silent.bind(("127.0.0.1", 0))
+silent.listen(64)  # connections are taken by the kernel and never answered
+os.environ["ARENA_LLM_BASE_URL"] = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+spec = "sign?forecaster=llm:test-model"
+run = CohortRunner(make_hand_tape(), hand_config({"sign": spec}), decision_timeout=0.3).run()
+print("decided", run.events, flush=True)
+"""
+
+
+def test_questions_left_in_flight_by_the_time_limit_do_not_keep_the_process_alive(
+    tmp_path: Path,
+) -> None:
+    """A server that takes every connection and never answers: each decision's questions are
+    still reading when the limit strikes. The run ends with its decisions recorded as HOLDs,
+    and the process exits at once; with a thread pool that joins its workers at exit, it
+    waited for reads that had 300 s each to time out."""
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "ARENA_LLM_CONCURRENCY": "2",
+        "ARENA_LLM_API_KEY_ENV": "",
+    }
+    tests = str(Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", SILENT_RUN, tests],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,  # a hang detector, not a speed figure: the old pool blocked for minutes
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("decided ")

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -200,20 +202,14 @@ class LLMForecaster:
         if workers == 1:
             groups = [self._ask(prompt, ms) for prompt, ms in zip(alike, asked, strict=True)]
         else:
-            # a pool of this call's own: questions still in flight after a time-out keep their
-            # threads to themselves instead of holding up the next decision's
-            pool = ThreadPoolExecutor(workers, thread_name_prefix="llm-forecast")
+            futures = _asked_together(self._ask, list(zip(alike, asked, strict=True)), workers)
             try:
-                futures = [
-                    pool.submit(self._ask, prompt, ms)
-                    for prompt, ms in zip(alike, asked, strict=True)
-                ]
                 groups = [future.result() for future in futures]
             except BaseException:  # the time limit, above all: give up on the rest, now
-                pool.shutdown(wait=False, cancel_futures=True)
+                for future in futures:
+                    future.cancel()
                 self.completer.abort()  # and close the connections of those in flight
                 raise
-            pool.shutdown()
         by_index = {
             k: outcome
             for ks, answers in zip(alike.values(), groups, strict=True)
@@ -268,3 +264,36 @@ def llm_forecaster(model: str = "", *, show_price: bool = True) -> LLMForecaster
     except (LLMError, ValueError) as exc:
         raise StrategyError(f"forecaster llm:{name}: {exc}") from None
     return LLMForecaster(name, completer, show_price=show_price, concurrency=connection.concurrency)
+
+
+def _asked_together(
+    ask: Callable[[str, Sequence[str]], list[Answer]],
+    tasks: list[tuple[str, Sequence[str]]],
+    workers: int,
+) -> list[Future[list[Answer]]]:
+    """Each task asked on one of ``workers`` threads of this call's own, as futures in task
+    order. The threads are daemons: a question still in flight after a time-out (in a backoff
+    wait, or in a read the server never answers) keeps its thread to itself, and neither holds
+    up the next decision nor keeps the process from exiting, as a ``ThreadPoolExecutor``'s
+    threads would (they are joined at exit). A cancelled future is skipped."""
+    futures: list[Future[list[Answer]]] = [Future() for _ in tasks]
+    pending = deque(range(len(tasks)))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                if not pending:
+                    return
+                k = pending.popleft()
+            future = futures[k]
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(ask(*tasks[k]))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    for n in range(workers):
+        threading.Thread(target=work, name=f"llm-forecast-{n}", daemon=True).start()
+    return futures
