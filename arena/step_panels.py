@@ -95,7 +95,9 @@ def market_line(row: MarketRow | None, widths: tuple[int, int]) -> Text:
     return text
 
 
-def _event_line(e: Event) -> str:
+def event_line(e: Event) -> str:
+    """One line of markup per event, for the app's panels and the printed frames alike; names
+    and reasons come from plugins and tapes, so they are escaped."""
     if isinstance(e, OrderFilled):
         verb = "bought" if e.kind == "buy" else "sold"
         extra = (
@@ -139,7 +141,7 @@ def decision(view: View) -> Text:
     for s in d.sells:
         target = s.position_id or f"{s.side} of {s.market}"
         lines.append(f"sell {s.percentage:g}% of {escape(target)}")
-    lines.extend(_event_line(e) for e in view.orders)
+    lines.extend(event_line(e) for e in view.orders)
     if d.reasoning:
         lines.append(f"[italic]“{escape(d.reasoning)}”[/]")
     if d.error:
@@ -148,7 +150,7 @@ def decision(view: View) -> Text:
         lines.append(f"[dim]model: {escape(view.usage.summary())}[/]")
     if view.since:
         lines.append("[bold]since[/]")
-        lines.extend(_event_line(e) for e in view.since)
+        lines.extend(event_line(e) for e in view.since)
     return Text.from_markup("\n".join(lines))
 
 

@@ -16,18 +16,11 @@ from rich.table import Table
 from arena.console import make_console
 from arena.report import universe_volume
 from arena.step import Frame, Portfolio, fit, frames
+from arena.step_panels import event_line
 from arena.timeline import Timeline
 from ledger.errors import IntegrityError, LedgerError
 from ledger.events import (
     CohortOpened,
-    DecisionsStopped,
-    Event,
-    MarketResolved,
-    MarketVoided,
-    OrderFilled,
-    OrderRejected,
-    PositionRefunded,
-    PositionSettled,
 )
 from ledger.store import EventStore
 
@@ -87,39 +80,12 @@ def _portfolio_table(frame: Frame, last: bool) -> Table:
     return table
 
 
-def _outcome_line(e: Event) -> str:
-    """One line per event; names and reasons come from plugins and tapes, so are escaped."""
-    market = escape(getattr(e, "market", ""))
-    side = escape(getattr(e, "side", ""))
-    if isinstance(e, OrderFilled):
-        verb = "bought" if e.kind == "buy" else "sold"
-        extra = (
-            f" conf {e.confidence:.2f}" if e.confidence is not None
-            else f" realized {e.realized:+,.2f}" if e.realized is not None else ""
-        )  # fmt: skip
-        return (f"[green]✓ {verb}[/] {e.shares:,.2f} {side} of {market} at {e.price:.3f} "
-                f"for {_money(e.amount)}{extra}")  # fmt: skip
-    if isinstance(e, OrderRejected):
-        return f"[red]✗ rejected[/] {e.kind} {side} on {market}: {escape(e.reason)}"
-    if isinstance(e, PositionSettled):
-        mark = "[green]won[/]" if e.won else "[red]lost[/]"
-        return f"  {mark} {side} on {market}: paid {_money(e.payout)} (P/L {e.realized:+,.2f})"
-    if isinstance(e, PositionRefunded):
-        return f"  refunded {_money(e.refund)} on voided {market}"
-    if isinstance(e, MarketResolved):
-        return f"[dim]  market {market} resolved {escape(e.winner)}[/]"
-    if isinstance(e, DecisionsStopped):
-        return f"[yellow]no more decisions:[/] {escape(e.reason)}"
-    assert isinstance(e, MarketVoided)
-    return f"[dim]  market {market} voided[/]"
-
-
 def _outcome_table(frame: Frame, rows: int) -> Table:
     table = _lines("what happened")
     if not frame.outcomes:
         table.add_row("[dim]nothing filled, nothing settled[/]")
     for e in frame.outcomes[:rows]:
-        table.add_row(_outcome_line(e))
+        table.add_row(event_line(e))
     _more(table, rows, len(frame.outcomes))
     return table
 
