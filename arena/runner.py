@@ -10,13 +10,16 @@ Resuming: the loop is deterministic, so a cohort whose stream is already partly 
 simply run again; events the store already holds are compared with the regenerated ones (they
 must be identical, or the run stops with the version where they diverge) and only the rest are
 appended. An interrupted replay therefore ends with the same log as an uninterrupted one.
+
+Stepping: ``CohortRunner.steps`` is the same loop as a generator that pauses after each step of
+the timeline (``arena step --tape`` drives it); ``run`` drains it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,6 +43,7 @@ from arena.cohort import (
     DECISION,
     MARK,
     RESOLUTION,
+    STOP,
     CohortConfig,
     build_timeline,
     choose_universe,
@@ -88,6 +92,34 @@ since its last one, so a read of a cohort still running folds at most about this
 T = TypeVar("T")
 _TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(Trace) if f.name not in TRANSCRIPT_FIELDS)
 _NO_TRACE = {f: getattr(Trace(), f) for f in _TRACE_FIELDS}
+
+
+@dataclass(frozen=True)
+class Step:
+    """Where a stepped replay is after one step (``CohortRunner.steps``)."""
+
+    kind: str
+    """``"open"`` (the cohort opened, its markets listed, its agents set up), ``"resolution"``,
+    ``"mark"``, ``"decision"`` (every agent decided at the instant), ``"stop"`` (decisions
+    ended early) or ``"close"`` (the cohort closed and its closing snapshot is stored)."""
+    ts: int
+    """The step's instant (unix seconds)."""
+    version: int
+    """The cohort stream's version after the step: how many of its events exist so far (in
+    the store once flushed; with ``flush_each_step``, at once)."""
+
+
+STEP_KINDS = {RESOLUTION: "resolution", MARK: "mark", DECISION: "decision", STOP: "stop"}
+
+
+def _drain(steps: Generator[Step, None, T]) -> T:
+    """Run a generator to its end and return its return value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            value: T = done.value
+            return value
 
 
 @dataclass
@@ -235,6 +267,31 @@ class CohortRunner:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self, store: EventStore | None = None) -> CohortRun:
+        """Replay the whole cohort into ``store`` (or only in memory), appending in batches."""
+        return _drain(self._replay(store, flush_each_step=False))
+
+    def steps(
+        self, store: EventStore | None = None, *, flush_each_step: bool = False
+    ) -> Generator[Step, None, CohortRun]:
+        """The replay one step at a time: a ``Step`` after the cohort opens, after each
+        resolution, mark, decision instant and stop of the timeline, and after it closes; the
+        generator's return value (``StopIteration.value``) is the ``CohortRun``.
+
+        With ``flush_each_step`` every event of a step is committed to the store before its
+        ``Step`` is yielded, so another process reading the store sees the log up to
+        ``Step.version``; without it events are appended in batches, as ``run`` does.
+
+        Meant to be consumed in a process of its own (``arena step --tape`` does): between
+        yields the generator keeps the frozen clock (freezegun patches ``time`` and
+        ``datetime`` process-wide) and the plugin sandbox (signal handlers, guarded exits)
+        in force for the whole process. Closing the generator early (``close()``, or
+        dropping it) leaves them and the agents' workers as a finished run does; events of
+        the steps already yielded are in the store when ``flush_each_step`` was given."""
+        return self._replay(store, flush_each_step=flush_each_step)
+
+    def _replay(
+        self, store: EventStore | None, *, flush_each_step: bool
+    ) -> Generator[Step, None, CohortRun]:
         state = CohortState(self.cohort)
         writer = _Writer(store, self.cohort, state)
         broker = Broker(state, self.rules)
@@ -244,6 +301,11 @@ class CohortRunner:
             for event in events:
                 state.apply(event)
             writer.add(events)
+
+        def step(kind: str, ts: int) -> Step:
+            if flush_each_step:
+                writer.flush()
+            return Step(kind, ts, writer.version)
 
         start = self.config.start_ts
         emit([self._opened()])
@@ -259,6 +321,7 @@ class CohortRunner:
         ):
             clock = Clock(frozen_time, start)
             deciding = self._setup(agents, emit, start)
+            yield step("open", start)
             for ts, kind, payload in self.timeline.steps:
                 if kind == RESOLUTION:
                     events = self._resolve(state, payload, ts)
@@ -274,6 +337,7 @@ class CohortRunner:
                     self._decide(state, broker, writer, emit, views, deciding, now, ts)
                 else:
                     emit([self._stopped(ts)])
+                yield step(STEP_KINDS[kind], ts)
         closed = CohortClosed(
             cohort=self.cohort,
             ts=self.timeline.end,
@@ -283,6 +347,7 @@ class CohortRunner:
         emit([closed])
         writer.flush()
         writer.snapshot(closing=True)
+        yield Step("close", closed.ts, writer.version)
         return CohortRun(self.cohort, state, writer.version, writer.appended)
 
     @contextmanager
