@@ -22,12 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import pydantic
 
 from arena.cohort import (
     CohortConfig,
     Skipped,
-    cadence_seconds,
     decides,
     describe_skipped,
     select_universe,
@@ -38,6 +36,7 @@ from arena.equity import CohortRecord, fold_cohort
 from arena.errors import ArenaError
 from arena.replay import CohortDone, replay_cohorts
 from arena.report import IntervalSettings, interval_info, iso_utc, universe_volume
+from arena.settings import DEFAULT_OPTIONS, RunOptions, cohort_configs
 from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_returns
 from ledger.projection import BrierRow
 from ledger.store import EventStore
@@ -63,51 +62,44 @@ class BacktestPlan:
     against: tuple[str, ...]
     tape_path: Path
     tape_hash: str
-    starts: tuple[datetime, ...]
-    universe: int
-    cash: float
-    rules: str
-    decision_cadence: str
-    mark_cadence: str
-    seed: int
+    cohorts: tuple[CohortConfig, ...]
+    """One per start, in order: the strategy and the comparison agents, the same settings."""
     skipped: tuple[Skipped, ...] = ()
     """Asked-for starts with nothing to decide, left out, each with its reason."""
 
     @property
+    def starts(self) -> tuple[datetime, ...]:
+        return tuple(c.start for c in self.cohorts)
+
+    @property
     def agents(self) -> dict[str, str]:
         """Agent name -> spec: the strategy first, then each comparison agent by its kind."""
-        return {STRATEGY: self.strategy, **{AgentSpec.parse(s).kind: s for s in self.against}}
-
-    def configs(self) -> list[CohortConfig]:
-        return [
-            CohortConfig(
-                start=start,
-                agents=self.agents,
-                universe=self.universe,
-                cash=self.cash,
-                rules=self.rules,  # type: ignore[arg-type]
-                decision_cadence=self.decision_cadence,
-                mark_cadence=self.mark_cadence,
-                seed=self.seed,
-            )
-            for start in self.starts
-        ]
+        return dict(self.cohorts[0].agents)
 
     def settings(self) -> dict[str, Any]:
-        """The run's settings as plain data (the worker count is left out: it changes nothing)."""
+        """The run's settings as plain data (how it ran, such as the worker count, is left
+        out: it changes nothing)."""
+        shared = self.cohorts[0].model_dump(mode="json", exclude={"start", "agents"})
         return {
             "strategy": self.strategy,
             "against": list(self.against),
             "agents": self.agents,
             "tape_path": str(self.tape_path),
-            "starts": [iso_utc(int(s.timestamp())) for s in self.starts],
-            "universe": self.universe,
-            "cash": self.cash,
-            "rules": self.rules,
-            "decision_cadence": self.decision_cadence,
-            "mark_cadence": self.mark_cadence,
-            "seed": self.seed,
+            "starts": [iso_utc(c.start_ts) for c in self.cohorts],
+            **shared,
         }
+
+
+def backtest_agents(strategy: str, against: Sequence[str]) -> dict[str, str]:
+    """Agent name -> spec: the strategy as ``strategy``, then each comparison agent by its
+    kind; a kind named twice (or ``strategy``) is a BacktestError."""
+    agents = {STRATEGY: strategy}
+    for spec in against:
+        kind = AgentSpec.parse(spec).kind
+        if kind in agents:
+            raise BacktestError(f"--against names {kind!r} twice (or as the strategy's name)")
+        agents[kind] = spec
+    return agents
 
 
 def default_starts(tape: Tape, universe: int, decision_cadence: str = "weekly") -> list[datetime]:
@@ -137,66 +129,40 @@ def plan_backtest(
     tape: Tape,
     tape_path: Path,
     starts: Sequence[datetime] | None = None,
-    *,
-    universe: int = 500,
-    cash: float = 10_000.0,
-    rules: str = "v1",
-    decision_cadence: str = "weekly",
-    mark_cadence: str = "daily",
-    seed: int = 0,
+    **settings: Any,
 ) -> BacktestPlan:
-    """Check every spec loads and every start has markets; raise BacktestError otherwise.
+    """Check every spec loads, the settings (``CohortConfig``'s fields but the start and the
+    agents) validate and some start has something to decide.
 
-    Raises StrategyError (one line) for a spec that does not load.
+    Raises StrategyError for a spec that does not load, SettingsError for a bad setting,
+    BacktestError when nothing can be run; each one line.
     """
-    if universe < 1:
-        raise BacktestError(f"universe must be at least 1 market, got {universe}")
-    kinds: list[str] = []
-    for spec in against:
-        kind = AgentSpec.parse(spec).kind
-        if kind == STRATEGY or kind in kinds:
-            raise BacktestError(f"--against names {kind!r} twice (or as the strategy's name)")
-        kinds.append(kind)
-    for spec in (strategy, *against):
+    agents = backtest_agents(strategy, against)
+    for spec in agents.values():
         build_strategy(spec)  # fail fast, before any worker starts
-    try:
-        cadence_seconds(decision_cadence)  # the starts are checked against it, just below
-    except ValueError as exc:
-        raise BacktestError(str(exc)) from None
+    first = datetime.fromtimestamp(tape.span()[0], UTC)
+    shape = cohort_configs([first], agents, **settings)[0]  # the settings, checked once
     skipped: list[Skipped] = []
     if starts is None:  # every default start has a universe and a decision already
-        chosen = default_starts(tape, universe, decision_cadence)
+        chosen = default_starts(tape, shape.universe, shape.decision_cadence)
     else:
-        chosen, skipped = split_starts(tape, starts, universe, decision_cadence)
+        chosen, skipped = split_starts(tape, starts, shape.universe, shape.decision_cadence)
     if not chosen and not skipped:
         raise BacktestError(f"tape {tape.hash[:12]} has no Sunday with an open, priced market")
     if not chosen:
-        first, last = (iso_utc(t)[:10] for t in tape.span())
+        first_day, last_day = (iso_utc(t)[:10] for t in tape.span())
         raise BacktestError(
             f"nothing to decide: {describe_skipped(skipped, limit=3)} "
-            f"(the tape runs {first}..{last})"
+            f"(the tape runs {first_day}..{last_day})"
         )
-    plan = BacktestPlan(
+    return BacktestPlan(
         strategy=strategy,
         against=tuple(against),
         tape_path=tape_path,
         tape_hash=tape.hash,
-        starts=tuple(chosen),
-        universe=universe,
-        cash=cash,
-        rules=rules,
-        decision_cadence=decision_cadence,
-        mark_cadence=mark_cadence,
-        seed=seed,
+        cohorts=tuple(cohort_configs(chosen, agents, **settings)),
         skipped=tuple(skipped),
     )
-    try:
-        plan.configs()
-    except pydantic.ValidationError as exc:  # a bad cadence, cash, rules or agent name
-        problem = exc.errors()[0]
-        where = ".".join(str(x) for x in problem["loc"])
-        raise BacktestError(f"{where}: {problem['msg']}" if where else problem["msg"]) from None
-    return plan
 
 
 # -- running and folding -------------------------------------------------------------------------
@@ -223,17 +189,13 @@ class BacktestResult:
 def run_backtest(
     plan: BacktestPlan,
     db: Path,
+    options: RunOptions = DEFAULT_OPTIONS,
     *,
-    jobs: int = 1,
-    decision_timeout: float = 0.0,
-    isolate: bool = False,
     on_done: Callable[[CohortDone], None] | None = None,
 ) -> BacktestResult:
-    """Replay every cohort of the plan into ``db`` (in parallel), then fold them from the log."""
-    done = replay_cohorts(
-        plan.tape_path, plan.configs(), db, jobs=jobs, decision_timeout=decision_timeout,
-        isolate=isolate, on_done=on_done,
-    )  # fmt: skip
+    """Replay every cohort of the plan into ``db`` as ``options`` say, then fold them from
+    the log."""
+    done = replay_cohorts(plan.tape_path, plan.cohorts, db, options, on_done=on_done)
     cohorts = [d.cohort for d in done]
     with EventStore.open(db, readonly=True) as store:
         records = [fold_cohort(store, cohort) for cohort in cohorts]

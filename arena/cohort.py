@@ -14,11 +14,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal
 
 import numpy as np
 import pydantic
 
+from ledger.rules import RULES
 from replays.instants import parse_instant as parse_instant  # re-exported: commands read it here
 from replays.tape import Tape
 
@@ -75,7 +75,7 @@ class CohortConfig(pydantic.BaseModel):
     agents: dict[str, str]
     universe: int = pydantic.Field(default=500, ge=1)
     cash: float = pydantic.Field(default=10_000.0, gt=0)
-    rules: Literal["v1", "v2"] = "v1"
+    rules: str = pydantic.Field(default="v1", description=f"betting rules: {', '.join(RULES)}")
     decision_cadence: str = "weekly"
     mark_cadence: str = "daily"
     seed: int = 0
@@ -84,6 +84,14 @@ class CohortConfig(pydantic.BaseModel):
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
         return as_utc(value)
+
+    @pydantic.field_validator("rules")
+    @classmethod
+    def _rules(cls, value: str) -> str:
+        """A version ``ledger.rules.RULES`` defines (where the versions are listed, once)."""
+        if value not in RULES:
+            raise ValueError(f"unknown rules version {value!r} (known: {', '.join(RULES)})")
+        return value
 
     @pydantic.field_validator("decision_cadence", "mark_cadence")
     @classmethod

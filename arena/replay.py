@@ -22,6 +22,7 @@ from pathlib import Path
 
 from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
+from arena.settings import DEFAULT_OPTIONS, RunOptions, RunSettings
 from ledger.anchor import write_head
 from ledger.store import EventStore
 from replays.tape import Tape
@@ -37,39 +38,36 @@ class CohortDone:
     appended: int
 
 
-def run_cohort(
-    tape: Tape, config: CohortConfig, db: Path, decision_timeout: float, isolate: bool = False
-) -> CohortDone:
-    runner = CohortRunner(tape, config, decision_timeout=decision_timeout, isolate=isolate)
+def run_cohort(tape: Tape, settings: RunSettings, db: Path) -> CohortDone:
+    runner = CohortRunner(tape, settings)
     with EventStore.open(db) as store:
         run = runner.run(store)
     return CohortDone(run.cohort, run.events, run.appended)
 
 
-def _worker(
-    tape_path: str, config: CohortConfig, db: str, decision_timeout: float, isolate: bool
-) -> CohortDone:
-    return run_cohort(load_tape(tape_path), config, Path(db), decision_timeout, isolate)
+def _worker(tape_path: str, settings: RunSettings, db: str) -> CohortDone:
+    return run_cohort(load_tape(tape_path), settings, Path(db))
 
 
 def replay_cohorts(
     tape_path: Path,
     configs: Sequence[CohortConfig],
     db: Path,
+    options: RunOptions = DEFAULT_OPTIONS,
     *,
-    jobs: int = 1,
-    decision_timeout: float = 0.0,
-    isolate: bool = False,
     on_done: Callable[[CohortDone], None] | None = None,
 ) -> list[CohortDone]:
-    """Replay every cohort; results come back in the order of ``configs``. The head the log is
-    left at is recorded beside it (``ledger.anchor``), for ``arena verify`` to check later."""
+    """Replay every cohort, each run as ``options`` say (in ``options.workers`` processes);
+    results come back in the order of ``configs``. The head the log is left at is recorded
+    beside it (``ledger.anchor``), for ``arena verify`` to check later."""
     EventStore.open(db).close()  # create the schema once, before workers race to do it
+    runs = [RunSettings(cohort=config, options=options) for config in configs]
     results: dict[int, CohortDone] = {}
-    if jobs <= 1 or len(configs) <= 1:
+    jobs = options.workers(len(runs))
+    if jobs <= 1:
         tape = load_tape(tape_path)
-        for k, config in enumerate(configs):
-            results[k] = run_cohort(tape, config, db, decision_timeout, isolate)
+        for k, settings in enumerate(runs):
+            results[k] = run_cohort(tape, settings, db)
             if on_done:
                 on_done(results[k])
     else:
@@ -79,8 +77,8 @@ def replay_cohorts(
             ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool,
         ):
             futures = {
-                pool.submit(_worker, str(tape_path), config, str(db), decision_timeout, isolate): k
-                for k, config in enumerate(configs)
+                pool.submit(_worker, str(tape_path), settings, str(db)): k
+                for k, settings in enumerate(runs)
             }
             for future in as_completed(futures):
                 k = futures[future]

@@ -52,6 +52,7 @@ from arena.cohort import (
     no_decision_detail,
     week_of,
 )
+from arena.settings import RunSettings
 from arena.transcript import Transcript
 from ledger.errors import LedgerError
 from ledger.events import (
@@ -185,18 +186,23 @@ class _Writer:
 class CohortRunner:
     """Replays one cohort of a tape with its agents into a store (or only in memory).
 
-    ``isolate`` runs each agent's code in its own worker process (``arena.isolation``)
-    instead of in this one (``arena.boundary.InProcess``); honest agents log the same bytes."""
+    ``settings`` is the cohort and how to run it (``arena.settings.RunSettings``); a bare
+    ``CohortConfig`` runs with the default ``RunOptions``. ``options.isolate`` runs each
+    agent's code in its own worker process (``arena.isolation``) instead of in this one
+    (``arena.boundary.InProcess``); honest agents log the same bytes. ``strategies`` replaces
+    the agents' specs with ready objects (benchmarks and tests: such a cohort is not
+    reproducible from its log alone)."""
 
     def __init__(
         self,
         tape: Tape,
-        config: CohortConfig,
+        settings: RunSettings | CohortConfig,
         *,
         strategies: dict[str, Strategy] | None = None,
-        decision_timeout: float = 0.0,
-        isolate: bool = False,
     ) -> None:
+        if isinstance(settings, CohortConfig):
+            settings = RunSettings(cohort=settings)
+        config = settings.cohort
         self.tape = tape
         self.config = config
         self.rules = rules_for(config.rules)
@@ -205,8 +211,8 @@ class CohortRunner:
         self.strategies = strategies or {
             name: build_strategy(spec) for name, spec in config.agents.items()
         }
-        self.decision_timeout = decision_timeout
-        self.isolate = isolate
+        self.decision_timeout = settings.options.decision_timeout
+        self.isolate = settings.options.isolate
         self.universe, self.universe_by = choose_universe(tape, config.start_ts, config.universe)
         if not self.universe:
             raise LedgerError(empty_start_detail(tape, config.start_ts))

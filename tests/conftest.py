@@ -111,6 +111,7 @@ def weekly_log(tmp_path_factory: pytest.TempPathFactory, synthetic_tape: Tape) -
     replayed one after another (each cohort's events are contiguous in the log), with their
     closing snapshots and the head recorded beside the log. Copy it before changing it."""
     from arena.replay import replay_cohorts
+    from arena.settings import RunOptions
 
     folder = tmp_path_factory.mktemp("weekly")
     tape_path = folder / "synthetic.tape"
@@ -118,7 +119,7 @@ def weekly_log(tmp_path_factory: pytest.TempPathFactory, synthetic_tape: Tape) -
     agents = {"fav": "favourite", "coin": "random?bets=2"}
     configs = [hand_config(agents, start=START + k * WEEK, universe=6) for k in range(3)]
     db = folder / "arena.db"
-    replay_cohorts(tape_path, configs, db, jobs=1)
+    replay_cohorts(tape_path, configs, db, RunOptions(jobs=1))
     return db
 
 

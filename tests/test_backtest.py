@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from conftest import arena
 from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.backtest import default_starts
 from arena.charts import nice_ticks
 from arena.cohort import NO_MARKET, UNCOVERED, VOLUME_FINAL
-from arena.commands.backtest import backtest
 from arena.equity import CohortRecord, mean_equity
 from ledger.events import CohortOpened
 from ledger.leaderboard import belief_scores
@@ -34,7 +34,7 @@ AGENTS = ["strategy", "hold", "favourite", "random"]
 
 
 def run(*args: str) -> Result:
-    return CliRunner().invoke(backtest, list(args))
+    return arena("backtest", *args)
 
 
 def run_json(*args: str) -> dict[str, Any]:
@@ -278,23 +278,42 @@ def test_default_starts_are_the_full_universe_sundays() -> None:
         (("nosuch",), "unknown strategy 'nosuch'"),
         (("favourite", "--against", "hold,nosuch"), "unknown strategy 'nosuch'"),
         (("favourite", "--against", "hold,hold"), "'hold' twice"),
-        (("favourite", "--starts", "2024-09-01"), "FROM..TO"),
-        (("favourite", "--starts", "2024-09-02..2024-09-03"), "no Sunday"),
-        (("favourite", "--starts", "soon..later"), "not an ISO-8601"),
         (("favourite", "--starts", "2020-01-05..2020-01-12"), "no open, priced market"),
-        (("favourite", "--decisions", "sometimes"), "cadence"),
-        (("favourite", "--cash", "-1"), "cash"),
-        (("favourite", "--universe", "0"), "universe must be at least 1"),
+        (("favourite", "--decisions", "sometimes"), "decision_cadence: cadence 'sometimes'"),
+        (("favourite", "--cash", "-1"), "cash: Input should be greater than 0"),
+        (("favourite", "--universe", "0"), "universe: Input should be greater than or equal to 1"),
+        (("favourite", "--timeout", "-1"), "decision_timeout: Input should be greater than"),
+        (("favourite", "--jobs", "-2"), "jobs: Input should be greater than or equal to 0"),
         (("random?bets=x",), "bets"),
     ],
 )
 def test_bad_input_is_one_line(args: tuple[str, ...], fragment: str, tmp_path: Path) -> None:
     result = run(*args, "--db", str(tmp_path / "x.db"))
-    assert result.exit_code != 0
+    assert result.exit_code == 1
     assert result.output.count("\n") == 1, result.output
     assert result.output.startswith("Error: ")
     assert fragment in result.output
     assert not (tmp_path / "x.db").exists()  # nothing was run
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("--starts", "2024-09-01"), "Invalid value for --starts: use FROM..TO"),
+        (("--starts", "2024-09-02..2024-09-03"), "Invalid value for --starts: no Sunday"),
+        (("--starts", "soon..later"), "not an ISO-8601"),
+        (("--rules", "v3"), "'v3' is not one of 'v1', 'v2'"),
+    ],
+)
+def test_a_bad_option_is_a_usage_error(
+    args: tuple[str, ...], fragment: str, tmp_path: Path
+) -> None:
+    """Usage errors: ``arena`` itself prints them as one line (tests/test_cli.py shows how)."""
+    result = run("favourite", *args, "--db", str(tmp_path / "x.db"))
+    assert result.exit_code == 2
+    last = result.output.splitlines()[-1]
+    assert last.startswith("Error: ") and fragment in last, result.output
+    assert not (tmp_path / "x.db").exists()
 
 
 def test_bad_tape_is_one_line(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from arena.boundary import (
 )
 from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
+from arena.settings import RunOptions, RunSettings
 from ledger.events import (
     AnyEvent,
     BetIntent,
@@ -291,7 +292,8 @@ def replay(
     from strategies.loader import build_strategy
 
     built = {"fav": build_strategy("favourite"), **agents}
-    run = CohortRunner(tape, config, strategies=built, decision_timeout=timeout, isolate=isolate)
+    options = RunOptions(decision_timeout=timeout, isolate=isolate)
+    run = CohortRunner(tape, RunSettings(cohort=config, options=options), strategies=built)
     events: list[AnyEvent] = []
     store = _ListStore(events)
     run.run(store)  # type: ignore[arg-type]

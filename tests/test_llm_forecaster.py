@@ -25,6 +25,7 @@ from llm_server import FakeLLM, Received, Reply
 
 from arena.boundary import DecisionTimeout
 from arena.runner import CohortRunner
+from arena.settings import RunOptions, RunSettings
 from ledger.events import DecisionMade, ModelCall
 from ledger.rules import RULES
 from ledger.store import EventStore
@@ -626,12 +627,9 @@ def test_the_time_limit_stops_a_decision_waiting_on_answers(
     with FakeLLM(hold_the_first_decision) as fake:
         monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
         agent = trader(f"sign?forecaster=llm:{MODEL}")
-        runner = CohortRunner(
-            make_hand_tape(),
-            hand_config({"sign": f"sign?forecaster=llm:{MODEL}"}),
-            strategies={"sign": agent},
-            decision_timeout=0.5,
-        )
+        config = hand_config({"sign": f"sign?forecaster=llm:{MODEL}"})
+        settings = RunSettings(cohort=config, options=RunOptions(decision_timeout=0.5))
+        runner = CohortRunner(make_hand_tape(), settings, strategies={"sign": agent})
         with EventStore.open(tmp_path / "run.db") as store:
             runner.run(store)
             made = [e for e in store.read() if isinstance(e, DecisionMade)]
@@ -728,13 +726,15 @@ import os, socket, sys
 sys.path.insert(0, sys.argv[1])
 from conftest import hand_config, make_hand_tape
 from arena.runner import CohortRunner
+from arena.settings import RunOptions, RunSettings
 
 silent = socket.socket()
 silent.bind(("127.0.0.1", 0))
 silent.listen(64)  # connections are taken by the kernel and never answered
 os.environ["ARENA_LLM_BASE_URL"] = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
 spec = "sign?forecaster=llm:test-model"
-run = CohortRunner(make_hand_tape(), hand_config({"sign": spec}), decision_timeout=0.3).run()
+settings = RunSettings(cohort=hand_config({"sign": spec}), options=RunOptions(decision_timeout=0.3))
+run = CohortRunner(make_hand_tape(), settings).run()
 print("decided", run.events, flush=True)
 """
 

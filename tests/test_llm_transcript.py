@@ -19,7 +19,6 @@ from conftest import arena, hand_config, make_hand_tape
 from llm_server import HOLD, FakeLLM, Reply
 
 from arena.commands.cassette import cassette
-from arena.commands.replay import replay
 from arena.commands.report import report
 from arena.commands.step import step
 from arena.runner import CohortRunner
@@ -165,7 +164,8 @@ def test_percentile_is_the_nearest_rank() -> None:
 
 
 def cli(args: list[str]) -> Result:
-    return CliRunner().invoke(replay, args, catch_exceptions=False)
+    """``arena replay ARGS``, through the CLI's edge: a stopped run is one line there."""
+    return arena("replay", *args, catch_exceptions=False)
 
 
 def replay_args(tape: Path, db: Path, *extra: str) -> list[str]:

@@ -12,8 +12,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from conftest import arena
 
 from arena.commands.replay import replay
 from arena.commands.report import report
@@ -61,9 +63,10 @@ LEADERBOARD_KEYS = {
 }
 
 
-def invoke(command: Any, *args: str | Path) -> Result:
-    """Run a command; a wide terminal, so rich tables keep whole numbers."""
-    return CliRunner().invoke(command, [str(a) for a in args], env={"COLUMNS": "200"})
+def invoke(command: click.Command, *args: str | Path) -> Result:
+    """Run a command through the CLI's edge (where a domain error becomes one line); a wide
+    terminal, so rich tables keep whole numbers."""
+    return arena(command.name, *args, env={"COLUMNS": "200"})
 
 
 def ok_json(result: Result) -> Any:

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import arena.runner
 from arena.cohort import CohortConfig, select_universe
 from arena.runner import CohortRun, CohortRunner
+from arena.settings import RunOptions, RunSettings
 from ledger.errors import LedgerError
 from ledger.events import (
     AnyEvent,
@@ -53,10 +54,12 @@ def run_into(
     tape: Tape,
     config: CohortConfig,
     strategies: dict[str, Strategy] | None = None,
-    **kwargs: Any,
+    **options: Any,
 ) -> CohortRun:
+    """Replay ``config`` into ``db``; ``options`` are ``RunOptions``' fields."""
+    settings = RunSettings(cohort=config, options=RunOptions(**options))
     with EventStore.open(db) as store:
-        return CohortRunner(tape, config, strategies=strategies, **kwargs).run(store)
+        return CohortRunner(tape, settings, strategies=strategies).run(store)
 
 
 def stored(db: Path) -> list[AnyEvent]:

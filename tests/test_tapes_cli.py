@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 from conftest import arena
 
-from arena.commands.replay import replay
 from arena.commands.tapes import sparkline
 from replays.synthetic import random_walk_tape
 from replays.tapefile import save_tape
@@ -152,11 +151,10 @@ def test_hostile_tapes_are_one_line_in_every_command(
 ) -> None:
     monkeypatch.setenv("ARENA_TAPE_MAX_BYTES", str(2 << 20))
     path = str(hostile_tapes(tmp_path)[name])
-    runner = CliRunner()
     for args in (["validate", path], ["show", path], ["list", path]):
         assert_one_line_error(arena("tapes", *args), fragment)
     db = str(tmp_path / "run.db")
-    result = runner.invoke(replay, ["--tape", path, "--start", "2024-01-07", "--db", db])
+    result = arena("replay", "--tape", path, "--start", "2024-01-07", "--db", db)
     assert_one_line_error(result, fragment)
     assert not Path(db).exists()
 

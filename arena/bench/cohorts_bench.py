@@ -7,7 +7,6 @@ the last commit (tape loading and process start-up included).
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from arena.cohort import CohortConfig, sundays
 from arena.replay import replay_cohorts
+from arena.settings import RunOptions
 from replays.instants import parse_instant
 from replays.samples import sample_path
 
@@ -30,10 +30,11 @@ AGENTS = {
 def bench_cohorts(jobs: int = 0) -> dict[str, Any]:
     starts = sundays(parse_instant("2024-05-12"), parse_instant("2024-11-03"))
     configs = [CohortConfig(start=s, agents=AGENTS) for s in starts]
-    workers = jobs or os.cpu_count() or 1
+    options = RunOptions(jobs=jobs)
+    workers = options.workers(len(configs))
     with tempfile.TemporaryDirectory() as tmp:
         began = time.perf_counter()
-        done = replay_cohorts(sample_path(), configs, Path(tmp) / "cohorts.db", jobs=workers)
+        done = replay_cohorts(sample_path(), configs, Path(tmp) / "cohorts.db", options)
         seconds = time.perf_counter() - began
     return {
         "cohorts": len(done),

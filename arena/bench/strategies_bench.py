@@ -19,6 +19,7 @@ import numpy as np
 
 from arena.cohort import DECISION, CohortConfig
 from arena.runner import CohortRunner
+from arena.settings import RunOptions, RunSettings
 from replays.synthetic import random_walk_tape
 from replays.tape import Tape
 from strategies.api import Decision, Strategy, View
@@ -43,7 +44,8 @@ def _run_seconds(
         decision_cadence=cadence,
         mark_cadence="weekly",
     )
-    runner = CohortRunner(tape, config, strategies={"still": Still()}, isolate=isolate)
+    settings = RunSettings(cohort=config, options=RunOptions(isolate=isolate))
+    runner = CohortRunner(tape, settings, strategies={"still": Still()})
     decisions = sum(1 for step in runner.timeline.steps if step[1] == DECISION)
     began = time.perf_counter()
     runner.run(None)

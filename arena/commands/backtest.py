@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -12,24 +11,13 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arena.backtest import (
-    DEFAULT_AGAINST,
-    STRATEGY,
-    BacktestError,
-    plan_backtest,
-    results_data,
-    run_backtest,
-)
-from arena.commands.options import cohort_options
-from arena.commands.replay import parse_starts, skipped_note
+from arena.backtest import DEFAULT_AGAINST, STRATEGY, plan_backtest, results_data, run_backtest
+from arena.commands.options import CohortChoice, cohort_options, parse_starts
+from arena.commands.replay import skipped_note
 from arena.console import make_console
 from arena.html_report import write_report
 from arena.report import BRIER_IMPLIED, beliefs_table
-from ledger.errors import LedgerError
-from replays.errors import TapeError
-from replays.samples import sample_path
 from replays.tapefile import load_tape
-from strategies.api import StrategyError
 
 
 def _pct(x: float | None) -> str:
@@ -96,11 +84,6 @@ def summary_table(data: dict[str, Any]) -> Table:
     return table
 
 
-def _one_line(exc: BaseException) -> click.ClickException:
-    message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
-    return click.ClickException(message.splitlines()[0] if message else type(exc).__name__)
-
-
 @click.command()
 @click.argument("strategy")
 @cohort_options
@@ -129,18 +112,9 @@ def _one_line(exc: BaseException) -> click.ClickException:
 )
 def backtest(
     strategy: str,
-    tape_path: Path | None,
+    cohort: CohortChoice,
     starts: str | None,
     against: str,
-    jobs: int,
-    decision_timeout: float,
-    isolate: bool,
-    rules: str,
-    cash: float,
-    universe: int,
-    decision_cadence: str,
-    mark_cadence: str,
-    seed: int,
     db: Path | None,
     as_json: bool,
     report_dir: Path | None,
@@ -158,41 +132,19 @@ def backtest(
       arena backtest 'random?bets=4' --universe 50 --report out/ --json
     """
     console = make_console(stderr=as_json)
-    path = tape_path or sample_path()
-    try:
-        chosen = parse_starts(None, starts) if starts else None
-        tape = load_tape(path)
-        plan = plan_backtest(
-            strategy,
-            [spec.strip() for spec in against.split(",") if spec.strip()],
-            tape,
-            path,
-            chosen,
-            universe=universe,
-            cash=cash,
-            rules=rules,
-            decision_cadence=decision_cadence,
-            mark_cadence=mark_cadence,
-            seed=seed,
-        )
-    except (click.ClickException, BacktestError, StrategyError, TapeError) as exc:
-        raise _one_line(exc) from None
+    chosen = parse_starts(None, starts) if starts else None
+    tape = load_tape(cohort.tape)
+    comparison = [spec.strip() for spec in against.split(",") if spec.strip()]
+    plan = plan_backtest(strategy, comparison, tape, cohort.tape, chosen, **cohort.settings)
     if db is None:
         db = Path(tempfile.mkdtemp(prefix="arena-backtest-")) / "backtest.db"
-    workers = jobs or min(len(plan.starts), os.cpu_count() or 1)
     progress = Progress(
         TextColumn("[bold]backtesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=make_console(stderr=True), transient=True, disable=as_json,
     )  # fmt: skip
-    try:
-        with progress:
-            task = progress.add_task("cohorts", total=len(plan.starts))
-            result = run_backtest(
-                plan, db, jobs=workers, decision_timeout=decision_timeout, isolate=isolate,
-                on_done=lambda _: progress.advance(task),
-            )  # fmt: skip
-    except (LedgerError, TapeError, StrategyError, BacktestError) as exc:
-        raise _one_line(exc) from None
+    with progress:
+        task = progress.add_task("cohorts", total=len(plan.cohorts))
+        result = run_backtest(plan, db, cohort.options, on_done=lambda _: progress.advance(task))
     data = results_data(result)
     if report_dir is not None:
         try:

@@ -1,19 +1,75 @@
-"""Options shared by the commands that run cohorts (``replay`` and ``backtest``)."""
+"""Option groups shared by the commands that run cohorts (``replay``, ``backtest``, ...).
+
+Each group is a decorator that adds its options to a command and hands the command one value
+built from them, so a command declares the cohort settings once and receives them whole:
+
+- :func:`cohort_options`: ``--tape``, the cohort settings (``--rules``, ``--cash``,
+  ``--universe``, ``--decisions``, ``--marks``, ``--seed``) and the run options (``--jobs``,
+  ``--timeout``, ``--isolate``, ``--on-miss``), as one :class:`CohortChoice` named ``cohort``;
+- :func:`agent_options`: ``--agent NAME=SPEC`` (repeatable) and ``--agents-file``, as
+  ``agents`` (``{name: spec}``, the built-in line-up when neither is given);
+- :func:`start_options`: ``--start`` or ``--starts FROM..TO``, as ``starts`` (a list of
+  instants; the default start when neither is given).
+
+Every default is read off the settings models (``arena.cohort.CohortConfig``,
+``arena.settings.RunOptions``), so the CLI and a Python caller that leaves a setting out get
+the same cohort id.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
-from collections.abc import Callable
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
-F = TypeVar("F", bound=Callable[..., object])
+from arena.cohort import CohortConfig, parse_instant, sundays
+from arena.settings import RunOptions, cohort_configs, run_options
+from ledger.rules import RULES
 
-DECISION_TIMEOUT = 300.0
-"""Long enough for an LLM agent's call with its retries, short enough that a hung plugin
-costs minutes, not the run."""
+T = TypeVar("T")
+
+DEFAULT_START = "2024-09-01"
+DEFAULT_AGENTS = (
+    "hold=hold", "favourite=favourite", "contrarian=contrarian", "random=random",
+    "extremized=extremized", "sign=sign", "linear=linear?B=1000",
+)  # fmt: skip
+
+COHORT_SETTINGS = ("rules", "cash", "universe", "decision_cadence", "mark_cadence", "seed")
+"""The ``CohortConfig`` fields the options set, by their own names (start and agents come
+from their own options, or from the command)."""
+
+
+def _default(model: Any, field: str) -> Any:
+    return model.model_fields[field].default
+
+
+@dataclass(frozen=True)
+class CohortChoice:
+    """What the cohort options chose: the tape, every cohort setting but the start and the
+    agents, and how the run goes."""
+
+    tape_path: Path | None
+    settings: dict[str, Any]
+    options: RunOptions
+
+    @property
+    def tape(self) -> Path:
+        """The tape file: the one given, or the embedded 2024 election sample."""
+        from replays.samples import sample_path
+
+        return self.tape_path or sample_path()
+
+    def configs(self, starts: Sequence[datetime], agents: dict[str, str]) -> list[CohortConfig]:
+        """One validated ``CohortConfig`` per start; a bad setting is one ``SettingsError``."""
+        return cohort_configs(starts, agents, **self.settings)
 
 
 def _on_miss(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -26,37 +82,171 @@ def _on_miss(ctx: click.Context, param: click.Parameter, value: str | None) -> N
 _COHORT_OPTIONS = (
     click.option("--tape", "tape_path", type=click.Path(dir_okay=False, path_type=Path),
                  help="Tape file (default: the embedded 2024 election sample)."),
-    click.option("--rules", type=click.Choice(["v1", "v2"]), default="v1", show_default=True,
+    click.option("--rules", type=click.Choice(list(RULES)),
+                 default=_default(CohortConfig, "rules"), show_default=True,
                  help="Betting rules: v1 caps each bet, v2 a decision's total (all or none)."),
-    click.option("--cash", type=float, default=10_000.0, show_default=True,
+    click.option("--cash", type=float, default=_default(CohortConfig, "cash"), show_default=True,
                  help="Starting cash of every agent."),
-    click.option("--universe", type=int, default=500, show_default=True,
-                 help="Top N markets by volume open at the start."),
-    click.option("--decisions", "decision_cadence", default="weekly", show_default=True,
+    click.option("--universe", type=int, default=_default(CohortConfig, "universe"),
+                 show_default=True, help="Top N markets by volume open at the start."),
+    click.option("--decisions", "decision_cadence",
+                 default=_default(CohortConfig, "decision_cadence"), show_default=True,
                  help="Decision cadence: weekly, daily, hourly, tick, or e.g. 6h."),
-    click.option("--marks", "mark_cadence", default="daily", show_default=True,
-                 help="Mark cadence (snapshots, equity curves): weekly, daily, hourly, tick, 6h…"),
-    click.option("--seed", type=int, default=0, show_default=True,
-                 help="Seed of every agent's random generator."),
-    click.option("--jobs", type=int, default=0,
-                 help="Worker processes (default: CPU cores)."),
-    click.option("--timeout", "decision_timeout", type=float, default=DECISION_TIMEOUT,
+    click.option("--marks", "mark_cadence", default=_default(CohortConfig, "mark_cadence"),
                  show_default=True,
+                 help="Mark cadence (snapshots, equity curves): weekly, daily, hourly, tick, 6h…"),
+    click.option("--seed", type=int, default=_default(CohortConfig, "seed"), show_default=True,
+                 help="Seed of every agent's random generator."),
+    click.option("--jobs", type=int, default=_default(RunOptions, "jobs"),
+                 help="Worker processes (default: CPU cores)."),
+    click.option("--timeout", "decision_timeout", type=float,
+                 default=_default(RunOptions, "decision_timeout"), show_default=True,
                  help="Seconds a strategy may take per decision before it is recorded as an "
                       "error and HOLD (0: no limit)."),
     click.option("--on-miss", type=click.Choice(["error", "hold"]), expose_value=False,
                  callback=_on_miss,
                  help="A model question missing from a replay's cassette: stop the run with "
                       "an error (default), or HOLD as before. Sets ARENA_LLM_ON_MISS."),
-    click.option("--isolate", is_flag=True,
+    click.option("--isolate", is_flag=True, default=_default(RunOptions, "isolate"),
                  help="Run each agent's code in a worker process of its own (for plugins you "
                       "do not trust; the same log for honest ones, slower per decision)."),
 )  # fmt: skip
 
 
-def cohort_options(command: F) -> F:
-    """Add the cohort settings (tape, rules, cash, universe, cadences, seed, jobs, timeout,
-    isolation)."""
-    for option in reversed(_COHORT_OPTIONS):
-        command = option(command)
-    return command
+def _group(
+    options: Sequence[Callable[[Any], Any]], name: str, build: Callable[[dict[str, Any]], object]
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """A decorator adding ``options`` to a command and passing it ``name=build(values)``,
+    where ``values`` are those options' own values (taken out of the command's arguments)."""
+
+    def decorate(command: Callable[..., T]) -> Callable[..., T]:
+        before = {p.name for p in _params(command)}
+
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> T:
+            values = {key: kwargs.pop(key) for key in list(kwargs) if key in mine}
+            return command(**kwargs, **{name: build(values)})
+
+        for option in reversed(options):
+            run = option(run)
+        mine = {p.name for p in _params(run)} - before
+        return run
+
+    return decorate
+
+
+def _params(command: Callable[..., Any]) -> list[click.Parameter]:
+    return list(getattr(command, "__click_params__", []))
+
+
+def _cohort_choice(values: dict[str, Any]) -> CohortChoice:
+    """The cohort options' values as a ``CohortChoice`` (run options out of range are one
+    ``SettingsError``; the cohort settings are checked with the agents and the starts)."""
+    options = run_options(**{f: values.pop(f) for f in RunOptions.model_fields})
+    return CohortChoice(values.pop("tape_path"), values, options)
+
+
+def cohort_options(command: Callable[..., T]) -> Callable[..., T]:
+    """Add the tape, the cohort settings and the run options; the command gets ``cohort``,
+    a :class:`CohortChoice`."""
+    return _group(_COHORT_OPTIONS, "cohort", _cohort_choice)(command)
+
+
+def read_agents_file(path: Path) -> dict[str, str]:
+    """``{name: spec}`` from a TOML or JSON file (optionally under an ``agents`` key).
+
+    An ``[llm]`` table beside the agents holds the model connection (``base_url``,
+    ``api_key_env``, ``timeout``, ``cassette``, ...; see ``strategies.llm.connection``): it is
+    copied into the ``ARENA_LLM_*`` variables the environment does not already set, so the
+    environment wins, for the ``llm`` agent and the ``llm`` forecaster alike."""
+    from strategies.llm.connection import environment_defaults
+
+    if path.suffix not in (".toml", ".json"):
+        raise click.BadParameter(f"{path}: use a .toml or .json file", param_hint="--agents-file")
+    try:
+        raw = path.read_bytes()
+        data = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--agents-file") from None
+    if isinstance(data, dict) and isinstance(data.get("llm"), dict):
+        try:
+            for name, value in environment_defaults(data.pop("llm")).items():
+                os.environ.setdefault(name, value)
+        except ValueError as exc:
+            raise click.BadParameter(f"{path}: {exc}", param_hint="--agents-file") from None
+    table = data.get("agents", data) if isinstance(data, dict) else None
+    if not isinstance(table, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in table.items()
+    ):
+        raise click.BadParameter(
+            f'{path}: expected a table of NAME = "SPEC" strings', param_hint="--agents-file"
+        )
+    return dict(table)
+
+
+def parse_agents(specs: Sequence[str], from_file: dict[str, str] | None = None) -> dict[str, str]:
+    """``NAME=SPEC`` pairs, in order (after any from a file; the built-in line-up when there
+    are neither); a malformed or repeated name is a usage error."""
+    agents: dict[str, str] = dict(from_file or {})
+    for item in specs or (() if from_file else DEFAULT_AGENTS):
+        name, sep, spec = item.partition("=")
+        if not sep or not name or not spec:
+            raise click.BadParameter(f"{item!r} is not NAME=SPEC", param_hint="--agent")
+        if "?" in name:  # a spec with settings and no name: its first '=' is not the name's
+            raise click.BadParameter(
+                f"{item!r} is not NAME=SPEC; name the agent, e.g. a={item}", param_hint="--agent"
+            )
+        if name in agents:
+            raise click.BadParameter(f"agent {name!r} given twice", param_hint="--agent")
+        agents[name] = spec
+    return agents
+
+
+_AGENT_OPTIONS = (
+    click.option("--agent", "agent", multiple=True, metavar="NAME=SPEC",
+                 help="An agent (repeatable), e.g. fav=favourite, alice=scripted:d.json."),
+    click.option("--agents-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                 help="TOML or JSON table of NAME = SPEC, for many agents."),
+)  # fmt: skip
+
+
+def agent_options(command: Callable[..., T]) -> Callable[..., T]:
+    """Add ``--agent`` and ``--agents-file``; the command gets ``agents``, ``{name: spec}``."""
+
+    def agents(values: dict[str, Any]) -> dict[str, str]:
+        path = values["agents_file"]
+        return parse_agents(values["agent"], read_agents_file(path) if path else None)
+
+    return _group(_AGENT_OPTIONS, "agents", agents)(command)
+
+
+def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
+    """``--start`` as given, or every Sunday 00:00 UTC in ``--starts``; a bad date is a usage
+    error that names the option it came from."""
+    if start and starts:
+        raise click.UsageError("give --start or --starts, not both")
+    try:
+        if starts:
+            first, sep, last = starts.partition("..")
+            if not sep:
+                raise click.BadParameter("use FROM..TO", param_hint="--starts")
+            found = sundays(parse_instant(first), parse_instant(last))
+            if not found:
+                raise click.BadParameter(f"no Sunday in {starts}", param_hint="--starts")
+            return found
+        return [parse_instant(start or DEFAULT_START)]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--starts" if starts else "--start") from None
+
+
+_START_OPTIONS = (
+    click.option("--start", help=f"Cohort start, ISO-8601 (default {DEFAULT_START}, a Sunday)."),
+    click.option("--starts", help="Every Sunday 00:00 UTC in FROM..TO, one cohort each."),
+)
+
+
+def start_options(command: Callable[..., T]) -> Callable[..., T]:
+    """Add ``--start`` and ``--starts``; the command gets ``starts``, a list of instants."""
+    return _group(_START_OPTIONS, "starts", lambda v: parse_starts(v["start"], v["starts"]))(
+        command
+    )
