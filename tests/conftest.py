@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
-from llama_server import LlamaServer
 
 from arena.cohort import CohortConfig
 from replays.synthetic import random_walk_tape
 from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import save_tape
+from tests.llama_server import LlamaServer
 
 START = 1_704_585_600  # Sunday 2024-01-07 00:00 UTC
 HOUR = 3_600

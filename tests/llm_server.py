@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from local_server import LocalServer
+from tests.local_server import LocalServer
 
 HOLD = '{"action": "HOLD", "reasoning": "nothing stands out"}'
 

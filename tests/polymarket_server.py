@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from local_server import LocalServer
+from tests.local_server import LocalServer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "data" / "polymarket" / "api_fixtures"

@@ -1,0 +1,182 @@
+"""``arena tapes``: JSON output, one-line errors, and exit codes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import Result
+
+from arena.commands.tapes import sparkline
+from replays.synthetic import random_walk_tape
+from replays.tapefile import save_tape
+from tests.conftest import arena
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = arena("tapes", *args)
+    return result.exit_code, result.output
+
+
+def test_sparkline_maps_prices_to_blocks() -> None:
+    assert sparkline(np.array([0.0, 0.5, 0.999, 1.0]), width=4) == "▁▅██"
+    assert sparkline(np.array([])) == ""
+
+
+def test_list_and_show_json(tmp_path: Path) -> None:
+    save_tape(random_walk_tape(3, 10, seed=1, step_seconds=60), tmp_path / "a.tape")
+    (tmp_path / "notes.txt").write_text("not a tape")
+    code, out = run("list", str(tmp_path), "--json")
+    assert code == 0
+    [row] = json.loads(out)
+    assert (row["markets"], row["points"], row["resolved"], row["unresolved"]) == (3, 30, 3, 0)
+    assert row["first"] == "2024-01-01 00:00" and row["last"] == "2024-01-01 00:09"
+    code, out = run("show", str(tmp_path / "a.tape"), "--market", "syn-00001", "--json")
+    assert code == 0
+    [market] = json.loads(out)["market_rows"]
+    assert market["id"] == "syn-00001" and market["points"] == 10 and len(market["sparkline"]) == 10
+
+
+def test_show_sample_lists_markets_by_volume() -> None:
+    code, out = run("show", "sample", "--limit", "2", "--json")
+    assert code == 0
+    rows = json.loads(out)["market_rows"]
+    assert [r["id"] for r in rows] == ["255151", "255143"]  # PA then MI president
+    # the sample records no coverage and no scheduled end: the default, the tape's last point
+    assert {(r["covered_until"], r["coverage_recorded"], r["scheduled_end"]) for r in rows} == {
+        ("2024-11-12 15:01", False, None)
+    }
+
+
+def test_validate_reports_each_file_and_fails_on_any_bad(tmp_path: Path) -> None:
+    good = tmp_path / "good.tape.jsonl.gz"
+    save_tape(random_walk_tape(2, 5, seed=2), good)
+    bad = tmp_path / "bad.tape"
+    bad.write_bytes(b"PK\x03\x04 nonsense")
+    code, out = run("validate", str(good), str(bad), "--json")
+    assert code == 1
+    results = json.loads(out)
+    assert [r["ok"] for r in results] == [True, False]
+    assert results[1]["error"].startswith(f"{bad}: corrupt columnar tape")
+    assert run("validate", str(good))[0] == 0
+
+
+def test_bad_input_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    code, out = run("show", str(tmp_path / "missing.tape"))
+    assert code == 1
+    assert out.strip().startswith("Error:") and out.count("\n") == 1 and "cannot read" in out
+    code, out = run("show", "sample", "--market", "nope")
+    assert code == 1 and "no market 'nope'" in out
+
+
+def test_import_polymarket_writes_a_tape_and_summarises(tmp_path: Path) -> None:
+    market = {"id": "7", "question": "Q?", "outcomes": '["Yes", "No"]', "closed": True}
+    market |= {"clobTokenIds": '["1", "2"]', "outcomePrices": '["0.5", "0.5"]'}
+    market |= {"closedTime": "2024-01-02 00:00:00+00"}
+    markets = [market]
+    (tmp_path / "m.json").write_text(json.dumps(markets))
+    (tmp_path / "p.jsonl").write_text(
+        json.dumps({"token_id": "1", "history": [{"t": 1704067200, "p": 0.5}]})
+    )
+    out_path = tmp_path / "o.tape"
+    inputs = ("--markets", str(tmp_path / "m.json"), "--prices", str(tmp_path / "p.jsonl"))
+    code, out = run("import", "polymarket", *inputs, "--out", str(out_path), "--json")
+    assert code == 0, out
+    summary = json.loads(out)
+    assert (summary["markets"], summary["voided"], summary["resolved"]) == (1, 1, 0)
+    assert out_path.exists()
+    code, out = run("import", "polymarket", *inputs, "--out", str(tmp_path / "o.csv"))
+    assert code == 1 and "unknown tape extension" in out
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    for args in (
+        ["list"],
+        ["show"],
+        ["validate"],
+        ["import", "polymarket"],
+        ["import", "election2024"],
+    ):
+        code, out = run(*args, "--help")
+        assert code == 0 and "Example" in out
+
+
+HEAD = {"format": "arena-tape", "version": 1, "resolutions": [],
+        "markets": [{"id": "a", "question": "A?", "outcomes": ["Yes", "No"]}]}  # fmt: skip
+
+
+def hostile_tapes(folder: Path) -> dict[str, Path]:
+    """One file per hole fuzzing found; each crashed a command or was accepted."""
+
+    def jsonl(name: str, head: dict[str, object], t: list[object], p: list[object]) -> None:
+        row = {"market": "a", "t": t, "p": p}
+        (folder / f"{name}.tape.jsonl").write_text(f"{json.dumps(head)}\n{json.dumps(row)}\n")
+
+    twice = [{"market": "a", "ts": 300, "winner": w} for w in ("Yes", "No")]
+    jsonl("no-outcomes", {**HEAD, "markets": [{"id": "a", "question": "?", "outcomes": []}]},
+          [100, 200, 300], [0.1, 0.2, 0.3])  # fmt: skip
+    jsonl("huge-instant", HEAD, [100, 2**70], [0.1, 0.2])
+    far = [{"market": "a", "ts": 2**63, "winner": "Yes"}]
+    jsonl("far-resolution", {**HEAD, "resolutions": far}, [100], [0.1])
+    jsonl("two-resolutions", {**HEAD, "resolutions": twice}, [100], [0.1])
+    jsonl("true-price", HEAD, [100], [True])
+    gz = folder / "bomb.tape.jsonl.gz"
+    gz.write_bytes(gzip.compress(json.dumps(HEAD).encode() + b"\n" + b" " * (3 << 20)))
+    return {p.name.split(".")[0]: p for p in sorted(folder.iterdir())}
+
+
+def assert_one_line_error(result: Result, fragment: str) -> None:
+    assert result.exit_code != 0
+    assert isinstance(result.exception, SystemExit), result.exception  # not a traceback
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("no-outcomes", "market a: needs at least two outcomes"),
+        ("huge-instant", "market a: instants must be whole unix seconds"),
+        ("far-resolution", "market a: resolution instant t=9223372036854775808"),
+        ("two-resolutions", "market a: resolved twice"),
+        ("true-price", "market a: prices must be numbers"),
+        ("bomb", "decompresses to more than 2.0 MiB"),
+    ],
+)
+def test_hostile_tapes_are_one_line_in_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, fragment: str
+) -> None:
+    monkeypatch.setenv("ARENA_TAPE_MAX_BYTES", str(2 << 20))
+    path = str(hostile_tapes(tmp_path)[name])
+    for args in (["validate", path], ["show", path], ["list", path]):
+        assert_one_line_error(arena("tapes", *args), fragment)
+    db = str(tmp_path / "run.db")
+    result = arena("replay", "--tape", path, "--start", "2024-01-07", "--db", db)
+    assert_one_line_error(result, fragment)
+    assert not Path(db).exists()
+
+
+def test_hostile_import_inputs_are_one_line(tmp_path: Path) -> None:
+    market = {
+        "id": "7",
+        "question": "Q?",
+        "outcomes": '["Yes", "Yes"]',
+        "clobTokenIds": '["1", "2"]',
+    }
+    (tmp_path / "m.json").write_text(json.dumps([market]))
+    (tmp_path / "p.jsonl").write_text(
+        json.dumps({"token_id": "1", "history": [{"t": 2**70, "p": 0.5}]})
+    )
+    inputs = ["--markets", str(tmp_path / "m.json"), "--prices", str(tmp_path / "p.jsonl")]
+    out = ["--out", str(tmp_path / "o.tape")]
+    result = arena("tapes", "import", "polymarket", *inputs, *out)
+    assert_one_line_error(result, "p.jsonl: line 1: Expected `int` <= 4102444799")
+    (tmp_path / "p.jsonl").write_text(
+        json.dumps({"token_id": "1", "history": [{"t": 100, "p": 0.5}]})
+    )
+    result = arena("tapes", "import", "polymarket", *inputs, *out)
+    assert_one_line_error(result, "market 7: outcome 'Yes' is listed twice")
+    assert not (tmp_path / "o.tape").exists()

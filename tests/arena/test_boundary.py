@@ -1,0 +1,630 @@
+"""The plugin boundary: no look-ahead by construction, nothing shared a plugin can write, and no
+plugin that can stop the run or change another agent's results.
+
+Hostile plugins run beside the built-in ``favourite`` agent on a synthetic tape; its events must
+be the same as in a run without them (the cohort id and the agent list aside).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+from collections import deque
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arena.boundary import (
+    MAX_ORDERS,
+    MAX_TEXT,
+    PastWriter,
+    checked,
+    error_text,
+)
+from arena.cohort import CohortConfig
+from arena.runner import CohortRunner
+from arena.settings import RunOptions, RunSettings
+from ledger.events import (
+    AnyEvent,
+    BetIntent,
+    CohortClosed,
+    CohortOpened,
+    DecisionMade,
+    ModelCall,
+    OrderFilled,
+)
+from replays.synthetic import random_walk_tape
+from replays.tape import MarketInfo, Resolution, Tape
+from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
+
+DAY = 86_400
+T0 = 1_704_067_200  # Monday 2024-01-01
+
+
+# -- a tape whose every price says when it was recorded ------------------------------------------
+
+
+def telltale_tape() -> Tape:
+    """Four binary markets, one point a day each for 30 days, priced 0.0101, 0.0102, ... in the
+    order the points happen: a price seen tells its instant, and NO (above 0.7) cannot be
+    mistaken for a YES. Any time or price of a point after an instant is the future there."""
+    markets, series, resolutions = [], {}, []
+    for m in range(4):
+        mid = f"m{m}"
+        markets.append(MarketInfo(id=mid, question=f"{mid}?", outcomes=("Yes", "No"), volume=m))
+        times = np.array([T0 + d * DAY + m * 60 for d in range(30)], dtype=np.int64)
+        prices = np.array([0.0101 + (d * 4 + m) * 0.0001 for d in range(30)])
+        series[mid] = (times, prices)
+        resolutions.append(Resolution(market=mid, ts=T0 + 40 * DAY, winner="Yes"))
+    return Tape.from_series(markets, series, resolutions, source="telltale")
+
+
+def telltale_config(agent: str, cadence: str) -> CohortConfig:
+    return CohortConfig(
+        start=datetime.fromtimestamp(T0 + 2 * DAY, UTC),
+        agents={agent: "hold"},
+        universe=4,
+        decision_cadence=cadence,
+        mark_cadence="weekly",
+    )
+
+
+def future_of(tape: Tape, ts: int) -> tuple[set[int], set[float]]:
+    times, prices = set(), set()
+    for m in range(len(tape.markets)):
+        later = tape.times(m) > ts
+        times |= {int(t) for t in tape.times(m)[later]}
+        prices |= {float(p) for p in tape.yes(m)[later]}
+        prices |= {1.0 - float(p) for p in tape.yes(m)[later]}
+    return times, prices
+
+
+def _numbers_in(buffer: Any) -> tuple[np.ndarray, np.ndarray]:
+    raw = bytes(buffer)[: len(bytes(buffer)) // 8 * 8]
+    return np.frombuffer(raw, dtype=np.int64), np.frombuffer(raw, dtype=np.float64)
+
+
+SKIP = (types.ModuleType, type, str, int, float, bool, complex, type(None))
+
+
+class Explorer(Strategy):
+    """Walks every object it can reach from its view, calls every callable it finds with
+    far-future arguments, and records every number it saw (raw buffers and maps included).
+
+    Not followed: functions' ``__globals__``, modules and classes (from there every object of
+    the process is reachable, as through ``gc``; that is what ``--isolate`` is for)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[int, set[int], set[float]]] = []
+
+    def decide(self, view: View) -> Decision:
+        ints: set[int] = set()
+        floats: set[float] = set()
+        self._walk(view, ints, floats, len(view.markets))
+        self.seen.append((view.ts, ints, floats))
+        return Decision.hold()
+
+    def _walk(self, root: object, ints: set[int], floats: set[float], n: int) -> None:
+        queue: deque[object] = deque([root])
+        visited: set[int] = set()
+        while queue and len(visited) < 50_000:
+            obj = queue.popleft()
+            if id(obj) in visited or isinstance(obj, SKIP):
+                if isinstance(obj, int | float) and not isinstance(obj, bool):
+                    (ints if isinstance(obj, int) else floats).add(obj)  # type: ignore[arg-type]
+                continue
+            visited.add(id(obj))
+            queue.extend(self._neighbours(obj, ints, floats, n))
+
+    def _neighbours(self, obj: object, ints: set[int], floats: set[float], n: int) -> list[Any]:
+        found: list[Any] = []
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.kind in "iu":
+                ints.update(int(x) for x in obj.ravel())
+            elif obj.dtype.kind == "f":
+                floats.update(float(x) for x in obj.ravel())
+            return [obj.base]
+        if isinstance(obj, memoryview):
+            return [obj.obj, bytes(obj)]
+        if isinstance(obj, bytes | bytearray | mmap.mmap):
+            as_int, as_float = _numbers_in(obj[:] if isinstance(obj, mmap.mmap) else obj)
+            ints.update(int(x) for x in as_int)
+            floats.update(float(x) for x in as_float)
+            return []
+        if isinstance(obj, dict):
+            return [*obj.keys(), *obj.values()]
+        if isinstance(obj, list | tuple | set | frozenset | deque):
+            found += list(obj)
+        if isinstance(obj, types.FunctionType):
+            found += [c.cell_contents for c in obj.__closure__ or ()]
+            found += [*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()]
+        if isinstance(obj, types.MethodType | types.BuiltinMethodType):
+            found.append(getattr(obj, "__self__", None))
+        if callable(obj) and not isinstance(obj, type):
+            found += self._call(obj, n)
+        for klass in type(obj).__mro__:
+            for name in getattr(klass, "__slots__", ()):
+                found.append(getattr(obj, name, None))
+        found += list(getattr(obj, "__dict__", {}).values())
+        for name in dir(obj):
+            if name.startswith("__"):
+                continue
+            with contextlib.suppress(Exception):
+                found.append(getattr(obj, name))
+        return found
+
+    @staticmethod
+    def _call(fn: Any, n: int) -> list[Any]:
+        results = []
+        far = 2**62
+        keys = [*range(n), *(f"m{i}" for i in range(n))]
+        for args in [(), *((k,) for k in keys), *((k, far) for k in keys)]:
+            with contextlib.suppress(Exception):
+                results.append(fn(*args))
+        return results
+
+
+def test_nothing_reachable_from_a_view_postdates_its_instant() -> None:
+    tape = telltale_tape()
+    explorer = Explorer()
+    config = telltale_config("x", "daily")
+    CohortRunner(tape, config, strategies={"x": explorer}).run(None)
+    assert len(explorer.seen) >= 20
+    for ts, ints, floats in explorer.seen:
+        future_times, future_prices = future_of(tape, ts)
+        assert not (ints & future_times), ts
+        assert not (floats & future_prices), ts
+        # ... while the walk does find the present: the walker is not blind
+        now = max(t for t in ints if t <= ts and t in {int(x) for x in tape.times(0)})
+        assert ts - now < DAY
+
+
+def test_history_asked_for_the_far_future_ends_at_the_instant() -> None:
+    tape = telltale_tape()
+    shown: list[tuple[int, int]] = []
+
+    class Peek(Strategy):
+        def decide(self, view: View) -> Decision:
+            times, values = view.markets._history(view.markets.index("m0"), 2**62)
+            shown.append((view.ts, int(times[-1])))
+            assert values.shape == (times.size, 2)
+            return Decision.hold()
+
+    config = telltale_config("p", "daily")
+    CohortRunner(tape, config, strategies={"p": Peek()}).run(None)
+    # m0's points fall at T0 + d days, so at each daily decision the last one is that instant
+    assert shown and all(last == ts for ts, last in shown if ts < T0 + 30 * DAY)
+
+
+@given(
+    lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5),
+    widths=st.data(),
+    cuts=st.lists(st.integers(0, 40), max_size=6),
+)
+@settings(max_examples=60, deadline=None)
+def test_past_shows_exactly_the_points_up_to_each_instant(
+    lengths: list[int], widths: st.DataObject, cuts: list[int]
+) -> None:
+    """For any series and any increasing instants, ``Past`` answers as the full series cut at
+    the instant would, and its memory holds no point after it."""
+    rng = np.random.default_rng(len(lengths))
+    w = [widths.draw(st.integers(1, 3)) for _ in lengths]
+    times = [np.sort(rng.choice(40, size=k, replace=False)).astype(np.int64) for k in lengths]
+    values = [rng.random((k, wj)) for k, wj in zip(lengths, w, strict=True)]
+    writer = PastWriter(lengths, w)
+    writer.load(times, values)
+    for ts in sorted(cuts):
+        count = np.array([int(np.searchsorted(t, ts, side="right")) for t in times])
+        writer.advance(ts, count, count > 0)
+        for j, (t, v) in enumerate(zip(times, values, strict=True)):
+            got_t, got_v = writer.past.history(j, ts)
+            np.testing.assert_array_equal(got_t, t[t <= ts])
+            np.testing.assert_array_equal(got_v, v[t <= ts])
+            expect = tuple(v[count[j] - 1]) if count[j] else None
+            assert writer.past.prices(j) == expect
+        hidden = {float(x) for t, v in zip(times, values, strict=True) for x in v[t > ts].ravel()}
+        assert not hidden & {float(x) for x in writer.past.values.ravel()}
+
+
+# -- nothing shared can be written ---------------------------------------------------------------
+
+
+def test_handed_out_arrays_cannot_be_made_writable() -> None:
+    tape = telltale_tape()
+    outcomes: list[str] = []
+
+    class Reflag(Strategy):
+        def decide(self, view: View) -> Decision:
+            arrays = (view.markets.yes, view.markets.open, view.markets.volume,
+                      view.markets.binary, view.shares)  # fmt: skip
+            for array in arrays:
+                with pytest.raises(ValueError, match="WRITEABLE"):
+                    array.setflags(write=True)
+            past = view.markets._history.__self__  # type: ignore[attr-defined]
+            for array in (past.times, past.values, past.visible):
+                with pytest.raises(ValueError, match="WRITEABLE"):
+                    array.setflags(write=True)
+            _times, values = view.markets.history("m0")
+            values[:] = 0.99  # a copy of its own: writing it changes nothing else
+            outcomes.append("refused")
+            return Decision.hold()
+
+    config = telltale_config("r", "weekly")
+    CohortRunner(tape, config, strategies={"r": Reflag()}).run(None)
+    assert outcomes == ["refused"] * 4  # every weekly decision: T0 + 2, 9, 16 and 23 days
+
+
+# -- hostile plugins beside an honest agent ------------------------------------------------------
+
+
+def honest_tape() -> Tape:
+    return random_walk_tape(6, 60, seed=3, step_seconds=3_600 * 6)
+
+
+def replay(
+    agents: dict[str, Strategy], timeout: float = 0.0, isolate: bool = False
+) -> list[AnyEvent]:
+    """Run ``fav=favourite`` beside ``agents``, in memory."""
+    tape = honest_tape()
+    specs = {"fav": "favourite", **{name: "hold" for name in agents}}
+    config = CohortConfig(
+        start=datetime.fromtimestamp(tape.span()[0], UTC),
+        agents=specs,
+        universe=6,
+        decision_cadence="daily",
+        mark_cadence="daily",
+    )
+    from strategies.loader import build_strategy
+
+    built = {"fav": build_strategy("favourite"), **agents}
+    options = RunOptions(decision_timeout=timeout, isolate=isolate)
+    run = CohortRunner(tape, RunSettings(cohort=config, options=options), strategies=built)
+    events: list[AnyEvent] = []
+    store = _ListStore(events)
+    run.run(store)  # type: ignore[arg-type]
+    return events
+
+
+class _ListStore:
+    """Just enough of an EventStore to keep a cohort's events in a list."""
+
+    def __init__(self, events: list[AnyEvent]) -> None:
+        self.events = events
+
+    def read(self, stream: str) -> list[AnyEvent]:
+        return []
+
+    def append(self, stream: str, events: list[AnyEvent], expected_version: int) -> None:
+        self.events.extend(events)
+
+
+def of_agent(events: list[AnyEvent], agent: str) -> list[AnyEvent]:
+    """The agent's events and everything shared (marks, resolutions), cohort id left out."""
+    kept: list[AnyEvent] = []
+    for e in events:
+        if getattr(e, "agent", agent) != agent or isinstance(e, CohortOpened | CohortClosed):
+            continue
+        kept.append(msgspec.structs.replace(e, cohort=""))
+    return kept
+
+
+@pytest.fixture(scope="module")
+def alone() -> list[AnyEvent]:
+    events = of_agent(replay({}), "fav")
+    assert any(isinstance(e, OrderFilled) for e in events)  # the honest agent does trade
+    return events
+
+
+class Exits(Strategy):
+    def decide(self, view: View) -> Decision:
+        sys.exit(3)
+
+
+class HardExit(Strategy):
+    def decide(self, view: View) -> Decision:
+        os._exit(0)
+
+
+class Interrupts(Strategy):
+    def decide(self, view: View) -> Decision:
+        raise KeyboardInterrupt
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no")
+
+
+class RaisesUnprintable(Strategy):
+    def decide(self, view: View) -> Decision:
+        raise Unprintable()
+
+
+class Huge(Strategy):
+    def decide(self, view: View) -> Decision:
+        return Decision(bets=[Bet(market=view.markets.ids[0], side="YES", amount=1e308)])
+
+
+class Overconfident(Strategy):
+    def decide(self, view: View) -> Decision:
+        return Decision(bets=[Bet(market=view.markets.ids[0], side="YES", amount=60, belief=7.5)])
+
+
+class BadSetup(Strategy):
+    def setup(self, context: Context) -> None:
+        raise RuntimeError("no model")
+
+    def decide(self, view: View) -> Decision:
+        raise AssertionError("an agent that sat out is never asked")
+
+
+class IgnoresAlarm(Strategy):
+    def decide(self, view: View) -> Decision:
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        return Decision.hold()
+
+
+class Forks(Strategy):
+    def decide(self, view: View) -> Decision:
+        os.fork()
+        return Decision.hold()
+
+
+class SendsCtrlC(Strategy):
+    def decide(self, view: View) -> Decision:
+        os.kill(os.getpid(), signal.SIGINT)
+        return Decision.hold()
+
+
+class Rewrites(Strategy):
+    """The attack of the issue: re-flag the prices writable and crash them to 0.02."""
+
+    def decide(self, view: View) -> Decision:
+        try:
+            view.markets.yes.setflags(write=True)
+            view.markets.yes[:] = 0.02
+        except ValueError:
+            pass
+        for obj in gc.get_referrers(view.markets.yes):  # and every array like it it can find
+            if isinstance(obj, np.ndarray) and obj.flags.writeable:
+                obj[...] = 0
+        return Decision.hold()
+
+
+NOT_P = "not a probability in [0, 1]"
+MAY_NOT = "a strategy may not call"
+HOSTILE: dict[str, tuple[type[Strategy], str]] = {
+    "sys.exit": (Exits, "SystemExit: 3"),
+    "os._exit": (HardExit, "SandboxError: a strategy may not call os._exit during a replay"),
+    "KeyboardInterrupt": (Interrupts, "KeyboardInterrupt: "),
+    "unprintable": (
+        RaisesUnprintable,
+        "Unprintable: (its message could not be shown: its __str__ raised)",
+    ),
+    "1e308": (Huge, "ValueError: bet on syn-00001: amount 1e+308 is beyond 1e+12"),
+    "belief 7.5": (Overconfident, f"ValueError: bet on syn-00001: belief 7.5 is {NOT_P}"),
+    "SIG_IGN": (IgnoresAlarm, f"SandboxError: {MAY_NOT} signal.signal during a replay"),
+    "fork": (Forks, f"SandboxError: {MAY_NOT} os.fork during a replay"),
+    "Ctrl-C to itself": (SendsCtrlC, "SandboxError: a strategy may not signal the replay's own "
+                                     "process"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_plugin_is_a_recorded_hold_and_changes_nothing_else(
+    case: str, alone: list[AnyEvent]
+) -> None:
+    kind, error = HOSTILE[case]
+    events = replay({"bad": kind()}, timeout=5.0)
+    made = [e for e in events if isinstance(e, DecisionMade) and e.agent == "bad"]
+    assert made and all(d.action == "HOLD" for d in made)
+    assert {d.error.splitlines()[0] for d in made if d.error} == {error}
+    assert not [e for e in events if getattr(e, "agent", None) == "bad" and e not in made]
+    assert of_agent(events, "fav") == alone
+
+
+def test_a_plugin_rewriting_prices_changes_nothing_else(alone: list[AnyEvent]) -> None:
+    events = replay({"bad": Rewrites()})
+    assert of_agent(events, "fav") == alone
+
+
+def test_a_failed_setup_sits_the_agent_out_once(alone: list[AnyEvent]) -> None:
+    events = replay({"bad": BadSetup()})
+    made = [e for e in events if isinstance(e, DecisionMade) and e.agent == "bad"]
+    assert len(made) == 1
+    assert made[0].error is not None
+    assert made[0].error.splitlines()[0] == (
+        "sat out the cohort: setup failed: RuntimeError: no model"
+    )
+    assert of_agent(events, "fav") == alone
+
+
+class SleepsAfterIgnoring(Strategy):
+    """Tries to switch the time limit off, then runs past it."""
+
+    def decide(self, view: View) -> Decision:
+        with contextlib.suppress(Exception):
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        time.sleep(1.0)
+        return Decision.hold("slept")
+
+
+def test_the_time_limit_cannot_be_switched_off(alone: list[AnyEvent]) -> None:
+    events = replay({"bad": SleepsAfterIgnoring()}, timeout=0.05)
+    made = [e for e in events if isinstance(e, DecisionMade) and e.agent == "bad"]
+    assert made[0].error is not None
+    assert made[0].error.splitlines()[0] == "DecisionTimeout: decision took longer than 0.05 s"
+    assert of_agent(events, "fav") == alone
+
+
+# -- what a plugin returns -----------------------------------------------------------------------
+
+
+def test_oversized_answers_are_cut_with_a_note() -> None:
+    many = [Bet(market="m0", side="YES", amount=50)] * (MAX_ORDERS + 5)
+    decision, note = checked(Decision(bets=many, reasoning="x" * (MAX_TEXT + 1)))
+    assert len(decision.bets) == MAX_ORDERS
+    assert len(decision.reasoning) == MAX_TEXT
+    assert note == (
+        f"bets: {MAX_ORDERS + 5:,} given, the first {MAX_ORDERS:,} kept (at most "
+        f"{MAX_ORDERS:,} orders per decision); reasoning cut to {MAX_TEXT:,} of "
+        f"{MAX_TEXT + 1:,} characters"
+    )
+    sells = [Sell(percentage=50, market="m0", side="YES")] * MAX_ORDERS
+    decision, note = checked(Decision(bets=[Bet(market="m0", side="YES", amount=50)], sells=sells))
+    assert (len(decision.sells), len(decision.bets)) == (MAX_ORDERS, 0)
+    assert note is not None and note.startswith("bets: 1 given, the first 0 kept")
+
+
+def test_a_huge_reasoning_is_logged_cut_with_the_note() -> None:
+    class Talker(Strategy):
+        def decide(self, view: View) -> Decision:
+            return Decision(reasoning="z" * 5_000_000, trace=Trace(error="parse failed"))
+
+    events = replay({"t": Talker()})
+    made = [e for e in events if isinstance(e, DecisionMade) and e.agent == "t"]
+    assert all(len(d.reasoning) == MAX_TEXT for d in made)
+    assert {d.error for d in made} == {
+        f"parse failed; reasoning cut to {MAX_TEXT:,} of 5,000,000 characters"
+    }
+
+
+@pytest.mark.parametrize(
+    ("trace", "why"),
+    [
+        (Trace(tokens_in="12"), "TypeError: trace.tokens_in must be a whole number"),  # type: ignore[arg-type]
+        (Trace(cost=float("nan")), "TypeError: trace.cost must be a finite number or None"),
+        (Trace(prompt=b"x"), "TypeError: trace.prompt must be a string or None"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_trace_of_the_wrong_types_is_refused(trace: Trace, why: str) -> None:
+    with pytest.raises((TypeError, ValueError)) as caught:
+        checked(Decision(trace=trace))
+    assert error_text(caught.value).splitlines()[0] == why
+
+
+def test_an_endless_generator_of_bets_cannot_hang_the_check() -> None:
+    def forever() -> Any:
+        while True:
+            yield Bet(market="m0", side="YES", amount=50)
+
+    decision, note = checked(Decision(bets=forever()))
+    assert len(decision.bets) == MAX_ORDERS
+    assert note is not None and note.startswith("bets: more given")
+
+
+# -- a real Ctrl-C ---------------------------------------------------------------------------
+
+ARENA = Path(sys.executable).parent / "arena"
+SLOW_PLUGIN = """
+import os, pathlib, time
+from strategies.api import Decision, Strategy
+
+
+class Slow(Strategy):
+    def decide(self, view):
+        pathlib.Path(os.environ["ARENA_TEST_MARK"]).touch()
+        time.sleep(0.3)
+        return Decision.hold()
+"""
+
+
+def test_a_real_ctrl_c_stops_the_run_cleanly_and_the_log_resumes(
+    tmp_path: Path, hand_tape_file: Path
+) -> None:
+    plugin = tmp_path / "slow.py"
+    plugin.write_text(SLOW_PLUGIN)
+    mark = tmp_path / "deciding"
+    env = {**os.environ, "ARENA_TEST_MARK": str(mark)}
+
+    def command(db: Path) -> list[str]:
+        return [str(ARENA), "replay", "--tape", str(hand_tape_file), "--start", "2024-01-07",
+                "--agent", f"s={plugin}:Slow", "--agent", "f=favourite", "--db", str(db),
+                "--json"]  # fmt: skip
+
+    interrupted = tmp_path / "interrupted.db"
+    process = subprocess.Popen(command(interrupted), env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert err.strip() == "Aborted."
+    resumed = subprocess.run(command(interrupted), env=env, capture_output=True, text=True,
+                             timeout=120, check=True)  # fmt: skip
+    fresh = subprocess.run(command(tmp_path / "fresh.db"), env=env, capture_output=True,
+                           text=True, timeout=120, check=True)  # fmt: skip
+    assert json.loads(resumed.stdout)["digest"] == json.loads(fresh.stdout)["digest"]
+
+
+# -- a log written before beliefs were checked -------------------------------------------------
+
+
+class TwoBeliefs(Strategy):
+    """Two bets at its first decision, then nothing."""
+
+    def decide(self, view: View) -> Decision:
+        if view.week > 1:
+            return Decision.hold()
+        return Decision(
+            bets=[
+                Bet(market="a", side="YES", amount=60, belief=7.5),
+                Bet(market="b", side="NO", amount=60, belief=0.7),
+            ]
+        )
+
+
+def test_a_log_with_a_belief_outside_0_1_still_reports(
+    tmp_path: Path, hand_tape: Tape, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before beliefs were checked, ``belief=7.5`` reached the log; its reports still work,
+    scoring the one real probability and saying that one was left out."""
+    from click.testing import CliRunner
+
+    from arena.commands.report import report
+    from ledger.store import EventStore
+    from tests.conftest import hand_config
+
+    monkeypatch.setattr(
+        "arena.boundary._bet",
+        lambda b: BetIntent(market=b.market, side=b.side, amount=b.amount, belief=b.belief),
+    )
+    db = tmp_path / "old.db"
+    with EventStore.open(db) as store:
+        config = hand_config({"o": "hold"})
+        CohortRunner(hand_tape, config, strategies={"o": TwoBeliefs()}).run(store)
+    result = CliRunner().invoke(report, [str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    (beliefs,) = json.loads(result.output)["cohorts"][0]["beliefs"].values()
+    # b's NO at 0.7 won (b resolved No): one scored belief, Brier (0.7 - 1)² = 0.09
+    assert (beliefs["n"], beliefs["left_out"]) == (1, 1)
+    assert beliefs["brier"] == pytest.approx(0.09)
+    assert CliRunner().invoke(report, [str(db)]).exit_code == 0
+
+
+def test_a_model_call_of_the_wrong_types_is_refused_before_it_reaches_the_log() -> None:
+    """msgspec builds a struct without checking its fields; the log would decode it back only
+    to fail, so the boundary checks it as the log will read it."""
+    call = ModelCall(model=7, question="q", request="r")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^trace.calls: Expected `str`, got `int` - at `\$.model`"):
+        checked(Decision(trace=Trace(calls=(call,))))
+    fine = ModelCall(model="m", question="q", request="r", messages=[{"role": "user"}])
+    decision, note = checked(Decision(trace=Trace(calls=(fine,), prompts={"d": "system"})))
+    assert decision.trace == Trace(calls=(fine,), prompts={"d": "system"}) and note is None

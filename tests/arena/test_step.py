@@ -1,0 +1,481 @@
+"""``arena.step.frames`` and ``arena step``: one agent's decisions, what it saw, what followed.
+
+The scripted scenario runs once per module on the hand tape of ``conftest.py`` (universe a, b,
+tie-w; weekly decisions and marks at +0, +7d, +14d) with agents ``s`` (the script below) and
+``h`` (hold). What the log then holds, in order, and so what the frames must show:
+
+    +0    marks a 0.5, b 0.2, tie-w 0.5
+          s BET: $1,000 of a YES at 0.5 -> 2,000 shares, conf 1,000 / (0.25 x 10,000) = 0.4;
+                 $40 of b YES rejected (under the $50 minimum)
+    +7d   tie-w resolves Yes; marks a 0.75, b 0.3
+          s SELL 50% of a: 1,000 shares at 0.75 -> $750, cost basis 500, realized 250
+    +14d  a resolves Yes: 1,000 shares pay $1,000 (cost 500); marks b 0.3
+          s HOLD (script finished)
+    +21d  b resolves No; the cohort closes
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.cells import cell_len
+from rich.console import Console
+
+from arena.cohort import CohortConfig
+from arena.commands.replay import replay
+from arena.commands.step import render, step
+from arena.runner import CohortRunner
+from arena.step import Fit, Frame, Portfolio, Seen, fit, frames
+from ledger.events import (
+    BetIntent,
+    DecisionMade,
+    DecisionsStopped,
+    Event,
+    MarketResolved,
+    OrderFilled,
+    OrderPlaced,
+    OrderRejected,
+    PositionRefunded,
+    PositionSettled,
+    PromptStored,
+    SellIntent,
+)
+from ledger.store import EventStore
+from replays.tape import Tape
+from replays.tapefile import save_tape
+from tests.conftest import START, WEEK
+
+SCRIPT = [
+    {
+        "action": "BET",
+        "reasoning": "a looks cheap",
+        "bets": [
+            {"market_id": "a", "side": "YES", "amount": 1000, "probability": 0.7},
+            {"market_id": "b", "side": "YES", "amount": 40},
+        ],
+    },
+    {"action": "SELL", "sells": [{"market_id": "a", "side": "YES", "percentage": 50}]},
+]
+REJECTION = "bet $40.00 is below the $50.00 minimum"
+FRAME_KEYS = {
+    "index", "ts", "week", "decision", "seen", "before", "after", "at_next", "outcomes",
+    "model_usage", "model_usage_so_far",
+}  # fmt: skip
+
+
+def invoke(command: Any, *args: str | Path) -> Result:
+    """Run a command; a wide terminal, so rich panels keep whole lines."""
+    return CliRunner().invoke(command, [str(a) for a in args], env={"COLUMNS": "200"})
+
+
+def one_line_error(result: Result) -> str:
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+def replay_script(tmp: Path, tape: Path, *starts: str) -> Path:
+    """Replay the script (agent ``s``) beside ``h=hold`` into ``tmp/run.db``."""
+    script = tmp / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    db = tmp / "run.db"
+    when = ("--starts", starts[0]) if starts else ("--start", "2024-01-07")
+    result = invoke(
+        replay,
+        "--tape",
+        tape,
+        *when,
+        "--universe",
+        "3",
+        "--marks",
+        "weekly",
+        "--agent",
+        f"s=scripted:{script}",
+        "--agent",
+        "h=hold",
+        "--db",
+        db,
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    return db
+
+
+@pytest.fixture(scope="module")
+def tape_file(tmp_path_factory: pytest.TempPathFactory, hand_tape: Tape) -> Path:
+    path = tmp_path_factory.mktemp("tape") / "hand.tape"
+    save_tape(hand_tape, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory, tape_file: Path) -> Path:
+    return replay_script(tmp_path_factory.mktemp("run"), tape_file)
+
+
+@pytest.fixture(scope="module")
+def log(db: Path) -> tuple[str, list[Event]]:
+    with EventStore.open(db, readonly=True) as store:
+        [cohort] = store.streams()
+        return cohort, list(store.read(stream=cohort))
+
+
+@pytest.fixture(scope="module")
+def cut(log: tuple[str, list[Event]]) -> list[Frame]:
+    cohort, events = log
+    return frames(events, cohort, "s")
+
+
+def own_outcomes(events: Iterable[Event], agent: str) -> list[Event]:
+    kinds = (OrderFilled, OrderRejected, PositionSettled, PositionRefunded)
+    return [e for e in events if isinstance(e, kinds) and e.agent == agent]
+
+
+# -- frames by hand ------------------------------------------------------------------------------
+
+
+def test_one_frame_per_decision(log: tuple[str, list[Event]], cut: list[Frame]) -> None:
+    _, events = log
+    decisions = [e for e in events if isinstance(e, DecisionMade) and e.agent == "s"]
+    assert len(cut) == len(decisions) == 3
+    assert [f.decision for f in cut] == decisions
+    assert [f.index for f in cut] == [0, 1, 2]
+    assert [(f.decision.action, f.decision.ts, f.decision.week) for f in cut] == [
+        ("BET", START, 1),
+        ("SELL", START + WEEK, 2),
+        ("HOLD", START + 2 * WEEK, 3),
+    ]
+
+
+def test_portfolios_before_after_and_at_the_next_decision(cut: list[Frame]) -> None:
+    start = Portfolio(10_000.0, 0.0, 10_000.0, None, 0, ())
+    # right after the BET, at +0's prices: cash 10,000 - 1,000 = 9,000 and 2,000 shares of a
+    # at 0.5 = 1,000; total still 10,000 (a buy at the market price is no gain). The rejected
+    # $40 moves nothing. Before, this showed 10,500: the shares valued at +7d's 0.75.
+    bought = Portfolio(
+        9_000.0, 1_000.0, 10_000.0, None, 0, (("a", "YES", 2_000.0, 1_000.0, 1_000.0),)
+    )
+    # at the SELL a week later, a is marked 0.75: 2,000 x 0.75 = 1,500, total 10,500
+    long = Portfolio(
+        9_000.0, 1_500.0, 10_500.0, None, 0, (("a", "YES", 2_000.0, 1_000.0, 1_500.0),)
+    )
+    # right after the SELL of half at 0.75: cash 9,000 + 750 = 9,750; 1,000 shares (cost
+    # 1,000 - 500 sold) x 0.75 = 750; total 10,500 again
+    sold = Portfolio(9_750.0, 750.0, 10_500.0, None, 0, (("a", "YES", 1_000.0, 500.0, 750.0),))
+    # by the HOLD, a resolved Yes: 1,000 shares pay $1,000, cash 10,750, nothing held; Brier of
+    # the one resolved buy (0.4 - 1)^2 = 0.36 (exact in binary too: 1 - 0.4 rounds to the
+    # double nearest 0.6, whose square rounds to the one nearest 0.36)
+    flat = Portfolio(10_750.0, 0.0, 10_750.0, 0.36, 1, ())
+    assert [(f.before, f.after, f.at_next) for f in cut] == [
+        (start, bought, long),
+        (long, sold, flat),
+        (flat, flat, flat),
+    ]
+    for f in cut:
+        assert f.after is not None and f.at_next is not None
+        assert isinstance(f.before.positions_value, float)  # 0.0, not the int 0 of an empty sum
+        assert f.at_next.total_value == f.at_next.cash + f.at_next.positions_value
+
+
+def test_outcomes_are_the_agents_fills_rejections_and_settlements_in_order(
+    log: tuple[str, list[Event]], cut: list[Frame]
+) -> None:
+    _, events = log
+    summary = [
+        [
+            (type(e).__name__, getattr(e, "order_id", None) or getattr(e, "market", None))
+            for e in f.outcomes
+        ]
+        for f in cut
+    ]
+    assert summary == [
+        [("OrderFilled", "o1"), ("OrderRejected", "o2"), ("MarketResolved", "tie-w")],
+        [("OrderFilled", "o3"), ("MarketResolved", "a"), ("PositionSettled", "a")],
+        [("DecisionsStopped", None), ("MarketResolved", "b")],  # b open past the tape's end
+    ]
+    rejected = cut[0].outcomes[1]
+    assert isinstance(rejected, OrderRejected) and rejected.reason == REJECTION
+    # every own fill, rejection and settlement of the log lands in exactly one frame, in order
+    assert [e for f in cut for e in own_outcomes(f.outcomes, "s")] == own_outcomes(events, "s")
+    assert not any(isinstance(e, OrderPlaced) for f in cut for e in f.outcomes)
+
+
+def test_after_waits_for_the_decisions_transcript_and_orders(
+    log: tuple[str, list[Event]], cut: list[Frame]
+) -> None:
+    """An LLM decision's prompt text and model calls sit between it and its orders."""
+    cohort, events = log
+    at = next(i for i, e in enumerate(events) if isinstance(e, DecisionMade) and e.agent == "s")
+    prompt = PromptStored(cohort=cohort, ts=events[at].ts, digest="d", text="You are…")
+    with_transcript = [*events[: at + 1], prompt, *events[at + 1 :]]
+    assert [f.after for f in frames(with_transcript, cohort, "s")] == [f.after for f in cut]
+
+
+def test_brier_moves_only_when_the_bet_resolves(cut: list[Frame]) -> None:
+    assert cut[0].at_next is not None and cut[1].at_next is not None
+    # the buy filled in frame 0 but a resolves at +14d, inside frame 1
+    assert (cut[0].before.brier, cut[0].at_next.brier, cut[1].before.brier) == (None, None, None)
+    assert cut[1].at_next.brier == pytest.approx(0.36)  # confidence 0.4, won: (0.4 - 1)^2
+    assert (cut[1].before.n_resolved, cut[1].at_next.n_resolved) == (0, 1)
+    assert any(isinstance(e, MarketResolved) and e.market == "a" for e in cut[1].outcomes)
+
+
+def test_seen_is_the_latest_mark_of_each_outcome_of_the_unresolved_markets(
+    cut: list[Frame],
+) -> None:
+    def prices(f: Frame) -> dict[str, dict[str, float]]:
+        return {m: s.prices for m, s in f.seen.items()}
+
+    assert [prices(f) for f in cut] == [
+        # the marks at +0, biggest volume first: a 500, b 300, tie-w 100
+        {"a": {"Yes": 0.5, "No": 0.5}, "b": {"Yes": 0.2, "No": 0.8},
+         "tie-w": {"Yes": 0.5, "No": 0.5}},
+        {"a": {"Yes": 0.75, "No": 0.25}, "b": {"Yes": 0.3, "No": 0.7}},  # tie-w resolved
+        {"b": {"Yes": 0.3, "No": 0.7}},  # a resolved at +14d; b's last point is +1d's 0.3
+    ]  # fmt: skip
+    assert [list(f.seen) for f in cut] == [["a", "b", "tie-w"], ["a", "b"], ["b"]]
+    assert cut[0].seen["b"].label() == "YES 0.200"
+
+
+def test_the_hold_agent_only_sees_resolutions(log: tuple[str, list[Event]]) -> None:
+    cohort, events = log
+    held = frames(events, cohort, "h")
+    assert [f.decision.action for f in held] == ["HOLD"] * 3
+    cash = Portfolio(10_000.0, 0.0, 10_000.0, None, 0, ())
+    assert {(f.before, f.after) for f in held} == {(cash, cash)}
+    assert all(isinstance(e, MarketResolved | DecisionsStopped) for f in held for e in f.outcomes)
+    assert frames(events, cohort, "nobody") == []
+
+
+def test_a_whole_log_of_two_cohorts_gives_each_cohorts_frames(
+    tmp_path: Path, tape_file: Path
+) -> None:
+    db = replay_script(tmp_path, tape_file, "2024-01-07..2024-01-14")
+    with EventStore.open(db, readonly=True) as store:
+        cohorts = store.streams()
+        whole = list(store.read())
+        alone = {c: list(store.read(stream=c)) for c in cohorts}
+    assert len(cohorts) == 2
+    for cohort in cohorts:
+        mixed = [f.as_dict() for f in frames(whole, cohort, "s")]
+        assert mixed == [f.as_dict() for f in frames(alone[cohort], cohort, "s")]
+        assert {d["decision"]["cohort"] for d in mixed} == {cohort}
+
+
+# -- invariants over random runs -----------------------------------------------------------------
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_frames_chain_and_account_for_every_dollar(synthetic_tape: Tape, seed: int) -> None:
+    config = CohortConfig(
+        start=datetime.fromtimestamp(START, UTC),
+        agents={"rnd": "random?bets=3"},
+        universe=6,
+        seed=seed,
+        decision_cadence="2d",
+    )
+    with tempfile.TemporaryDirectory() as tmp, EventStore.open(Path(tmp) / "run.db") as store:
+        run = CohortRunner(synthetic_tape, config).run(store)
+        events = list(store.read())
+    cut = frames(events, run.cohort, "rnd")
+    book = run.state.books["rnd"]
+    assert len(cut) == book.n_decisions
+    for f, following in zip(cut, [*cut[1:], None], strict=True):
+        assert f.after is not None and f.at_next is not None
+        if following is not None:
+            assert f.at_next == following.before
+        # cash moves only by what the frame's own outcomes say; by the decision's own fills
+        # (those at its instant) right after it
+        moved = {True: 0.0, False: 0.0}
+        for e in f.outcomes:
+            if isinstance(e, OrderFilled):
+                moved[e.ts == f.decision.ts] += e.amount if e.kind == "sell" else -e.amount
+            elif isinstance(e, PositionSettled):
+                moved[False] += e.payout
+            elif isinstance(e, PositionRefunded):
+                moved[False] += e.refund
+        assert f.after.cash == pytest.approx(f.before.cash + moved[True])
+        assert f.at_next.cash == pytest.approx(f.after.cash + moved[False])
+        # marks fall on every decision instant here (daily marks, decisions every 2 days), so
+        # trading at the market price neither gains nor loses at that instant
+        assert f.after.total_value == pytest.approx(f.before.total_value, rel=1e-12)
+        for p in (f.after, f.at_next):
+            assert p.total_value == pytest.approx(p.cash + p.positions_value)
+    assert cut[-1].at_next is not None
+    assert cut[-1].at_next.cash == pytest.approx(book.cash)
+    assert cut[-1].at_next.n_resolved == len(book.brier_rows)
+    assert [e for f in cut for e in own_outcomes(f.outcomes, "rnd")] == own_outcomes(events, "rnd")
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def test_no_input_prints_one_panel_per_decision(db: Path) -> None:
+    result = invoke(step, db, "--agent", "s", "--no-input")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert [out.count(f"s · decision {i}/3") for i in (1, 2, 3)] == [1, 1, 1]
+    assert out.count("s · decision") == 3
+    assert out.index("BET") < out.index("SELL") < out.index("HOLD")
+    assert REJECTION in out
+    assert "bet $1,000.00 on YES of a (YES seen at 0.500)" in out
+    assert "sell 50% of YES of a" in out
+    assert "a looks cheap" in out
+
+
+def test_json_has_one_frame_per_decision(db: Path, cut: list[Frame]) -> None:
+    result = invoke(step, db, "--agent", "s", "--json")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert len(shown) == len(cut) == 3
+    assert all(set(frame) == FRAME_KEYS for frame in shown)
+    assert [(f["index"], f["ts"], f["week"]) for f in shown] == [
+        (0, START, 1),
+        (1, START + WEEK, 2),
+        (2, START + 2 * WEEK, 3),
+    ]
+    assert [f["decision"]["action"] for f in shown] == ["BET", "SELL", "HOLD"]
+    assert [(f["before"]["total_value"], f["after"]["total_value"]) for f in shown] == [
+        (10_000.0, 10_000.0),
+        (10_500.0, 10_500.0),
+        (10_750.0, 10_750.0),
+    ]
+    assert [(f["before"]["cash"], f["after"]["cash"], f["at_next"]["cash"]) for f in shown] == [
+        (10_000.0, 9_000.0, 9_000.0),
+        (9_000.0, 9_750.0, 10_750.0),
+        (10_750.0, 10_750.0, 10_750.0),
+    ]
+    assert shown[1]["seen"] == {"a": {"Yes": 0.75, "No": 0.25}, "b": {"Yes": 0.3, "No": 0.7}}
+    assert [o["type"] for o in shown[0]["outcomes"]] == [
+        "OrderFilled",
+        "OrderRejected",
+        "MarketResolved",
+    ]
+    assert shown[0]["outcomes"][1]["reason"] == REJECTION
+
+
+def test_the_default_agent_is_the_cohorts_first(db: Path) -> None:
+    result = invoke(step, db, "--json")
+    assert result.exit_code == 0, result.output
+    assert [f["decision"]["agent"] for f in json.loads(result.stdout)] == ["s"] * 3
+
+
+def test_bad_input_is_a_one_line_error(tmp_path: Path, db: Path) -> None:
+    assert "has no agent 'zz' (s, h)" in one_line_error(invoke(step, db, "--agent", "zz"))
+    assert "has no cohort nope" in one_line_error(invoke(step, db, "--cohort", "nope"))
+    missing = tmp_path / "missing.db"
+    assert "no such event log" in one_line_error(invoke(step, missing))
+    assert "is a directory" in one_line_error(invoke(step, tmp_path))
+    empty = tmp_path / "empty.db"
+    EventStore.open(empty).close()
+    assert "holds no cohorts" in one_line_error(invoke(step, empty))
+
+
+# -- multi-outcome markets, and fitting an 80 x 24 terminal ----------------------------------------
+
+
+def test_a_multi_outcome_market_is_labelled_by_its_outcomes(tmp_path: Path) -> None:
+    """Today's frame said "YES 0.500" of a three-way market: its first outcome's price."""
+    from tests.arena.test_multi_outcome import ThreeWay, election
+
+    config = CohortConfig(start=datetime.fromtimestamp(START, UTC), agents={"x": "hold"},
+                          decision_cadence="weekly", mark_cadence="weekly")  # fmt: skip
+    with EventStore.open(tmp_path / "run.db") as store:
+        run = CohortRunner(election(), config, strategies={"x": ThreeWay()}).run(store)
+        events = list(store.read())
+    first = frames(events, run.cohort, "x")[0]
+    seen = first.seen["pres"]
+    assert seen.prices == {"Trump": 0.5, "Harris": 0.4, "Other": 0.1}
+    assert seen.label() == "Trump 0.50 · Harris 0.40 · Other 0.10"
+    assert (seen.price_of("Harris"), seen.price_of("harris")) == (0.4, None)  # as the broker
+    # $1,000 on Harris at 0.4 = 2,500 shares, $500 on Other at 0.1 = 5,000; 'harris' rejected:
+    # cash 8,500 and shares worth 1,000 + 500 at the same prices, so the total stays 10,000.
+    # A week later Harris is 0.5 and Other 0.05: 1,250 + 250, the total 10,000 again.
+    assert first.after is not None and first.at_next is not None
+    assert (first.after.cash, first.after.positions_value) == (8_500.0, 1_500.0)
+    assert first.at_next.positions_value == 1_500.0
+    assert [row[4] for row in first.at_next.positions] == [1_250.0, 250.0]
+    console = Console(width=80, height=24, record=True, color_system=None)
+    console.print(render(first, 3, "x", 23, 80))
+    text = console.export_text()
+    assert "Trump 0.50 · Harris 0.40 · Other 0.10" in text
+    assert "bet $1,000.00 on Harris of pres (Harris seen at 0.400)" in text
+    assert "bet $50.00 on harris of pres\n" in text.replace(" │", "").replace("  ", "")
+    assert "YES" not in text
+
+
+def busy_frame() -> Frame:
+    """A frame with more of everything than a terminal holds, and long, markup-like text."""
+    seen = {
+        f"m{i}-{'x' * 30}": Seen(
+            market=f"m{i}-{'x' * 30}", question="[bold]Will it?[/] " * 10, volume=1e9 - i,
+            prices=({"Yes": 0.5, "No": 0.5} if i % 2 else
+                    {f"Outcome number {k}": 0.2 for k in range(5)}),
+        )
+        for i in range(40)
+    }  # fmt: skip
+    decision = DecisionMade(
+        cohort="c", ts=START, agent="z", week=1, action="BET",
+        reasoning="because\n" * 500, error="Traceback (most recent call last):\n  boom",
+        bets=[BetIntent(market=m, side="YES", amount=1e12) for m in list(seen)[:12]],
+        sells=[SellIntent(percentage=50.0, market=m, side="YES") for m in list(seen)[:5]],
+    )  # fmt: skip
+    outcomes: list[Event] = [
+        OrderRejected(cohort="c", ts=START, agent="z", order_id=f"o{i}", kind="buy",
+                      market=f"m{i}", side="YES", reason="[red]no[/] " * 20)
+        for i in range(30)
+    ]  # fmt: skip
+    rich = Portfolio(1e12, 1e12, 2e12, 0.25, 40, tuple(
+        (m, "YES", 1e9, 1e9, 1e9) for m in seen))  # fmt: skip
+    return Frame(0, decision, seen, rich, rich, rich, outcomes)
+
+
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (100, 40), (60, 20)])
+def test_a_busy_frame_fits_the_terminal(width: int, height: int) -> None:
+    console = Console(width=width, height=height, record=True, color_system=None)
+    console.print(render(busy_frame(), 1, "z", height - 1, width))  # and a line for the keys
+    lines = console.export_text().splitlines()
+    assert len(lines) <= height - 1
+    assert max(cell_len(line) for line in lines) <= width
+    text = "\n".join(lines)
+    assert "[bold]" in text and "[red]no[/]" in text  # markup in names is shown as text
+    rows = fit(busy_frame(), height - 1)
+    # every section got rows, what was cut says how much: 40 markets, 19 decision lines, 30
+    assert len(re.findall(r"… \d+ more", text)) == 3
+    assert f"… {40 - rows.seen} more" in text and f"… {30 - rows.outcomes} more" in text
+    assert f"… {12 + 5 + 2 - rows.decision} more" in text
+
+
+def test_fit_shares_the_height_and_never_exceeds_it() -> None:
+    frame = busy_frame()
+    # 23 lines: 11 fixed, 12 free; decision and outcomes get up to (12 - 3) // 2 = 4 each
+    # (3 shown and "… more"), the markets seen the other 4 (3 and "… more")
+    assert fit(frame, 23) == Fit(seen=3, decision=3, outcomes=3)
+    quiet = Frame(0, frame.decision, dict(list(frame.seen.items())[:2]), frame.before)
+    quiet.decision = DecisionMade(cohort="c", ts=START, agent="z", week=1, action="HOLD")
+    # HOLD: one "no orders" line, one "nothing happened" line, both markets
+    assert fit(quiet, 23) == Fit(seen=2, decision=1, outcomes=1)
+
+
+def test_the_step_command_fits_80_by_24(db: Path) -> None:
+    """On an 80 x 24 terminal the panels were 28, 25 and 22 lines tall."""
+    result = CliRunner().invoke(step, [str(db), "--agent", "s", "--no-input"],
+                                env={"COLUMNS": "80", "LINES": "24"})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    panels = result.output.split("╭")[1:]
+    assert len(panels) == 3
+    for panel in panels:
+        lines = panel.rstrip("\n").splitlines()
+        assert len(lines) <= 24 and all(cell_len(line) <= 80 for line in lines[1:])

@@ -1,0 +1,242 @@
+"""``arena step``'s Textual app, driven by keys: with Textual's pilot at 80×24 and 200×50, and
+as the real program in a tmux terminal.
+
+The log is ``test_step``'s scripted run on the hand tape (agents s and h): s buys $1,000 of a
+YES at 0.5 (and has $40 of b rejected), sells half at 0.75 in week 2, holds in week 3; a
+resolves Yes in week 3. At the end s holds $10,750 in cash (10,000 - 1,000 + 750 + 1,000) and
+h its $10,000, which is what ``arena report`` says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from textual.events import MouseScrollDown
+
+from arena.bench.rebuild_bench import make_log
+from arena.commands.step import step
+from arena.report import report_data
+from arena.step_app import Lines, StepApp
+from arena.timeline import Timeline
+from ledger.events import Event
+from ledger.projection import Ledger
+from ledger.store import EventStore
+from replays.tape import Tape
+from replays.tapefile import save_tape
+from tests.arena.test_step import REJECTION, replay_script
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory, hand_tape: Tape) -> Path:
+    folder = tmp_path_factory.mktemp("step-app")
+    save_tape(hand_tape, folder / "hand.tape")
+    return replay_script(folder, folder / "hand.tape")
+
+
+@pytest.fixture(scope="module")
+def log(db: Path) -> tuple[str, list[Event]]:
+    with EventStore.open(db, readonly=True) as store:
+        [cohort] = store.streams()
+        return cohort, list(store.read(stream=cohort))
+
+
+def report_totals(events: list[Event]) -> dict[str, float]:
+    [cohort] = report_data(Ledger().apply_all(events))["cohorts"]
+    return {a["agent"]: a["total_value"] for a in cohort["agents"]}
+
+
+def screen_text(app: StepApp) -> str:
+    """The screen as a person sees it, line by line (the compositor's current strips)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join("".join(segment.text for segment in strip) for strip in strips)
+
+
+def board(app: StepApp) -> list[list[str]]:
+    """The leaderboard's rows, word by word."""
+    return [row.split() for row in app.query_one("#board", Lines).plain()[1:]]
+
+
+def drive(log: tuple[str, list[Event]], size: tuple[int, int], script: list[str]) -> list[str]:
+    """Start the app on agent s, press each entry's keys (space-separated) and capture the
+    screen after each; the last entry's keys are expected to quit."""
+    cohort, events = log
+    screens: list[str] = []
+
+    async def run() -> None:
+        app = StepApp(Timeline(events, cohort), ["s", "h"], "s")
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            screens.append(screen_text(app))
+            for keys in script:
+                await pilot.press(*keys.split())
+                await pilot.pause()
+                if app.is_running:
+                    screens.append(screen_text(app))
+                    screens[-1] += "\n" + repr(board(app))
+        assert not app.is_running
+
+    asyncio.run(run())
+    return screens
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+def test_keys_walk_the_log_and_every_panel_fits(
+    log: tuple[str, list[Event]], size: tuple[int, int]
+) -> None:
+    width, height = size
+    screens = drive(log, size, ["n", "p", "r", "e", "a", "t", "w 2 enter", "t slash b enter",
+                                "question_mark", "escape", "q"])  # fmt: skip
+    start, week2, back, resolution, end, h, transcript, week, search, helped, closed = screens
+    for screen in screens:
+        lines = screen.splitlines()
+        assert len(lines) >= height and all(len(line) <= width for line in lines[:height])
+    assert "week 1 · after s's decision · event 10/26" in start
+    assert "✓ bought 2,000.00 YES of a at 0.500" in start
+    assert "✗ rejected buy YES on b" in start
+    assert "$9,000.00" in start  # cash after the buy
+    assert "week 2 · after s's decision · event 16/26" in week2
+    assert "SELL" in week2 and "realized +250.00" in week2.replace("\n", " ")
+    assert "week 1 · after s's decision · event 10/26" in back  # p returns where n left
+    assert "after a resolution · event 12/26" in resolution
+    assert "end of the log · event 26/26" in end
+    totals = report_totals(log[1])
+    assert totals == {"s": 10_750.0, "h": 10_000.0}
+    s_row = "['▶', 's', '$10,750.00', '+7.50%', '0.3600', '(1)']"
+    assert f"[{s_row}, ['h', '$10,000.00', '+0.00%', '—', '(0)']]" in end
+    assert "h's decision" in h and "HOLD" in h
+    assert "h's decision asked no model" in transcript
+    assert "week 2 · after h's decision · event 17/26" in week
+    assert "markets 1/2 · 'b'" in search, search
+    assert "next resolution" in helped and "go to week N" in helped
+    assert "next resolution" not in closed
+
+
+def test_the_view_holds_no_state_but_the_cut_and_the_agent(log: tuple[str, list[Event]]) -> None:
+    """Switching the agent at a cut shows the same leaderboard; the portfolio is the new one's."""
+    cohort, events = log
+
+    async def run() -> None:
+        app = StepApp(Timeline(events, cohort), ["s", "h"], "s")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("e")
+            await pilot.pause()
+            before = board(app)
+            await pilot.press("a")
+            await pilot.pause()
+            assert app.cut == len(events)
+            assert [r[-4:] for r in board(app)] == [r[-4:] for r in before]
+            assert app.view.portfolio.total_value == 10_000.0
+
+    asyncio.run(run())
+
+
+# -- the real program in a real terminal --------------------------------------------------------
+
+
+class Tmux:
+    """A tmux server of our own (its own socket), so nothing else's sessions are touched."""
+
+    def __init__(self) -> None:
+        self.socket = f"arena-test-{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True)
+        return done.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "step")
+
+    def wait_for(self, text: str) -> str:
+        """The screen once it shows ``text`` (a failing assertion if it never does)."""
+        screen = ""
+        for _ in range(300):
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
+
+    def alive(self) -> bool:
+        return subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", "step"],
+                              capture_output=True).returncode == 0  # fmt: skip
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    server = Tmux()
+    yield server
+    server("kill-server")
+
+
+def test_arena_step_in_tmux_runs_to_the_end_and_shows_the_reports_totals(
+    tmux: Tmux, db: Path, log: tuple[str, list[Event]]
+) -> None:
+    arena = Path(sys.executable).with_name("arena")
+    command = f"{shlex.quote(str(arena))} step {shlex.quote(str(db))} --agent s"
+    env = {"TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    tmux("new-session", "-d", "-s", "step", "-x", "80", "-y", "24",
+         "env", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", command)  # fmt: skip
+    first = tmux.wait_for("after s's decision")
+    assert REJECTION.split(" is ")[0] in first.replace("\n", " ")
+    tmux("send-keys", "-t", "step", "e")
+    end = tmux.wait_for("end of the log")
+    totals = report_totals(log[1])
+    for agent, total in totals.items():
+        rows = [line.replace("│", " ").split() for line in end.splitlines()]
+        assert any(agent in row and f"${total:,.2f}" in row for row in rows), end
+    tmux("send-keys", "-t", "step", "q")
+    for _ in range(100):
+        if not tmux.alive():
+            break
+        time.sleep(0.1)
+    assert not tmux.alive()
+
+
+def test_the_mouse_wheel_scrolls_a_long_markets_panel(tmp_path: Path) -> None:
+    """60 markets at 80×24: the wheel over the markets panel brings later markets into view."""
+    with EventStore.open(tmp_path / "wide.db") as store:
+        make_log(store, 3_000, markets=60, agents=("x", "y"))
+    with EventStore.open(tmp_path / "wide.db", readonly=True) as store:
+        [cohort] = store.streams()
+        events = list(store.read(stream=cohort))
+    line = Timeline(events, cohort)
+
+    async def run() -> None:
+        app = StepApp(line, ["x", "y"], "x")
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.move(line.next_stop(len(events) // 2, "decision", "x"))
+            await pilot.pause()
+            markets = app.query_one("#markets", Lines)
+            assert markets.count == 60
+            # biggest volume first: m0059 is the first row under the heading
+            assert markets.render_line(1).text.startswith("m0059 ")
+            await pilot._post_mouse_events([MouseScrollDown], "#markets", times=10)
+            await pilot.pause()
+            top = markets.scroll_offset.y
+            assert top > 0
+            assert markets.render_line(1).text.startswith(f"m{59 - top:04d} ")
+
+    asyncio.run(run())
+
+
+def test_without_the_tui_extra_a_terminal_gets_a_one_line_error(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("arena.commands.step._keys_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "arena.step_app", None)  # import fails as if not installed
+    result = CliRunner().invoke(step, [str(db)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: the interactive view needs the tui extra: pip install 'arena[tui]' "
+        "(or pass --no-input to print every frame)"
+    ]
