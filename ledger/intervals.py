@@ -10,7 +10,7 @@ Two methods:
   interval is the estimate ± a t quantile times it (``bootstrap_interval`` says why).
   Weekly cohorts of one tape trade the same markets resolving the same week; their returns
   are far from independent, and t over them treats 26 echoes of one set of outcomes as 26
-  experiments (the coverage test in ``tests/test_intervals.py`` measures how badly). The
+  experiments (the coverage test in ``tests/ledger/test_intervals.py`` measures how badly). The
   assumption it keeps is that *markets* are independent; markets that resolve on one event
   (an election) still move together, and no interval computed from one such event can know
   that.
@@ -176,8 +176,8 @@ def bootstrap_interval(
 
     Not the draws' 2.5% and 97.5% quantiles: with a few dozen markets, a handful of which carry
     most of a return, those cover about 88% on fair tapes where this covers about 96% (measured
-    over 300 tapes; ``tests/test_intervals.py`` runs 100). The t quantile and the factor are the
-    small-sample corrections usual for clustered standard errors.
+    over 300 tapes; ``tests/ledger/test_intervals.py`` runs 100). The t quantile and the factor
+    are the small-sample corrections usual for clustered standard errors.
     """
     if clusters == 0:
         return estimate, estimate
