@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Generator
 from pathlib import Path
 
-from conftest import DAY, START, WEEK, hand_config
-
 from arena.runner import CohortRun, CohortRunner, Step
 from ledger.events import CohortClosed, DecisionMade, Marked, MarketResolved
 from ledger.store import EventStore
 from replays.tape import Tape
+from tests.conftest import DAY, START, WEEK, hand_config
 
 AGENTS = {"fav": "favourite", "hold": "hold"}
 
