@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from click.testing import Result
-from conftest import arena
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, CohortState
 from replays.samples import sample_path
 from replays.tapefile import load_tape
+from tests.conftest import arena
 
 SMALL = ("--universe", "10", "--starts", "2024-09-01..2024-09-15")
 AGENTS = ["strategy", "hold", "favourite", "random"]

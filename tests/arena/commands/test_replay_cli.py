@@ -15,13 +15,13 @@ from typing import Any
 import click
 import pytest
 from click.testing import Result
-from conftest import arena
 
 from arena.commands.replay import replay
 from arena.commands.report import report
 from arena.commands.verify import verify
 from ledger.events import DecisionMade, OrderFilled
 from ledger.store import EventStore, link_hash
+from tests.conftest import arena
 
 SMALL = ("--universe", "5", "--marks", "weekly")
 """Keeps a replay of the sample quick: five markets, weekly marks."""
