@@ -20,6 +20,7 @@ and weekly decisions fall on 0, +7d and +14d.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,10 +152,42 @@ def llama() -> Iterator[LlamaServer]:
         yield server
 
 
-def arena(*args: object, **kwargs: Any) -> Result:
-    """``arena ARGS`` through the CLI's edge (``arena.cli.cli``), as a user runs it: a domain
-    error ends there as one ``Error:`` line, so a test that checks one must come this way,
-    not through the command's own click object."""
-    from arena.cli import cli
+class Arena:
+    """``arena ARGS`` in process, through the CLI's edge (``arena.cli.cli``) as a user runs it:
+    a domain error ends there as one ``Error:`` line and exit status 1, so every test sees the
+    words a user would. Arguments may be paths or numbers; the result keeps ``stdout`` and
+    ``stderr`` apart (``output`` is both, interleaved).
 
-    return CliRunner().invoke(cli, [str(a) for a in args], **kwargs)
+    Tables are laid out for a terminal 200 columns wide unless ``env`` says otherwise, so no
+    output depends on the shell running the tests."""
+
+    def __call__(
+        self,
+        *args: object,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        catch_exceptions: bool = True,
+    ) -> Result:
+        from arena.cli import cli
+
+        return CliRunner().invoke(
+            cli,
+            [str(a) for a in args],
+            input=input,
+            env={"COLUMNS": "200"} | (env or {}),
+            catch_exceptions=catch_exceptions,
+            prog_name="arena",
+        )
+
+    def json(self, *args: object, **options: Any) -> Any:
+        """``arena ARGS --json``, which must succeed, read from stdout alone: the document a
+        script would parse, with nothing from stderr mixed in."""
+        result = self(*args, "--json", **options)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="session")
+def arena() -> Arena:
+    """The one way tests run an ``arena`` command in process (see :class:`Arena`)."""
+    return Arena()

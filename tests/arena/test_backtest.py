@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import Result
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,21 +26,10 @@ from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, CohortState
 from replays.samples import sample_path
 from replays.tapefile import load_tape
-from tests.conftest import arena
+from tests.conftest import Arena
 
 SMALL = ("--universe", "10", "--starts", "2024-09-01..2024-09-15")
 AGENTS = ["strategy", "hold", "favourite", "random"]
-
-
-def run(*args: str) -> Result:
-    return arena("backtest", *args)
-
-
-def run_json(*args: str) -> dict[str, Any]:
-    result = run(*args, "--json")
-    assert result.exit_code == 0, result.output
-    data: dict[str, Any] = json.loads(result.stdout)
-    return data
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +38,15 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def data(workdir: Path) -> dict[str, Any]:
-    return run_json("favourite", *SMALL, "--jobs", "1", "--db", str(workdir / "one.db"))
+def data(arena: Arena, workdir: Path) -> dict[str, Any]:
+    return arena.json("backtest", "favourite", *SMALL, "--jobs", "1", "--db", workdir / "one.db")
 
 
 @pytest.fixture(scope="module")
-def report(workdir: Path) -> tuple[Path, dict[str, Any]]:
+def report(arena: Arena, workdir: Path) -> tuple[Path, dict[str, Any]]:
     out = workdir / "report"
     args = ("favourite", *SMALL, "--jobs", "2", "--db", str(workdir / "two.db"))
-    return out, run_json(*args, "--report", str(out))
+    return out, arena.json("backtest", *args, "--report", out)
 
 
 # -- the JSON ------------------------------------------------------------------------------------
@@ -149,9 +137,9 @@ def test_beliefs_only_for_agents_that_state_them(data: dict[str, Any]) -> None:
     )
 
 
-def test_no_beliefs_is_null(workdir: Path) -> None:
-    out = run_json("hold", "--universe", "5", "--starts", "2024-09-01..2024-09-01",
-                   "--against", "random", "--db", str(workdir / "null.db"))  # fmt: skip
+def test_no_beliefs_is_null(arena: Arena, workdir: Path) -> None:
+    out = arena.json("backtest", "hold", "--universe", "5", "--starts", "2024-09-01..2024-09-01",
+                     "--against", "random", "--db", workdir / "null.db")  # fmt: skip
     assert out["beliefs"] is None
     assert list(out["paired"]) == ["random"]
     # one cohort: no interval and never significant
@@ -189,8 +177,8 @@ def _without_db(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k != "db"}
 
 
-def test_same_command_twice_is_identical(data: dict[str, Any], workdir: Path) -> None:
-    again = run_json("favourite", *SMALL, "--jobs", "1", "--db", str(workdir / "again.db"))
+def test_same_command_twice_is_identical(arena: Arena, data: dict[str, Any], workdir: Path) -> None:
+    again = arena.json("backtest", "favourite", *SMALL, "--jobs", "1", "--db", workdir / "again.db")
     assert again["db"] != data["db"]
     assert _without_db(again) == _without_db(data)
 
@@ -200,12 +188,12 @@ def test_two_jobs_equal_one(data: dict[str, Any], report: tuple[Path, dict[str, 
 
 
 def test_rerun_into_the_same_db_resumes_to_the_same_result(
-    data: dict[str, Any], workdir: Path
+    arena: Arena, data: dict[str, Any], workdir: Path
 ) -> None:
-    assert run_json("favourite", *SMALL, "--jobs", "1", "--db", data["db"]) == data
+    assert arena.json("backtest", "favourite", *SMALL, "--jobs", "1", "--db", data["db"]) == data
 
 
-def test_a_plugin_file_trades_as_strategy(tmp_path: Path) -> None:
+def test_a_plugin_file_trades_as_strategy(arena: Arena, tmp_path: Path) -> None:
     plugin = tmp_path / "mine.py"
     plugin.write_text(
         "from strategies.api import Decision, Strategy\n"
@@ -213,8 +201,9 @@ def test_a_plugin_file_trades_as_strategy(tmp_path: Path) -> None:
         "    def decide(self, view):\n"
         "        return Decision.hold('mine')\n"
     )
-    out = run_json(f"{plugin}:Mine", "--universe", "3", "--starts", "2024-09-01..2024-09-08",
-                   "--against", "hold", "--db", str(tmp_path / "p.db"))  # fmt: skip
+    out = arena.json("backtest", f"{plugin}:Mine", "--universe", "3",
+                     "--starts", "2024-09-01..2024-09-08", "--against", "hold",
+                     "--db", tmp_path / "p.db")  # fmt: skip
     assert out["settings"]["agents"] == {"strategy": f"{plugin}:Mine", "hold": "hold"}
     # it never bets either: the same returns as hold, cohort by cohort
     assert [c["agents"]["strategy"]["return_pct"] for c in out["cohorts"]] == [0.0, 0.0]
@@ -244,8 +233,8 @@ def test_report_writes_page_and_results(report: tuple[Path, dict[str, Any]]) -> 
         assert external not in page
 
 
-def test_human_output(workdir: Path) -> None:
-    result = run("favourite", *SMALL, "--db", str(workdir / "human.db"))
+def test_human_output(arena: Arena, workdir: Path) -> None:
+    result = arena("backtest", "favourite", *SMALL, "--db", workdir / "human.db")
     assert result.exit_code == 0, result.output
     assert "Per cohort" in result.output
     assert "Stated beliefs" in result.output
@@ -287,8 +276,10 @@ def test_default_starts_are_the_full_universe_sundays() -> None:
         (("random?bets=x",), "bets"),
     ],
 )
-def test_bad_input_is_one_line(args: tuple[str, ...], fragment: str, tmp_path: Path) -> None:
-    result = run(*args, "--db", str(tmp_path / "x.db"))
+def test_bad_input_is_one_line(
+    arena: Arena, args: tuple[str, ...], fragment: str, tmp_path: Path
+) -> None:
+    result = arena("backtest", *args, "--db", tmp_path / "x.db")
     assert result.exit_code == 1
     assert result.output.count("\n") == 1, result.output
     assert result.output.startswith("Error: ")
@@ -306,20 +297,21 @@ def test_bad_input_is_one_line(args: tuple[str, ...], fragment: str, tmp_path: P
     ],
 )
 def test_a_bad_option_is_a_usage_error(
-    args: tuple[str, ...], fragment: str, tmp_path: Path
+    arena: Arena, args: tuple[str, ...], fragment: str, tmp_path: Path
 ) -> None:
-    """Usage errors: ``arena`` itself prints them as one line (tests/test_cli.py shows how)."""
-    result = run("favourite", *args, "--db", str(tmp_path / "x.db"))
+    """Usage errors: ``arena`` itself prints them as one line (tests/arena/commands/test_cli.py
+    shows how)."""
+    result = arena("backtest", "favourite", *args, "--db", tmp_path / "x.db")
     assert result.exit_code == 2
     last = result.output.splitlines()[-1]
     assert last.startswith("Error: ") and fragment in last, result.output
     assert not (tmp_path / "x.db").exists()
 
 
-def test_bad_tape_is_one_line(tmp_path: Path) -> None:
+def test_bad_tape_is_one_line(arena: Arena, tmp_path: Path) -> None:
     bad = tmp_path / "bad.tape"
     bad.write_text("not a tape")
-    result = run("favourite", "--tape", str(bad))
+    result = arena("backtest", "favourite", "--tape", bad)
     assert result.exit_code != 0
     assert result.output == f"Error: {bad}: not a tape (neither a .tape zip nor JSON lines)\n"
 
@@ -378,21 +370,21 @@ def test_nice_ticks_are_round_and_inside(low: float, width: float) -> None:
     assert len(steps) == 1
 
 
-def test_weeks_with_nothing_to_trade_are_skipped_and_named(tmp_path: Path) -> None:
+def test_weeks_with_nothing_to_trade_are_skipped_and_named(arena: Arena, tmp_path: Path) -> None:
     """Three markets of the sample still trade on 2024-11-17, but its recording ends on 11-12:
     that week has nothing to decide (it used to run a cohort with no decision at all), and a
     week later nothing trades. Each skipped week is named with its reason."""
     db = str(tmp_path / "s.db")
-    out = run_json("hold", "--universe", "5", "--starts", "2024-11-10..2024-11-24",
-                   "--against", "favourite", "--jobs", "1", "--db", db)  # fmt: skip
+    out = arena.json("backtest", "hold", "--universe", "5", "--starts", "2024-11-10..2024-11-24",
+                     "--against", "favourite", "--jobs", "1", "--db", db)  # fmt: skip
     assert out["skipped_starts"] == ["2024-11-17T00:00:00Z", "2024-11-24T00:00:00Z"]
     assert out["skipped_why"] == {
         "2024-11-17T00:00:00Z": UNCOVERED,
         "2024-11-24T00:00:00Z": NO_MARKET,
     }
     assert [c["start"][:10] for c in out["cohorts"]] == ["2024-11-10"]
-    shown = run("hold", "--universe", "5", "--starts", "2024-11-10..2024-11-24",
-                "--against", "favourite", "--jobs", "1", "--db", db).output  # fmt: skip
+    shown = arena("backtest", "hold", "--universe", "5", "--starts", "2024-11-10..2024-11-24",
+                  "--against", "favourite", "--jobs", "1", "--db", db).output  # fmt: skip
     assert f"skipped 2 start(s) with {UNCOVERED}: 2024-11-17; {NO_MARKET}: 2024-11-24" in " ".join(
         shown.split()
     )

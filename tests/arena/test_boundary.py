@@ -50,6 +50,7 @@ from ledger.events import (
 from replays.synthetic import random_walk_tape
 from replays.tape import MarketInfo, Resolution, Tape
 from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
+from tests.conftest import Arena
 
 DAY = 86_400
 T0 = 1_704_067_200  # Monday 2024-01-01
@@ -592,13 +593,11 @@ class TwoBeliefs(Strategy):
 
 
 def test_a_log_with_a_belief_outside_0_1_still_reports(
-    tmp_path: Path, hand_tape: Tape, monkeypatch: pytest.MonkeyPatch
+    arena: Arena, tmp_path: Path, hand_tape: Tape, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before beliefs were checked, ``belief=7.5`` reached the log; its reports still work,
     scoring the one real probability and saying that one was left out."""
-    from click.testing import CliRunner
 
-    from arena.commands.report import report
     from ledger.store import EventStore
     from tests.conftest import hand_config
 
@@ -610,13 +609,13 @@ def test_a_log_with_a_belief_outside_0_1_still_reports(
     with EventStore.open(db) as store:
         config = hand_config({"o": "hold"})
         CohortRunner(hand_tape, config, strategies={"o": TwoBeliefs()}).run(store)
-    result = CliRunner().invoke(report, [str(db), "--json"])
+    result = arena("report", db, "--json")
     assert result.exit_code == 0, result.output
     (beliefs,) = json.loads(result.output)["cohorts"][0]["beliefs"].values()
     # b's NO at 0.7 won (b resolved No): one scored belief, Brier (0.7 - 1)² = 0.09
     assert (beliefs["n"], beliefs["left_out"]) == (1, 1)
     assert beliefs["brier"] == pytest.approx(0.09)
-    assert CliRunner().invoke(report, [str(db)]).exit_code == 0
+    assert arena("report", db).exit_code == 0
 
 
 def test_a_model_call_of_the_wrong_types_is_refused_before_it_reaches_the_log() -> None:

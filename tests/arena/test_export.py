@@ -19,25 +19,20 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner, Result
 
-from arena.cli import cli
 from arena.report import report_data
 from arena.run import open_run
 from ledger.rebuild import rebuild
 from ledger.store import EventStore
+from tests.conftest import Arena
 
 TABLES = ("fills", "decisions", "positions", "brier", "beliefs", "predictions")
 
 
-def _invoke(*args: str | Path) -> Result:
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
 @pytest.fixture(scope="module")
-def exported(weekly_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def exported(arena: Arena, weekly_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("export")
-    result = _invoke("export", weekly_log, "--to", out, "--parquet", "--json")
+    result = arena("export", weekly_log, "--to", out, "--parquet", "--json")
     assert result.exit_code == 0, result.output
     return out
 
@@ -81,9 +76,9 @@ def test_brier_rows_and_positions_agree_with_the_report(weekly_log: Path, export
     assert len(beliefs) == sum(1 for r in brier if r["belief"] != "")
 
 
-def test_predictions_are_scored_by_arena_score(exported: Path) -> None:
+def test_predictions_are_scored_by_arena_score(arena: Arena, exported: Path) -> None:
     rows = _csv(exported / "predictions.csv")
-    result = _invoke("score", exported / "predictions.csv", "--group-cols", "agent", "--json")
+    result = arena("score", exported / "predictions.csv", "--group-cols", "agent", "--json")
     assert result.exit_code == 0, result.output
     scored = json.loads(result.output)
     by_hand = sum((float(r["pred_prob"]) - int(r["y"])) ** 2 for r in rows) / len(rows)
@@ -103,10 +98,10 @@ def test_parquet_and_sqlite_hold_the_same_rows_as_the_csv(exported: Path) -> Non
 
 
 def test_parquet_without_pyarrow_is_one_clear_line(
-    weekly_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena, weekly_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as if it were not installed
-    result = _invoke("export", weekly_log, "--to", tmp_path, "--parquet")
+    result = arena("export", weekly_log, "--to", tmp_path, "--parquet")
     assert result.exit_code == 1
     assert result.output == (
         "Error: this needs pyarrow, which is not installed (pip install 'arena[parquet]')\n"

@@ -13,26 +13,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.charts import PALETTE, nice_ticks, padded, tick_labels
-from arena.commands.replay import replay
-from arena.commands.report import report
 from tests.browser import dates_wrapped, screenshot
+from tests.conftest import Arena
 
 AGENTS = ("--agent", "fav=favourite", "--agent", "idle=hold")
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def page(arena: Arena, tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("html")
     db = tmp / "run.db"
     args = ["--starts", "2024-09-01..2024-09-15", "--universe", "8", *AGENTS, "--db", str(db)]
-    made = CliRunner().invoke(replay, args)
+    made = arena("replay", *args)
     assert made.exit_code == 0, made.output
-    written = CliRunner().invoke(report, [str(db), "--html", str(tmp / "out")])
+    written = arena("report", db, "--html", tmp / "out")
     assert written.exit_code == 0, written.output
     return tmp / "out" / "index.html"
 

@@ -14,13 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from arena.commands.replay import replay as replay_command
 from ledger.events import AnyEvent, DecisionMade, OrderFilled
 from strategies.api import Decision, Strategy, View
 from strategies.loader import build_strategy
 from tests.arena.test_boundary import T0, of_agent, replay
+from tests.conftest import Arena
 
 
 def test_isolated_agents_log_the_same_events_as_in_process() -> None:
@@ -32,12 +31,14 @@ def test_isolated_agents_log_the_same_events_as_in_process() -> None:
     assert any(isinstance(e, OrderFilled) and e.agent == "rnd" for e in here)
 
 
-def test_the_cli_flag_gives_the_same_digest(tmp_path: Path, hand_tape_file: Path) -> None:
+def test_the_cli_flag_gives_the_same_digest(
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
+) -> None:
     def digest(*extra: str) -> str:
         db = tmp_path / f"run{len(extra)}.db"
         args = ["--tape", str(hand_tape_file), "--start", "2024-01-07", "--agent", "f=favourite",
                 "--agent", "r=random", "--db", str(db), "--json", *extra]  # fmt: skip
-        result = CliRunner().invoke(replay_command, args)
+        result = arena("replay", *args)
         assert result.exit_code == 0, result.output
         return str(json.loads(result.output)["digest"])
 

@@ -11,9 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
 
-from arena.commands.lab import lab
 from arena.lab.checks import Check
 from arena.lab.cube import CubeHistogram, walsh_hadamard
 from arena.lab.experiments import (
@@ -27,6 +25,7 @@ from arena.lab.experiments import (
 from arena.lab.parity import ParityMarket, encode, sample, subcube_keys
 from arena.lab.progress import Silent
 from arena.lab.training import DiffTrainConfig, SimplexConfig, run_difftrain, run_difftrain_simplex
+from tests.conftest import Arena
 from tests.llm_server import FakeLLM, Received
 
 SMALL_TRAINING = {"d": 5, "k": 2, "n_train": 2000, "n_test": 2000, "steps": 300, "batch": 64,
@@ -189,12 +188,8 @@ def test_difftrain_simplex_beats_uniform_and_knows_its_brier() -> None:
     assert len(result.config["S"]) == 2  # one S_i per ALR coordinate
 
 
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(lab, list(args))
-
-
-def test_cli_json_shape() -> None:
-    result = invoke("parity", "--n", "3000", "--d", "8", "--k", "3", "--json", "--quiet")
+def test_cli_json_shape(arena: Arena) -> None:
+    result = arena("lab", "parity", "--n", "3000", "--d", "8", "--k", "3", "--json", "--quiet")
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["config"]["n"] == 3000 and report["config"]["k"] == 3
@@ -203,28 +198,28 @@ def test_cli_json_shape() -> None:
     assert all(check["ok"] for check in report["checks"])
 
 
-def test_cli_table_and_progress() -> None:
-    result = invoke("groupstress", "--d", "8", "--k", "3", "--exact")
+def test_cli_table_and_progress(arena: Arena) -> None:
+    result = arena("lab", "groupstress", "--d", "8", "--k", "3", "--exact")
     assert result.exit_code == 0, result.output
     assert "analytic facts" in result.output and "✓" in result.output
     assert "worst subcube biases, by J" in result.output
 
 
-def test_cli_bad_input_is_one_line() -> None:
-    result = invoke("parity", "--d", "4", "--k", "6", "--quiet")
+def test_cli_bad_input_is_one_line(arena: Arena) -> None:
+    result = arena("lab", "parity", "--d", "4", "--k", "6", "--quiet")
     assert result.exit_code != 0
     assert "k must be in 1..d=4, got 6" in result.output
     assert "Traceback" not in result.output
 
 
-def test_cli_check_fails_on_a_broken_fact(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_check_fails_on_a_broken_fact(arena: Arena, monkeypatch: pytest.MonkeyPatch) -> None:
     import arena.lab.experiments as experiments
 
     broken = experiments.exact("a fact that is false", 1.0, 0.0, False)
     original = experiments._parity_facts
     monkeypatch.setattr(experiments, "_parity_facts", lambda *a: [*original(*a), broken])
     monkeypatch.setattr("arena.commands.lab.run_parity", experiments.run_parity)
-    result = invoke("parity", "--n", "500", "--d", "4", "--k", "2", "--quiet", "--check")
+    result = arena("lab", "parity", "--n", "500", "--d", "4", "--k", "2", "--quiet", "--check")
     assert result.exit_code == 1
     assert "an analytic fact failed" in result.output
 
@@ -252,10 +247,10 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
 
 
 @pytest.mark.parametrize("encoding", ["plain", "natural"])
-def test_llm_answers_the_first_rows(stub: FakeLLM, encoding: str) -> None:
+def test_llm_answers_the_first_rows(arena: Arena, stub: FakeLLM, encoding: str) -> None:
     args = ["parity", "--n", "400", "--d", "6", "--k", "2", "--quiet", "--json", "--llm",
             "stub-model", "--llm-encoding", encoding, "--llm-max-examples", "40"]  # fmt: skip
-    result = invoke(*args)
+    result = arena("lab", *args)
     assert result.exit_code == 0, result.output
     report: dict[str, Any] = json.loads(result.output)
     llm = report["models"]["llm:stub-model"]
@@ -271,10 +266,10 @@ def test_llm_answers_the_first_rows(stub: FakeLLM, encoding: str) -> None:
     assert all(marker in r.user_prompt for r in stub.received)
 
 
-def test_llm_in_intrinsic_post_replaces_the_surrogate(stub: FakeLLM) -> None:
+def test_llm_in_intrinsic_post_replaces_the_surrogate(arena: Arena, stub: FakeLLM) -> None:
     args = ["intrinsic-post", "--d", "6", "--k", "2", "--n-train", "300", "--n-test", "300",
             "--quiet", "--json", "--llm", "stub-model", "--llm-max-examples", "30"]  # fmt: skip
-    result = invoke(*args)
+    result = arena("lab", *args)
     assert result.exit_code == 0, result.output
     models = json.loads(result.output)["models"]
     assert set(models) == {"llm:stub-model-intrinsic", "llm:stub-model+post",
@@ -283,9 +278,9 @@ def test_llm_in_intrinsic_post_replaces_the_surrogate(stub: FakeLLM) -> None:
     assert len(stub.received) == 60  # 30 training rows and 30 test rows
 
 
-def test_a_bad_training_setting_fails_before_any_training() -> None:
-    result = invoke("difftrain", "--sample-steps", "1", "--quiet")
+def test_a_bad_training_setting_fails_before_any_training(arena: Arena) -> None:
+    result = arena("lab", "difftrain", "--sample-steps", "1", "--quiet")
     assert result.exit_code == 1
     assert "sample steps must be in 2..64, got 1" in result.output
-    result = invoke("difftrain-simplex", "--alpha", "6", "--quiet")
+    result = arena("lab", "difftrain-simplex", "--alpha", "6", "--quiet")
     assert "alpha must be in (0, 5], got 6.0" in result.output

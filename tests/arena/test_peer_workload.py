@@ -9,12 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from arena.bench.peer_bench import tape_matrix
-from arena.commands.bench import bench
 from replays import synthetic
 from replays.synthetic import anchored_walk_tape
+from tests.conftest import Arena
 from tests.peer_workload import band_orders
 
 PEER_WORKLOAD = Path(__file__).resolve().parents[3] / "shared" / "bench" / "peer-workload"
@@ -66,7 +65,7 @@ def test_the_band_loop_counts_by_hand() -> None:
 
 
 def test_peers_run_beside_and_missing_ones_are_a_note(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stand-in backtrader (importable, prints the peers' JSON line) and no nautilus_trader."""
     (tmp_path / "backtrader.py").write_text("")
@@ -79,8 +78,8 @@ def test_peers_run_beside_and_missing_ones_are_a_note(
     (tmp_path / "bench_nautilus.py").write_text("raise SystemExit('not reached')\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.chdir(tmp_path.parent)  # the folder given relative to here, as a user would
-    result = CliRunner().invoke(
-        bench, ["replay", "--markets", "4", "--steps", "30", "--peers", tmp_path.name, "--json"]
+    result = arena(
+        "bench", "replay", "--markets", "4", "--steps", "30", "--peers", tmp_path.name, "--json"
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import arena.runner
 from arena.cohort import CohortConfig, select_universe
 from arena.runner import CohortRun, CohortRunner
 from arena.settings import RunOptions, RunSettings
@@ -139,7 +138,7 @@ def test_same_config_twice_gives_the_same_log(tmp_path: Path, synthetic_tape: Ta
 @pytest.fixture
 def crash_on_third_append(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Small batches, and an append that dies (writing nothing) after two batches went in."""
-    monkeypatch.setattr(arena.runner, "FLUSH_EVERY", 10)
+    monkeypatch.setattr("arena.runner.FLUSH_EVERY", 10)
     real_append = EventStore.append
     sizes: list[int] = []
 

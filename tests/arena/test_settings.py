@@ -14,7 +14,6 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.cli import cli
 from arena.cohort import CohortConfig
 from arena.commands.options import (
     DEFAULT_AGENTS,
@@ -33,6 +32,7 @@ from arena.settings import (
     run_options,
 )
 from ledger.store import EventStore
+from tests.conftest import Arena
 
 SUNDAY = datetime(2024, 1, 7, tzinfo=UTC)
 
@@ -94,20 +94,19 @@ def test_the_groups_hand_over_what_was_given(tmp_path: Path) -> None:
 
 
 def test_the_cli_and_a_python_caller_make_the_same_cohorts(
-    tmp_path: Path, hand_tape_file: Path
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
 ) -> None:
     """``arena replay`` with only a tape, a start and agents, and ``replay_cohorts`` with a
     ``CohortConfig`` of the same three: the same cohort ids, the same log."""
     agents = {"f": "favourite", "r": "random"}
     cli_db, py_db = tmp_path / "cli.db", tmp_path / "py.db"
-    args = ["replay", "--tape", str(hand_tape_file), "--start", "2024-01-07", "--db", str(cli_db)]
+    args = ["--tape", hand_tape_file, "--start", "2024-01-07", "--db", cli_db]
     args += [f"--agent={name}={spec}" for name, spec in agents.items()]
-    result = CliRunner().invoke(cli, [*args, "--json"])
-    assert result.exit_code == 0, result.output
+    digest = arena.json("replay", *args)["digest"]
     replay_cohorts(hand_tape_file, [CohortConfig(start=SUNDAY, agents=agents)], py_db)
     with EventStore.open(cli_db, readonly=True) as a, EventStore.open(py_db, readonly=True) as b:
         assert a.streams() == b.streams() and len(a.streams()) == 1
-        assert a.digest() == b.digest() == json.loads(result.stdout)["digest"]
+        assert a.digest() == b.digest() == digest
 
 
 def test_a_cohort_id_is_its_settings_hash_as_before() -> None:

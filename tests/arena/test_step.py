@@ -22,18 +22,16 @@ import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
 
 from arena.cohort import CohortConfig
-from arena.commands.replay import replay
-from arena.commands.step import render, step
+from arena.commands.step import render
 from arena.runner import CohortRunner
 from arena.step import Fit, Frame, Portfolio, Seen, fit, frames
 from ledger.events import (
@@ -53,7 +51,7 @@ from ledger.events import (
 from ledger.store import EventStore
 from replays.tape import Tape
 from replays.tapefile import save_tape
-from tests.conftest import START, WEEK
+from tests.conftest import START, WEEK, Arena
 
 SCRIPT = [
     {
@@ -73,11 +71,6 @@ FRAME_KEYS = {
 }  # fmt: skip
 
 
-def invoke(command: Any, *args: str | Path) -> Result:
-    """Run a command; a wide terminal, so rich panels keep whole lines."""
-    return CliRunner().invoke(command, [str(a) for a in args], env={"COLUMNS": "200"})
-
-
 def one_line_error(result: Result) -> str:
     assert result.exit_code != 0
     lines = result.output.strip().splitlines()
@@ -85,14 +78,14 @@ def one_line_error(result: Result) -> str:
     return lines[0]
 
 
-def replay_script(tmp: Path, tape: Path, *starts: str) -> Path:
+def replay_script(arena: Arena, tmp: Path, tape: Path, *starts: str) -> Path:
     """Replay the script (agent ``s``) beside ``h=hold`` into ``tmp/run.db``."""
     script = tmp / "script.json"
     script.write_text(json.dumps(SCRIPT))
     db = tmp / "run.db"
     when = ("--starts", starts[0]) if starts else ("--start", "2024-01-07")
-    result = invoke(
-        replay,
+    result = arena(
+        "replay",
         "--tape",
         tape,
         *when,
@@ -120,8 +113,8 @@ def tape_file(tmp_path_factory: pytest.TempPathFactory, hand_tape: Tape) -> Path
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory, tape_file: Path) -> Path:
-    return replay_script(tmp_path_factory.mktemp("run"), tape_file)
+def db(arena: Arena, tmp_path_factory: pytest.TempPathFactory, tape_file: Path) -> Path:
+    return replay_script(arena, tmp_path_factory.mktemp("run"), tape_file)
 
 
 @pytest.fixture(scope="module")
@@ -259,9 +252,9 @@ def test_the_hold_agent_only_sees_resolutions(log: tuple[str, list[Event]]) -> N
 
 
 def test_a_whole_log_of_two_cohorts_gives_each_cohorts_frames(
-    tmp_path: Path, tape_file: Path
+    arena: Arena, tmp_path: Path, tape_file: Path
 ) -> None:
-    db = replay_script(tmp_path, tape_file, "2024-01-07..2024-01-14")
+    db = replay_script(arena, tmp_path, tape_file, "2024-01-07..2024-01-14")
     with EventStore.open(db, readonly=True) as store:
         cohorts = store.streams()
         whole = list(store.read())
@@ -322,8 +315,8 @@ def test_frames_chain_and_account_for_every_dollar(synthetic_tape: Tape, seed: i
 # -- the command ---------------------------------------------------------------------------------
 
 
-def test_no_input_prints_one_panel_per_decision(db: Path) -> None:
-    result = invoke(step, db, "--agent", "s", "--no-input")
+def test_no_input_prints_one_panel_per_decision(arena: Arena, db: Path) -> None:
+    result = arena("step", db, "--agent", "s", "--no-input")
     assert result.exit_code == 0, result.output
     out = result.output
     assert [out.count(f"s · decision {i}/3") for i in (1, 2, 3)] == [1, 1, 1]
@@ -335,8 +328,8 @@ def test_no_input_prints_one_panel_per_decision(db: Path) -> None:
     assert "a looks cheap" in out
 
 
-def test_json_has_one_frame_per_decision(db: Path, cut: list[Frame]) -> None:
-    result = invoke(step, db, "--agent", "s", "--json")
+def test_json_has_one_frame_per_decision(arena: Arena, db: Path, cut: list[Frame]) -> None:
+    result = arena("step", db, "--agent", "s", "--json")
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
     assert len(shown) == len(cut) == 3
@@ -366,21 +359,21 @@ def test_json_has_one_frame_per_decision(db: Path, cut: list[Frame]) -> None:
     assert shown[0]["outcomes"][1]["reason"] == REJECTION
 
 
-def test_the_default_agent_is_the_cohorts_first(db: Path) -> None:
-    result = invoke(step, db, "--json")
+def test_the_default_agent_is_the_cohorts_first(arena: Arena, db: Path) -> None:
+    result = arena("step", db, "--json")
     assert result.exit_code == 0, result.output
     assert [f["decision"]["agent"] for f in json.loads(result.stdout)] == ["s"] * 3
 
 
-def test_bad_input_is_a_one_line_error(tmp_path: Path, db: Path) -> None:
-    assert "has no agent 'zz' (s, h)" in one_line_error(invoke(step, db, "--agent", "zz"))
-    assert "has no cohort nope" in one_line_error(invoke(step, db, "--cohort", "nope"))
+def test_bad_input_is_a_one_line_error(arena: Arena, tmp_path: Path, db: Path) -> None:
+    assert "has no agent 'zz' (s, h)" in one_line_error(arena("step", db, "--agent", "zz"))
+    assert "has no cohort nope" in one_line_error(arena("step", db, "--cohort", "nope"))
     missing = tmp_path / "missing.db"
-    assert "no such event log" in one_line_error(invoke(step, missing))
-    assert "is a directory" in one_line_error(invoke(step, tmp_path))
+    assert "no such event log" in one_line_error(arena("step", missing))
+    assert "is a directory" in one_line_error(arena("step", tmp_path))
     empty = tmp_path / "empty.db"
     EventStore.open(empty).close()
-    assert "holds no cohorts" in one_line_error(invoke(step, empty))
+    assert "holds no cohorts" in one_line_error(arena("step", empty))
 
 
 # -- multi-outcome markets, and fitting an 80 x 24 terminal ----------------------------------------
@@ -469,10 +462,10 @@ def test_fit_shares_the_height_and_never_exceeds_it() -> None:
     assert fit(quiet, 23) == Fit(seen=2, decision=1, outcomes=1)
 
 
-def test_the_step_command_fits_80_by_24(db: Path) -> None:
+def test_the_step_command_fits_80_by_24(arena: Arena, db: Path) -> None:
     """On an 80 x 24 terminal the panels were 28, 25 and 22 lines tall."""
-    result = CliRunner().invoke(step, [str(db), "--agent", "s", "--no-input"],
-                                env={"COLUMNS": "80", "LINES": "24"})  # fmt: skip
+    result = arena("step", db, "--agent", "s", "--no-input",
+                   env={"COLUMNS": "80", "LINES": "24"})  # fmt: skip
     assert result.exit_code == 0, result.output
     panels = result.output.split("╭")[1:]
     assert len(panels) == 3

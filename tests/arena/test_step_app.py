@@ -20,11 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from textual.events import MouseScrollDown
 
 from arena.bench.rebuild_bench import make_log
-from arena.commands.step import step
 from arena.report import report_data
 from arena.step_app import Lines, StepApp
 from arena.timeline import Timeline
@@ -34,13 +32,14 @@ from ledger.store import EventStore
 from replays.tape import Tape
 from replays.tapefile import save_tape
 from tests.arena.test_step import REJECTION, replay_script
+from tests.conftest import Arena
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory, hand_tape: Tape) -> Path:
+def db(arena: Arena, tmp_path_factory: pytest.TempPathFactory, hand_tape: Tape) -> Path:
     folder = tmp_path_factory.mktemp("step-app")
     save_tape(hand_tape, folder / "hand.tape")
-    return replay_script(folder, folder / "hand.tape")
+    return replay_script(arena, folder, folder / "hand.tape")
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +178,7 @@ def tmux() -> Iterator[Tmux]:
 
 
 def test_arena_step_in_tmux_runs_to_the_end_and_shows_the_reports_totals(
-    tmux: Tmux, db: Path, log: tuple[str, list[Event]]
+    arena: Arena, tmux: Tmux, db: Path, log: tuple[str, list[Event]]
 ) -> None:
     arena = Path(sys.executable).with_name("arena")
     command = f"{shlex.quote(str(arena))} step {shlex.quote(str(db))} --agent s"
@@ -230,11 +229,11 @@ def test_the_mouse_wheel_scrolls_a_long_markets_panel(tmp_path: Path) -> None:
 
 
 def test_without_the_tui_extra_a_terminal_gets_a_one_line_error(
-    db: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena, db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("arena.commands.step._keys_available", lambda: True)
     monkeypatch.setitem(sys.modules, "arena.step_app", None)  # import fails as if not installed
-    result = CliRunner().invoke(step, [str(db)])
+    result = arena("step", db)
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
         "Error: the interactive view needs the tui extra: pip install 'arena[tui]' "

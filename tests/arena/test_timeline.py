@@ -20,7 +20,6 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,9 +32,6 @@ from arena.cohort import (
     select_universe,
     split_starts,
 )
-from arena.commands.replay import replay
-from arena.commands.report import report
-from arena.commands.step import step
 from arena.runner import CohortRunner
 from ledger.errors import LedgerError
 from ledger.events import (
@@ -53,7 +49,7 @@ from replays.tapefile import load_tape, save_tape
 from strategies.api import Bet, Context, Decision, MarketMeta, Strategy, View
 from strategies.builtin.hold import Hold
 from strategies.llm.prompt import user_prompt
-from tests.conftest import DAY, START, WEEK
+from tests.conftest import DAY, START, WEEK, Arena
 
 
 def market(mid: str, **fields: Any) -> MarketInfo:
@@ -191,35 +187,32 @@ def test_decisions_stop_where_the_coverage_ends_and_the_log_says_why_once() -> N
     assert closed.reason.startswith("every market settled; no decision after 2024-01-17 00:00")
 
 
-def cli(command: Any, *args: str | Path) -> Result:
-    return CliRunner().invoke(command, [str(a) for a in args], env={"COLUMNS": "200"})
-
-
-def test_report_and_step_show_why_decisions_stopped(tmp_path: Path) -> None:
+def test_report_and_step_show_why_decisions_stopped(arena: Arena, tmp_path: Path) -> None:
     tape_path, db = tmp_path / "cut.tape", tmp_path / "run.db"
     save_tape(CUT, tape_path)
-    done = cli(replay, "--tape", tape_path, "--start", "2024-01-07", "--agent", "h=hold",
-               "--db", db)  # fmt: skip
+    done = arena("replay", "--tape", tape_path, "--start", "2024-01-07", "--agent", "h=hold",
+                 "--db", db)  # fmt: skip
     assert done.exit_code == 0, done.output
-    shown = " ".join(cli(report, db).output.split())
+    shown = " ".join(arena("report", db).output.split())
     assert "no decision after 2024-01-17 00:00 UTC" in shown
     assert f"chosen by {VOLUME_FINAL}" in shown
-    data = cli(report, db, "--json")
+    data = arena("report", db, "--json")
     stop = msgspec.json.decode(data.stdout)["cohorts"][0]["decisions_stopped"]
     assert stop["markets"] == ["u"] and stop["ts"] == "2024-01-17T00:00:01Z"
-    stepped = " ".join(cli(step, db, "--no-input").output.replace("│", " ").split())
+    stepped = " ".join(arena("step", db, "--no-input").output.replace("│", " ").split())
     assert "no more decisions: the tape's recording ends at 2024-01-17 00:00 UTC" in stepped
     assert re.search(rf"what it saw: \d+ markets?, by {VOLUME_FINAL}", stepped)
 
 
 def test_a_start_past_the_coverage_is_a_one_line_error_before_anything_is_written(
+    arena: Arena,
     tmp_path: Path,
 ) -> None:
     """u is open and priced at +14d, but the tape knows nothing after +10d. Today's code ran
     a cohort with a universe and no decision ("every market settled")."""
     tape_path, db = tmp_path / "cut.tape", tmp_path / "run.db"
     save_tape(CUT, tape_path)
-    result = cli(replay, "--tape", tape_path, "--start", "2024-01-21", "--db", db)
+    result = arena("replay", "--tape", tape_path, "--start", "2024-01-21", "--db", db)
     assert result.exit_code != 0
     assert result.output.strip().splitlines() == [
         f"Error: no market of tape {CUT.hash[:12]} is open with a price at 2024-01-21 00:00 UTC: "

@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from arena.commands.verify import verify
 from arena.runner import CohortRunner
 from ledger.events import OrderFilled
 from ledger.rules import RULES, RuleSet
@@ -18,7 +16,7 @@ from replays.synthetic import random_walk_tape
 from replays.tape import Tape
 from replays.tapefile import load_tape, save_tape
 from strategies.api import Bet, Decision, Strategy, View
-from tests.conftest import hand_config
+from tests.conftest import Arena, hand_config
 
 
 class Buys(Strategy):
@@ -38,25 +36,27 @@ def run(db: Path, tape_file: Path) -> None:
         CohortRunner(load_tape(tape_file), config, strategies={"x": Buys()}).run(store)
 
 
-def check(db: Path, tape_file: Path) -> Result:
-    return CliRunner().invoke(verify, [str(db), "--tape", str(tape_file), "--json"])
-
-
 def fill_seqs(db: Path) -> list[int]:
     with EventStore.open(db, readonly=True) as store:
         return [seq for seq, _, _, e in store.read_with_seq() if isinstance(e, OrderFilled)]
 
 
-def test_an_honest_log_passes(tmp_path: Path, hand_tape: Tape, hand_tape_file: Path) -> None:
+def test_an_honest_log_passes(
+    arena: Arena, tmp_path: Path, hand_tape: Tape, hand_tape_file: Path
+) -> None:
     run(tmp_path / "run.db", hand_tape_file)
-    result = check(tmp_path / "run.db", hand_tape_file)
+    result = arena("verify", tmp_path / "run.db", "--tape", hand_tape_file, "--json")
     assert result.exit_code == 0, result.output
     # a at weeks 1 and 2 (it has resolved by week 3); b's $3,000 is refused (25% of $9,800)
     assert json.loads(result.output)["fills_checked"] == 2 == len(fill_seqs(tmp_path / "run.db"))
 
 
 def test_a_patched_broker_is_caught_at_its_first_fill(
-    tmp_path: Path, hand_tape: Tape, hand_tape_file: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena,
+    tmp_path: Path,
+    hand_tape: Tape,
+    hand_tape_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A plugin that halves the prices the broker quotes writes a log whose chain is intact."""
     from ledger.rules import Broker
@@ -66,9 +66,9 @@ def test_a_patched_broker_is_caught_at_its_first_fill(
     db = tmp_path / "run.db"
     run(db, hand_tape_file)
     monkeypatch.undo()  # verify with the real rules
-    plain = CliRunner().invoke(verify, [str(db), "--json"])
+    plain = arena("verify", db, "--json")
     assert plain.exit_code == 0  # the chain and the fold see nothing wrong
-    result = check(db, hand_tape_file)
+    result = arena("verify", db, "--tape", hand_tape_file, "--json")
     assert result.exit_code == 1
     failure = json.loads(result.output)
     assert failure["first_bad_seq"] == fill_seqs(db)[0]
@@ -78,24 +78,30 @@ def test_a_patched_broker_is_caught_at_its_first_fill(
 
 
 def test_a_broken_rule_is_caught(
-    tmp_path: Path, hand_tape: Tape, hand_tape_file: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena,
+    tmp_path: Path,
+    hand_tape: Tape,
+    hand_tape_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A broker that lets v1 bets reach 90% of cash fills b's $3,000 (above 25% of $9,800)."""
     monkeypatch.setitem(RULES, "v1", RuleSet(version="v1", max_fraction=0.9))
     db = tmp_path / "run.db"
     run(db, hand_tape_file)
     monkeypatch.undo()  # verify with the real rules
-    result = check(db, hand_tape_file)
+    result = arena("verify", db, "--tape", hand_tape_file, "--json")
     failure = json.loads(result.output)
     assert failure["first_bad_seq"] == fill_seqs(db)[2]  # a, then a again, then b
     assert failure["error"].endswith("buys for 3000.0, above the 2450.0 the v1 rules allow")
 
 
-def test_a_log_of_another_tape_is_refused(tmp_path: Path, hand_tape_file: Path) -> None:
+def test_a_log_of_another_tape_is_refused(
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
+) -> None:
     run(tmp_path / "run.db", hand_tape_file)
     other = tmp_path / "other.tape"
     save_tape(random_walk_tape(2, 5, seed=1), other)
-    result = check(tmp_path / "run.db", other)
+    result = arena("verify", tmp_path / "run.db", "--tape", other, "--json")
     failure = json.loads(result.output)
     assert failure["first_bad_seq"] == 1
     assert f"on tape {load_tape(hand_tape_file).hash[:12]}, not " in failure["error"]

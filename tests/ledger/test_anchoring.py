@@ -15,16 +15,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.cli import cli
 from arena.verify import verify_store
 from ledger.anchor import head_path, read_head
 from ledger.errors import IntegrityError, LedgerError
 from ledger.store import EventStore, link_hash
-from tests.conftest import START, WEEK, rechain
+from tests.conftest import START, WEEK, Arena, rechain
 
 
 @pytest.fixture
@@ -177,24 +175,24 @@ def test_rechaining_after_removing_the_first_cohort_fails(log: Path) -> None:
         _verify(log, head)
 
 
-def test_verify_names_every_cohort_that_never_closed(log: Path) -> None:
+def test_verify_names_every_cohort_that_never_closed(arena: Arena, log: Path) -> None:
     cohort = _last_cohort(log)
     _tamper(log, "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)")
     _strip_anchors(log)
-    result = CliRunner().invoke(cli, ["verify", str(log)])
+    result = arena("verify", log)
     assert result.exit_code == 0, result.output
     assert f"never closed: 1 cohort(s): {cohort}" in result.output
 
 
-def test_the_cli_checks_the_head_it_is_given(log: Path) -> None:
+def test_the_cli_checks_the_head_it_is_given(arena: Arena, log: Path) -> None:
     head = read_head(log)
     assert head is not None
-    ok = CliRunner().invoke(cli, ["verify", str(log), "--head", head])
+    ok = arena("verify", log, "--head", head)
     assert ok.exit_code == 0 and "matches the --head" in ok.output
     other = f"{head.split(':')[0]}:{'ab' * 32}"
-    bad = CliRunner().invoke(cli, ["verify", str(log), "--head", other, "--json"])
+    bad = arena("verify", log, "--head", other, "--json")
     assert bad.exit_code == 1 and "no longer holds the recorded head" in bad.output
-    garbled = CliRunner().invoke(cli, ["verify", str(log), "--head", "xyz"])
+    garbled = arena("verify", log, "--head", "xyz")
     assert garbled.exit_code == 1 and "is not a head" in garbled.output
 
 
@@ -262,9 +260,7 @@ def test_the_chain_checked_in_a_child_process_names_the_same_seq(
 ) -> None:
     """Big logs have their chain checked by ``python -m ledger.chain`` beside the fold; the
     answer (and the seq of a broken link) is the one the in-process check gives."""
-    import arena.verify
-
-    monkeypatch.setattr(arena.verify, "_PARALLEL_FROM", 0)
+    monkeypatch.setattr("arena.verify._PARALLEL_FROM", 0)
     with EventStore.open(log, readonly=True) as store:
         assert verify_store(store).events == store.last_seq()
     _tamper(

@@ -7,15 +7,14 @@ from collections.abc import Generator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from arena.bench.rebuild_bench import make_log
-from arena.cli import cli
 from ledger.errors import LedgerError
 from ledger.events import CohortOpened, DecisionMade, MarketListed
 from ledger.projection import Ledger
 from ledger.rebuild import read_ahead, rebuild
 from ledger.store import EventStore
+from tests.conftest import Arena
 
 
 @pytest.mark.parametrize("batch", [7, 1_000, 100_000])
@@ -66,7 +65,9 @@ def corrupt(db: Path, seq: int, payload: str) -> None:
     "payload",
     ['{"type":"OrderFilled","oops', '{"type":"FromTheFuture","cohort":"bench-rebuild","ts":1}'],
 )
-def test_an_unreadable_event_is_a_one_line_error_naming_it(tmp_path: Path, payload: str) -> None:
+def test_an_unreadable_event_is_a_one_line_error_naming_it(
+    arena: Arena, tmp_path: Path, payload: str
+) -> None:
     db = tmp_path / "log.db"
     with EventStore.open(db) as store:
         make_log(store, 500, seed=1, markets=5)
@@ -76,7 +77,7 @@ def test_an_unreadable_event_is_a_one_line_error_naming_it(tmp_path: Path, paylo
             rebuild(store, batch=16)
         with pytest.raises(LedgerError, match="event 40 is not a readable event"):
             list(store.read())
-    result = CliRunner().invoke(cli, ["report", str(db)])
+    result = arena("report", db)
     assert result.exit_code == 1
     # the report checks the links of what it folds before decoding it: the edit is named first
     assert result.output.startswith(f"Error: {db}: event 40 was altered (hash mismatch);")

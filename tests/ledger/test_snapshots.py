@@ -13,12 +13,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import arena.runner
-from arena.cli import cli
 from arena.report import report_data
 from arena.runner import CohortRunner
 from arena.verify import verify_store
@@ -37,7 +34,7 @@ from ledger.snapshot import (
 )
 from ledger.store import EventStore
 from replays.tape import Tape
-from tests.conftest import hand_config
+from tests.conftest import Arena, hand_config
 
 
 @pytest.fixture
@@ -45,10 +42,6 @@ def log(weekly_log: Path, tmp_path: Path) -> Path:
     db = tmp_path / "arena.db"
     shutil.copy(weekly_log, db)
     return db
-
-
-def _report(db: Path) -> Result:
-    return CliRunner().invoke(cli, ["report", str(db), "--json"])
 
 
 def _full_fold_report(db: Path) -> dict[str, object]:
@@ -86,7 +79,7 @@ def _closing(db: Path) -> list[tuple[int, int, bytes]]:
         return [(i, s, bytes(b)) for i, s, b in rows]
 
 
-def test_a_report_from_snapshots_equals_the_full_fold(log: Path) -> None:
+def test_a_report_from_snapshots_equals_the_full_fold(arena: Arena, log: Path) -> None:
     with EventStore.open(log, readonly=True) as store:
         loaded = load(store)
         assert loaded.restored == store.streams() and loaded.checked == 0
@@ -94,7 +87,7 @@ def test_a_report_from_snapshots_equals_the_full_fold(log: Path) -> None:
         for name, state in loaded.ledger.cohorts.items():
             assert state.closed is not None
             assert state.digest() == state.closed.state_digest, name
-    result = _report(log)
+    result = arena("report", log, "--json")
     assert result.exit_code == 0 and result.stderr == ""
 
 
@@ -112,13 +105,15 @@ def test_an_image_round_trips_exactly(log: Path) -> None:
             assert json.loads(image)["format"] == FORMAT  # readable JSON, versioned
 
 
-def _bad_snapshot_is_named_and_skipped(db: Path, snapshot_id: int, seq: int, why: str) -> None:
+def _bad_snapshot_is_named_and_skipped(
+    arena: Arena, db: Path, snapshot_id: int, seq: int, why: str
+) -> None:
     with EventStore.open(db, readonly=True) as store, pytest.raises(IntegrityError) as caught:
         verify_store(store)
     assert f"snapshot {snapshot_id} (cohort" in str(caught.value)
     assert f"seq {seq})" in str(caught.value) and why in str(caught.value)
     assert caught.value.seq == seq
-    result = _report(db)
+    result = arena("report", db, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == _full_fold_report(db)
     notes = result.stderr.strip().splitlines()
@@ -133,17 +128,19 @@ def _richer(image: bytes) -> bytes:
     return json.dumps(data, separators=(",", ":")).encode()
 
 
-def test_an_edited_snapshot(log: Path) -> None:
+def test_an_edited_snapshot(arena: Arena, log: Path) -> None:
     snapshot_id, seq, image = _closing(log)[1]
     forged = _richer(image)
     conn = sqlite3.connect(log, isolation_level=None)
     conn.execute("DROP TRIGGER snapshots_no_update")
     conn.execute("UPDATE snapshots SET state = ? WHERE id = ?", (forged.decode(), snapshot_id))
     conn.close()
-    _bad_snapshot_is_named_and_skipped(log, snapshot_id, seq, "is damaged")
+    _bad_snapshot_is_named_and_skipped(arena, log, snapshot_id, seq, "is damaged")
 
 
-def test_an_edited_snapshot_with_its_hash_recomputed_fails_on_the_close_digest(log: Path) -> None:
+def test_an_edited_snapshot_with_its_hash_recomputed_fails_on_the_close_digest(
+    arena: Arena, log: Path
+) -> None:
     snapshot_id, seq, image = _closing(log)[0]
     forged = _richer(image)
     conn = sqlite3.connect(log, isolation_level=None)
@@ -155,7 +152,7 @@ def test_an_edited_snapshot_with_its_hash_recomputed_fails_on_the_close_digest(l
         (forged.decode(), row_hash, snapshot_id),
     )
     conn.close()
-    _bad_snapshot_is_named_and_skipped(log, snapshot_id, seq, "disagrees with the fold")
+    _bad_snapshot_is_named_and_skipped(arena, log, snapshot_id, seq, "disagrees with the fold")
 
 
 def _without_last_close(db: Path) -> tuple[int, bytes]:
@@ -169,20 +166,20 @@ def _without_last_close(db: Path) -> tuple[int, bytes]:
     return seq, image
 
 
-def test_a_snapshot_cut_mid_write(log: Path) -> None:
+def test_a_snapshot_cut_mid_write(arena: Arena, log: Path) -> None:
     seq, image = _without_last_close(log)
     new = _insert_snapshot(log, seq - 1, image, whole=False)
-    _bad_snapshot_is_named_and_skipped(log, new, seq - 1, "is damaged")
+    _bad_snapshot_is_named_and_skipped(arena, log, new, seq - 1, "is damaged")
 
 
-def test_a_snapshot_of_another_format(log: Path) -> None:
+def test_a_snapshot_of_another_format(arena: Arena, log: Path) -> None:
     seq, image = _without_last_close(log)
     future = image.replace(b'{"format":1,', b'{"format":2,', 1)
     new = _insert_snapshot(log, seq - 1, future, fmt=2)
-    _bad_snapshot_is_named_and_skipped(log, new, seq - 1, "has format 2; this arena reads 1")
+    _bad_snapshot_is_named_and_skipped(arena, log, new, seq - 1, "has format 2; this arena reads 1")
 
 
-def test_a_stale_snapshot(log: Path) -> None:
+def test_a_stale_snapshot(arena: Arena, log: Path) -> None:
     """The state of the close stored as if taken one event earlier: whole, readable, wrong."""
     _, seq, image = _closing(log)[2]
     new = _insert_snapshot(log, seq - 1, image)
@@ -192,10 +189,12 @@ def test_a_stale_snapshot(log: Path) -> None:
         caught.value
     )
     # report uses the closing snapshot (the newest), which is good: nothing to fall back from
-    assert json.loads(_report(log).stdout) == _full_fold_report(log)
+    assert json.loads(arena("report", log, "--json").stdout) == _full_fold_report(log)
 
 
-def test_an_old_log_without_snapshots_reads_and_gets_them_from_verify(log: Path) -> None:
+def test_an_old_log_without_snapshots_reads_and_gets_them_from_verify(
+    arena: Arena, log: Path
+) -> None:
     with sqlite3.connect(log) as conn:
         before = conn.execute("SELECT seq, payload, hash FROM events ORDER BY seq").fetchall()
         conn.execute("DROP TABLE snapshots")
@@ -204,8 +203,8 @@ def test_an_old_log_without_snapshots_reads_and_gets_them_from_verify(log: Path)
         loaded = load(store)
         assert loaded.restored == [] and loaded.checked == store.last_seq()
         assert verify_store(store).snapshots == 0
-    assert json.loads(_report(log).stdout) == expected
-    written = CliRunner().invoke(cli, ["verify", str(log), "--write-snapshots", "--json"])
+    assert json.loads(arena("report", log, "--json").stdout) == expected
+    written = arena("verify", log, "--write-snapshots", "--json")
     assert json.loads(written.stdout)["snapshots_written"] == 3
     with sqlite3.connect(log) as conn:
         assert conn.execute("SELECT seq, payload, hash FROM events ORDER BY seq").fetchall() == (
@@ -214,8 +213,8 @@ def test_an_old_log_without_snapshots_reads_and_gets_them_from_verify(log: Path)
     with EventStore.open(log, readonly=True) as store:
         assert verify_store(store).snapshots == 3
         assert load(store).restored == store.streams()
-    assert json.loads(_report(log).stdout) == expected
-    again = CliRunner().invoke(cli, ["verify", str(log), "--write-snapshots", "--json"])
+    assert json.loads(arena("report", log, "--json").stdout) == expected
+    again = arena("verify", log, "--write-snapshots", "--json")
     assert json.loads(again.stdout)["snapshots_written"] == 0
 
 
@@ -230,8 +229,8 @@ def test_periodic_snapshots_of_a_long_cohort_match_its_fold(
     config = hand_config({"fav": "favourite", "coin": "random?bets=3"}, universe=6,
                          decision_cadence="daily", mark_cadence="daily")  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(arena.runner, "FLUSH_EVERY", every)
-        patch.setattr(arena.runner, "SNAPSHOT_EVERY", every)
+        patch.setattr("arena.runner.FLUSH_EVERY", every)
+        patch.setattr("arena.runner.SNAPSHOT_EVERY", every)
         with EventStore.open(db) as store:
             CohortRunner(synthetic_tape, config).run(store)
     with EventStore.open(db, readonly=True) as store:

@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-from click.testing import Result
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,7 +31,7 @@ from replays.recorder import (
     price_tokens,
     record,
 )
-from tests.conftest import arena
+from tests.conftest import Arena
 from tests.polymarket_server import FIXTURES, FakePolymarket, Fault, history_for
 
 pytestmark = pytest.mark.skipif(not FIXTURES.exists(), reason="shared/ fixtures not beside repo")
@@ -293,13 +292,11 @@ def test_resume_refuses_other_options_and_damaged_files(
 # --- the command ----------------------------------------------------------------------------
 
 
-def run_cli(*args: str) -> Result:
-    return arena("tapes", "record", *args)
-
-
-def test_cli_reports_a_client_error_in_one_line(server: FakePolymarket, tmp_path: Path) -> None:
-    result = run_cli(
-        "--out", str(tmp_path / "x.tape"), "--gamma-url", server.url + "/gone",
+def test_cli_reports_a_client_error_in_one_line(
+    arena: Arena, server: FakePolymarket, tmp_path: Path
+) -> None:
+    result = arena(
+        "tapes", "record", "--out", tmp_path / "x.tape", "--gamma-url", server.url + "/gone",
         "--clob-url", server.url, "--max-retries", "0",
     )  # fmt: skip
     assert result.exit_code == 1
@@ -308,26 +305,30 @@ def test_cli_reports_a_client_error_in_one_line(server: FakePolymarket, tmp_path
     assert server.count("/gone/events") == 1
 
 
-def test_cli_rejects_a_bad_date(tmp_path: Path) -> None:
-    result = run_cli("--out", str(tmp_path / "x.tape"), "--start", "soon")
+def test_cli_rejects_a_bad_date(arena: Arena, tmp_path: Path) -> None:
+    result = arena("tapes", "record", "--out", tmp_path / "x.tape", "--start", "soon")
     assert result.exit_code == 1
     assert result.output.strip() == "Error: --start: 'soon' is not an ISO-8601 date or instant"
 
 
-def test_cli_checks_the_tape_name_before_recording(server: FakePolymarket, tmp_path: Path) -> None:
-    result = run_cli("--out", str(tmp_path / "x.csv"), "--gamma-url", server.url)
+def test_cli_checks_the_tape_name_before_recording(
+    arena: Arena, server: FakePolymarket, tmp_path: Path
+) -> None:
+    result = arena("tapes", "record", "--out", tmp_path / "x.csv", "--gamma-url", server.url)
     assert result.exit_code == 1
     assert "unknown tape extension" in result.output and len(result.output.splitlines()) == 1
     assert server.requests == []
 
 
-def test_cli_records_a_tape_end_to_end(server: FakePolymarket, tmp_path: Path) -> None:
+def test_cli_records_a_tape_end_to_end(
+    arena: Arena, server: FakePolymarket, tmp_path: Path
+) -> None:
     pytest.importorskip("replays.importers.polymarket")
     from replays.tapefile import load_tape
 
     out = tmp_path / "top.tape"
     args = ["--out", str(out), "--top", "5", "--gamma-url", server.url, "--clob-url", server.url]
-    result = run_cli(*args, "--json")
+    result = arena("tapes", "record", *args, "--json")
     assert result.exit_code == 0, result.output
     facts = json.loads(result.stdout)
     assert facts["markets"] == 5 and facts["tokens_recorded"] == 5
@@ -335,7 +336,7 @@ def test_cli_records_a_tape_end_to_end(server: FakePolymarket, tmp_path: Path) -
     tape = load_tape(out)
     assert sorted(m.id for m in tape.markets) == sorted(TOP5)
 
-    again = run_cli(*args, "--json")
+    again = arena("tapes", "record", *args, "--json")
     assert json.loads(again.stdout)["tokens_resumed"] == 5
     assert json.loads(again.stdout)["requests"] == 0
 

@@ -376,7 +376,8 @@ def test_bad_settings_name_the_field(spec: str, field: str) -> None:
 def test_every_builtin_runs_the_sample_cleanly(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text('[{"action": "HOLD"}]')
-    # llm needs a model and a server; tests/test_llm_agent.py replays it against a local one.
+    # llm needs a model and a server; tests/strategies/test_llm_agent.py replays it against a
+    # local one.
     agents = {name: name for name in BUILTINS if name != "llm"} | {
         "scripted": f"scripted:{script}",
         "sign_market": "sign?forecaster=market",

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from arena.cli import cli
 from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
 from ledger.events import DecisionMade, Event, OrderFilled, OrderPlaced
@@ -42,6 +40,7 @@ from strategies.diffusion import (
 )
 from strategies.forecasters import DiffusionForecaster, forecaster_from_setting, yes_label
 from strategies.loader import build_strategy
+from tests.conftest import Arena
 
 # -- origins' numbers ----------------------------------------------------------------------
 
@@ -304,8 +303,8 @@ def test_bad_diffusion_settings(spec: str, message: str) -> None:
         build_strategy(spec)
 
 
-def test_strategies_lists_the_diffusion_settings() -> None:
-    result = CliRunner().invoke(cli, ["strategies", "--json"], env={"COLUMNS": "200"})
+def test_strategies_lists_the_diffusion_settings(arena: Arena) -> None:
+    result = arena("strategies", "--json")
     assert result.exit_code == 0, result.output
     entries = {e["name"]: e for e in json.loads(result.output)}
     for rule in ("sign", "linear"):

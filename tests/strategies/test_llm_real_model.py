@@ -16,14 +16,11 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from arena.commands.replay import replay
-from arena.commands.report import report
 from ledger.events import DecisionMade, ModelCalled, OrderFilled, OrderPlaced, OrderRejected
 from ledger.store import EventStore
 from replays.tapefile import save_tape
-from tests.conftest import make_hand_tape
+from tests.conftest import Arena, make_hand_tape
 from tests.llama_server import LlamaServer
 
 MODEL = "smollm2-135m"
@@ -42,15 +39,15 @@ def replay_args(tape: Path, db: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def run(tape: Path, db: Path) -> dict[str, object]:
-    result = CliRunner().invoke(replay, replay_args(tape, db))
+def run(arena: Arena, tape: Path, db: Path) -> dict[str, object]:
+    result = arena("replay", *replay_args(tape, db))
     assert result.exit_code == 0, result.output
     out: dict[str, object] = json.loads(result.stdout)
     return out
 
 
 def test_a_cohort_against_the_real_model_is_logged_whole_and_replays_offline(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tape = tmp_path / "hand.tape"
     save_tape(make_hand_tape(), tape)
@@ -61,7 +58,7 @@ def test_a_cohort_against_the_real_model_is_logged_whole_and_replays_offline(
     with LlamaServer() as server:
         monkeypatch.setenv("ARENA_LLM_BASE_URL", server.base_url)
         before = server.tokens()
-        recorded = run(tape, tmp_path / "recorded.db")
+        recorded = run(arena, tape, tmp_path / "recorded.db")
         after = server.tokens()
     assert server.returncode == 0  # stopped, cleanly: nothing below can reach it
 
@@ -103,7 +100,7 @@ def test_a_cohort_against_the_real_model_is_logged_whole_and_replays_offline(
     assert all(e.reason for e in events if isinstance(e, OrderRejected))
 
     # the report's token totals are the server's own count of what it processed
-    result = CliRunner().invoke(report, [str(tmp_path / "recorded.db"), "--json"])
+    result = arena("report", tmp_path / "recorded.db", "--json")
     assert result.exit_code == 0, result.output
     total = json.loads(result.stdout)["model_usage_total"]
     assert (total["tokens_in"], total["tokens_out"]) == (after[0] - before[0], after[1] - before[1])
@@ -112,6 +109,6 @@ def test_a_cohort_against_the_real_model_is_logged_whole_and_replays_offline(
 
     # offline, the server gone: from the cassette, and from the recorded log itself
     monkeypatch.setenv("ARENA_LLM_MODE", "replay")
-    assert run(tape, tmp_path / "replayed.db")["digest"] == recorded["digest"]
+    assert run(arena, tape, tmp_path / "replayed.db")["digest"] == recorded["digest"]
     monkeypatch.setenv("ARENA_LLM_CASSETTE", str(tmp_path / "recorded.db"))
-    assert run(tape, tmp_path / "from_log.db")["digest"] == recorded["digest"]
+    assert run(arena, tape, tmp_path / "from_log.db")["digest"] == recorded["digest"]

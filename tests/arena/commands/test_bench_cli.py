@@ -6,35 +6,21 @@ the counts follow from the workload's sizes and are checked exactly where they c
 
 from __future__ import annotations
 
-import json
 from typing import Any
-
-from click.testing import CliRunner, Result
 
 from arena.bench.canned_llm import CannedLLM
 from arena.bench.llm_bench import AGENT_ANSWER
-from arena.commands.bench import bench
 from replays.synthetic import anchored_walk_tape
+from tests.conftest import Arena
 from tests.peer_workload import band_orders
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(bench, list(args), env={"COLUMNS": "200"})
-
-
-def figures(*args: str) -> dict[str, Any]:
-    result = invoke(*args, "--json")
-    assert result.exit_code == 0, result.output
-    out: dict[str, Any] = json.loads(result.stdout)
-    return out
 
 
 def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def test_replay() -> None:
-    out = figures("replay", "--markets", "5", "--steps", "50")
+def test_replay(arena: Arena) -> None:
+    out = arena.json("bench", "replay", "--markets", "5", "--steps", "50")
     assert set(out) == {
         "ticks", "orders", "fills", "rejected", "events", "seconds", "cpu_seconds", "ticks_per_s",
         "ticks_per_cpu_s", "tape_mb", "log_mb", "run_peak_rss_mb", "build_peak_rss_mb",
@@ -52,22 +38,22 @@ def test_replay() -> None:
     assert out["run_peak_rss_mb"] >= out["tape_mb"]
 
 
-def test_replay_as_a_table() -> None:
-    result = invoke("replay", "--markets", "5", "--steps", "50")
+def test_replay_as_a_table(arena: Arena) -> None:
+    result = arena("bench", "replay", "--markets", "5", "--steps", "50")
     assert result.exit_code == 0, result.output
     assert "replay (peer workload)" in result.output
     assert "ticks_per_s" in result.output and "250" in result.output
 
 
-def test_tapes() -> None:
-    out = figures("tapes", "--markets", "3", "--points", "100")
+def test_tapes(arena: Arena) -> None:
+    out = arena.json("bench", "tapes", "--markets", "3", "--points", "100")
     assert set(out) == {"markets", "points", "load_seconds", "peak_rss_mb", "file_mb"}
     assert (out["markets"], out["points"]) == (3, 300)  # points over the whole tape: 3 x 100
     assert all(is_number(out[k]) and out[k] > 0 for k in ("load_seconds", "peak_rss_mb", "file_mb"))
 
 
-def test_strategies() -> None:
-    out = figures("strategies")
+def test_strategies(arena: Arena) -> None:
+    out = arena.json("bench", "strategies")
     assert set(out) == {
         "universe_sizes",
         "us_per_decision",
@@ -86,8 +72,8 @@ def test_strategies() -> None:
     assert isinstance(out["within_target"], bool)
 
 
-def test_ledger() -> None:
-    out = figures("ledger", "--events", "2000", "--batch", "500")
+def test_ledger(arena: Arena) -> None:
+    out = arena.json("bench", "ledger", "--events", "2000", "--batch", "500")
     assert set(out) == {"append", "rebuild"}
     append, rebuild = out["append"], out["rebuild"]
     assert set(append) == {
@@ -117,14 +103,14 @@ def test_ledger() -> None:
     assert all(is_number(v) for v in (*append.values(), *rebuild.values()))
 
 
-def test_ledger_as_tables() -> None:
-    result = invoke("ledger", "--events", "500")
+def test_ledger_as_tables(arena: Arena) -> None:
+    result = arena("bench", "ledger", "--events", "500")
     assert result.exit_code == 0, result.output
     assert "ledger append" in result.output and "ledger rebuild" in result.output
 
 
-def test_reads() -> None:
-    out = figures("reads", "--events", "3000", "--repeats", "1")
+def test_reads(arena: Arena) -> None:
+    out = arena.json("bench", "reads", "--events", "3000", "--repeats", "1")
     assert set(out) == {"events", "report", "verify", "rebuild", "snapshot"}
     assert out["events"] >= 3000
     assert is_number(out["report"]["events_per_s_equivalent"])
@@ -135,14 +121,14 @@ def test_reads() -> None:
     assert is_number(snapshot["snapshot_growth_pct"])
 
 
-def test_llm() -> None:
+def test_llm(arena: Arena) -> None:
     """The model here is a canned endpoint that holds at once (the real model's cohort is
-    tests/test_llm_real_model.py): one decision of each agent with one market of the sample
-    (Pennsylvania, which closes 2024-11-07), then the overhead run decides daily from
+    tests/strategies/test_llm_real_model.py): one decision of each agent with one market of the
+    sample (Pennsylvania, which closes 2024-11-07), then the overhead run decides daily from
     2024-09-01 to 2024-11-07, 30 + 31 + 7 = 68 days, one call each for either agent."""
     with CannedLLM(AGENT_ANSWER) as model:
-        out = figures(
-            "llm", "--base-url", model.base_url, "--model", "smol", "--markets", "1",
+        out = arena.json(
+            "bench", "llm", "--base-url", model.base_url, "--model", "smol", "--markets", "1",
             "--decisions", "1",
         )  # fmt: skip
         assert model.requests == 2  # the agent's one decision and the forecaster's one question
@@ -161,8 +147,8 @@ def test_llm() -> None:
     assert out["within_target"] == all(out[key] <= 5.0 for key in judged)
 
 
-def test_lab() -> None:
-    out = figures("lab", "--n", "1000", "--repeats", "2")
+def test_lab(arena: Arena) -> None:
+    out = arena.json("bench", "lab", "--n", "1000", "--repeats", "2")
     assert set(out) == {
         "experiment", "n", "experiment_seconds_best", "experiment_seconds_median",
         "command_seconds", "rows_per_second", "checks_ok",

@@ -14,10 +14,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from arena.cli import cli
 from tests import conftest
+from tests.conftest import Arena
 
 READS = {
     "report": ["report", "{db}"],
@@ -26,9 +26,8 @@ READS = {
 }
 
 
-def _run(read: str, db: Path) -> Result:
-    args = [a.format(db=db, out=db.parent / "out") for a in READS[read]]
-    return CliRunner().invoke(cli, args)
+def _args(read: str, db: Path) -> list[str]:
+    return [a.format(db=db, out=db.parent / "out") for a in READS[read]]
 
 
 def _one_line(result: Result) -> str:
@@ -75,29 +74,31 @@ DELETE FROM events WHERE seq = (
 
 
 @pytest.mark.parametrize("read", list(READS))
-def test_a_doubled_fill_amount_is_named(log: Path, read: str) -> None:
+def test_a_doubled_fill_amount_is_named(arena: Arena, log: Path, read: str) -> None:
     seq = _edit(log, DOUBLE_FIRST_FILL, rechain=False)
-    assert f"event {seq} was altered (hash mismatch)" in _one_line(_run(read, log))
+    assert f"event {seq} was altered (hash mismatch)" in _one_line(arena(*_args(read, log)))
 
 
 @pytest.mark.parametrize("read", list(READS))
-def test_a_deleted_market_listing_is_named(log: Path, read: str) -> None:
+def test_a_deleted_market_listing_is_named(arena: Arena, log: Path, read: str) -> None:
     seq = _edit(log, DELETE_A_TRADED_MARKET, rechain=False)
-    assert f"event {seq + 1} " in _one_line(_run(read, log))
+    assert f"event {seq + 1} " in _one_line(arena(*_args(read, log)))
 
 
 @pytest.mark.parametrize("read", list(READS))
-def test_a_rechained_deleted_listing_does_not_fold_and_says_so(log: Path, read: str) -> None:
+def test_a_rechained_deleted_listing_does_not_fold_and_says_so(
+    arena: Arena, log: Path, read: str
+) -> None:
     _edit(log, DELETE_A_TRADED_MARKET, rechain=True)
-    message = _one_line(_run(read, log))
+    message = _one_line(arena(*_args(read, log)))
     assert "does not fold" in message and "KeyError" not in message
 
 
-def test_a_report_from_the_closing_snapshot_keeps_the_runs_figures(log: Path) -> None:
+def test_a_report_from_the_closing_snapshot_keeps_the_runs_figures(arena: Arena, log: Path) -> None:
     """An edit before a closing snapshot cannot change the report read from that snapshot
     (the state the run recorded, anchored by its close digest); ``verify`` names the edit."""
-    before = json.loads(CliRunner().invoke(cli, ["report", str(log), "--json"]).stdout)
+    before = json.loads(arena("report", log, "--json").stdout)
     seq = _edit(log, DOUBLE_FIRST_FILL, rechain=False, snapshots=True)
-    after = CliRunner().invoke(cli, ["report", str(log), "--json"])
+    after = arena("report", log, "--json")
     assert after.exit_code == 0 and json.loads(after.stdout) == before
-    assert f"event {seq} was altered" in _one_line(CliRunner().invoke(cli, ["verify", str(log)]))
+    assert f"event {seq} was altered" in _one_line(arena("verify", log))

@@ -9,6 +9,8 @@ from pathlib import Path
 import click
 import pytest
 
+from tests.conftest import Arena
+
 ARENA = Path(sys.executable).parent / "arena"
 
 
@@ -93,14 +95,13 @@ def test_help_imports_no_command_module() -> None:
     ],
 )
 def test_every_domain_error_ends_at_the_edge_as_its_first_line(
-    error: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena, error: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A command that does not catch a domain error still ends in one line: the edge does it
     once, for all of them (``cassette`` catches only OSError)."""
     import importlib
 
     from replays.errors import TapeError
-    from tests.conftest import arena
 
     module, name = error.split(":")
     cls = getattr(importlib.import_module(module), name)
@@ -119,11 +120,10 @@ def test_every_domain_error_ends_at_the_edge_as_its_first_line(
 
 
 def test_a_bug_is_not_dressed_as_a_domain_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    arena: Arena, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Only the domain roots are turned into a line; anything else is arena's bug and keeps
     its traceback (``main`` does not swallow it either)."""
-    from tests.conftest import arena
 
     def broken(db: Path, out: Path) -> int:
         raise KeyError("a bug")

@@ -12,16 +12,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 from click.testing import Result
 
-from arena.commands.replay import replay
-from arena.commands.report import report
-from arena.commands.verify import verify
 from ledger.events import DecisionMade, OrderFilled
 from ledger.store import EventStore, link_hash
-from tests.conftest import arena
+from tests.conftest import Arena
 
 SMALL = ("--universe", "5", "--marks", "weekly")
 """Keeps a replay of the sample quick: five markets, weekly marks."""
@@ -63,12 +59,6 @@ LEADERBOARD_KEYS = {
 }
 
 
-def invoke(command: click.Command, *args: str | Path) -> Result:
-    """Run a command through the CLI's edge (where a domain error becomes one line); a wide
-    terminal, so rich tables keep whole numbers."""
-    return arena(command.name, *args, env={"COLUMNS": "200"})
-
-
 def ok_json(result: Result) -> Any:
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -90,11 +80,13 @@ def scripted_args(tape: Path, script: Path, db: Path) -> list[Any]:
     ]  # fmt: skip
 
 
-def scripted_replay(tmp_path: Path, tape: Path, *extra: str) -> tuple[Path, dict[str, Any]]:
+def scripted_replay(
+    arena: Arena, tmp_path: Path, tape: Path, *extra: str
+) -> tuple[Path, dict[str, Any]]:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
     db = tmp_path / "run.db"
-    out = ok_json(invoke(replay, *scripted_args(tape, script, db), "--json", *extra))
+    out = ok_json(arena("replay", *scripted_args(tape, script, db), "--json", *extra))
     return db, out
 
 
@@ -106,31 +98,31 @@ def fill_seqs(db: Path) -> list[int]:
 # -- replay --------------------------------------------------------------------------------------
 
 
-def test_replay_json_twice_gives_the_same_digest(tmp_path: Path) -> None:
-    one = ok_json(invoke(replay, *SMALL, "--db", tmp_path / "one.db", "--json"))
-    two = ok_json(invoke(replay, *SMALL, "--db", tmp_path / "two.db", "--json"))
+def test_replay_json_twice_gives_the_same_digest(arena: Arena, tmp_path: Path) -> None:
+    one = ok_json(arena("replay", *SMALL, "--db", tmp_path / "one.db", "--json"))
+    two = ok_json(arena("replay", *SMALL, "--db", tmp_path / "two.db", "--json"))
     assert one["digest"] == two["digest"]
     assert [c["cohort"] for c in one["cohorts"]] == [c["cohort"] for c in two["cohorts"]]
     with EventStore.open(tmp_path / "one.db", readonly=True) as store:
         assert store.digest() == one["digest"]
         events = store.last_seq()
     # again into the same log: nothing new, the same digest
-    again = ok_json(invoke(replay, *SMALL, "--db", tmp_path / "one.db", "--json"))
+    again = ok_json(arena("replay", *SMALL, "--db", tmp_path / "one.db", "--json"))
     assert again["digest"] == one["digest"]
     with EventStore.open(tmp_path / "one.db", readonly=True) as store:
         assert store.last_seq() == events
 
 
-def test_spelling_out_the_default_cadences_changes_nothing(tmp_path: Path) -> None:
+def test_spelling_out_the_default_cadences_changes_nothing(arena: Arena, tmp_path: Path) -> None:
     """``--decisions weekly`` must log the same bytes as leaving it out (msgspec omits a default
     by identity, and a string from argv is not the literal default)."""
     weekly, daily = (bytes(word, "ascii").decode() for word in ("weekly", "daily"))  # as argv
     implicit = ok_json(
-        invoke(replay, "--universe", "5", "--db", tmp_path / "implicit.db", "--json")
+        arena("replay", "--universe", "5", "--db", tmp_path / "implicit.db", "--json")
     )
     explicit = ok_json(
-        invoke(
-            replay,
+        arena(
+            "replay",
             "--universe",
             "5",
             "--decisions",
@@ -145,9 +137,9 @@ def test_spelling_out_the_default_cadences_changes_nothing(tmp_path: Path) -> No
     assert explicit["digest"] == implicit["digest"]
 
 
-def test_scripted_agent_and_its_report(tmp_path: Path, hand_tape_file: Path) -> None:
-    db, replayed = scripted_replay(tmp_path, hand_tape_file)
-    reported = ok_json(invoke(report, db, "--json"))
+def test_scripted_agent_and_its_report(arena: Arena, tmp_path: Path, hand_tape_file: Path) -> None:
+    db, replayed = scripted_replay(arena, tmp_path, hand_tape_file)
+    reported = ok_json(arena("report", db, "--json"))
     assert reported["cohorts"] == replayed["cohorts"]  # the report is read back from the log
     [cohort] = reported["cohorts"]
     assert cohort["start"] == "2024-01-07T00:00:00Z" and cohort["closed"]
@@ -180,7 +172,9 @@ def test_scripted_agent_and_its_report(tmp_path: Path, hand_tape_file: Path) -> 
     assert [row["agent"] for row in reported["leaderboard"]] == ["s", "h"]  # by total P/L
 
 
-def test_a_malformed_script_is_a_one_line_error(tmp_path: Path, hand_tape_file: Path) -> None:
+def test_a_malformed_script_is_a_one_line_error(
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
+) -> None:
     db = tmp_path / "run.db"
     for name, content in [
         ("bad.json", "[{not json"),
@@ -188,8 +182,8 @@ def test_a_malformed_script_is_a_one_line_error(tmp_path: Path, hand_tape_file: 
         ("action.json", '[{"action": "BUY"}]'),
     ]:
         (tmp_path / name).write_text(content)
-        result = invoke(
-            replay,
+        result = arena(
+            "replay",
             "--tape",
             hand_tape_file,
             "--start",
@@ -214,9 +208,9 @@ def test_a_malformed_script_is_a_one_line_error(tmp_path: Path, hand_tape_file: 
     ],
 )
 def test_bad_replay_input_is_a_one_line_error(
-    tmp_path: Path, args: tuple[str, ...], message: str
+    arena: Arena, tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    result = invoke(replay, *args, "--db", tmp_path / "run.db")
+    result = arena("replay", *args, "--db", tmp_path / "run.db")
     assert message in one_line_error(result)
 
 
@@ -232,10 +226,11 @@ def test_bad_replay_input_is_a_one_line_error(
     ],
 )
 def test_a_bad_agent_option_is_a_usage_error(
-    tmp_path: Path, args: tuple[str, ...], message: str
+    arena: Arena, tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    """Usage errors: ``arena`` itself prints them as one line (tests/test_cli.py shows how)."""
-    result = invoke(replay, *args, "--db", tmp_path / "run.db")
+    """Usage errors: ``arena`` itself prints them as one line (tests/arena/commands/test_cli.py
+    shows how)."""
+    result = arena("replay", *args, "--db", tmp_path / "run.db")
     assert result.exit_code == 2
     assert f"Error: Invalid value for --agent: {message}" in result.output
     assert not (tmp_path / "run.db").exists()
@@ -257,13 +252,15 @@ class Sleepy(Strategy):
 """
 
 
-def test_the_timeout_option_interrupts_a_slow_plugin(tmp_path: Path, hand_tape_file: Path) -> None:
+def test_the_timeout_option_interrupts_a_slow_plugin(
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
+) -> None:
     plugin = tmp_path / "sleepy.py"
     plugin.write_text(PLUGIN)
     db = tmp_path / "run.db"
     ok_json(
-        invoke(
-            replay,
+        arena(
+            "replay",
             "--tape",
             hand_tape_file,
             "--start",
@@ -287,7 +284,7 @@ def test_the_timeout_option_interrupts_a_slow_plugin(tmp_path: Path, hand_tape_f
 
 
 def test_a_plugin_whose_setup_fails_sits_the_cohort_out(
-    tmp_path: Path, hand_tape_file: Path
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
 ) -> None:
     plugin = tmp_path / "broken.py"
     plugin.write_text(
@@ -296,8 +293,8 @@ def test_a_plugin_whose_setup_fails_sits_the_cohort_out(
         "    def setup(self, context):\n"
         "        raise OSError('model file missing')\n"
     )
-    result = invoke(
-        replay,
+    result = arena(
+        "replay",
         "--tape",
         hand_tape_file,
         "--start",
@@ -318,18 +315,18 @@ def test_a_plugin_whose_setup_fails_sits_the_cohort_out(
     assert len(made) == 1
 
 
-def test_tables_for_people(tmp_path: Path, hand_tape_file: Path) -> None:
-    db, replayed = scripted_replay(tmp_path, hand_tape_file)
-    result = invoke(report, db)
+def test_tables_for_people(arena: Arena, tmp_path: Path, hand_tape_file: Path) -> None:
+    db, replayed = scripted_replay(arena, tmp_path, hand_tape_file)
+    result = arena("report", db)
     assert result.exit_code == 0
     assert replayed["cohorts"][0]["cohort"] in result.output
     assert "10,750" in result.output and "+750.00" in result.output and "+7.50%" in result.output
-    again = invoke(replay, *scripted_args(hand_tape_file, tmp_path / "script.json", db))
+    again = arena("replay", *scripted_args(hand_tape_file, tmp_path / "script.json", db))
     assert again.exit_code == 0
     assert "(0 new)" in again.output and f"digest {replayed['digest']}" in again.output
 
 
-def test_many_starts_in_parallel_give_the_serial_log(tmp_path: Path) -> None:
+def test_many_starts_in_parallel_give_the_serial_log(arena: Arena, tmp_path: Path) -> None:
     args = (
         "--starts",
         "2024-05-12..2024-05-26",
@@ -340,15 +337,15 @@ def test_many_starts_in_parallel_give_the_serial_log(tmp_path: Path) -> None:
         "h=hold",
         "--json",
     )
-    serial = ok_json(invoke(replay, *args, "--jobs", "1", "--db", tmp_path / "serial.db"))
-    parallel = ok_json(invoke(replay, *args, "--jobs", "2", "--db", tmp_path / "parallel.db"))
+    serial = ok_json(arena("replay", *args, "--jobs", "1", "--db", tmp_path / "serial.db"))
+    parallel = ok_json(arena("replay", *args, "--jobs", "2", "--db", tmp_path / "parallel.db"))
     assert parallel["digest"] == serial["digest"]
     assert [c["start"][:10] for c in serial["cohorts"]] == [
         "2024-05-12",
         "2024-05-19",
         "2024-05-26",
     ]
-    reported = ok_json(invoke(report, tmp_path / "parallel.db", "--json"))
+    reported = ok_json(arena("report", tmp_path / "parallel.db", "--json"))
     assert reported["cohorts"] == serial["cohorts"]
     board = {row["agent"]: row for row in reported["leaderboard"]}
     r = board["r"]
@@ -361,11 +358,11 @@ def test_many_starts_in_parallel_give_the_serial_log(tmp_path: Path) -> None:
     assert r["total_pnl"] == pytest.approx(sum(returns) / 100 * 10_000)
 
 
-def test_report_of_an_unknown_cohort_or_a_missing_file(tmp_path: Path) -> None:
+def test_report_of_an_unknown_cohort_or_a_missing_file(arena: Arena, tmp_path: Path) -> None:
     db = tmp_path / "run.db"
     EventStore.open(db).close()
-    assert "has no cohort nope" in one_line_error(invoke(report, db, "--cohort", "nope"))
-    assert invoke(report, tmp_path / "missing.db").exit_code != 0
+    assert "has no cohort nope" in one_line_error(arena("report", db, "--cohort", "nope"))
+    assert arena("report", tmp_path / "missing.db").exit_code != 0
 
 
 # -- verify --------------------------------------------------------------------------------------
@@ -375,24 +372,26 @@ def raw(db: Path) -> sqlite3.Connection:
     return sqlite3.connect(db, isolation_level=None)
 
 
-def test_verify_passes_on_a_fresh_log(tmp_path: Path, hand_tape_file: Path) -> None:
-    db, _ = scripted_replay(tmp_path, hand_tape_file)
+def test_verify_passes_on_a_fresh_log(arena: Arena, tmp_path: Path, hand_tape_file: Path) -> None:
+    db, _ = scripted_replay(arena, tmp_path, hand_tape_file)
     with EventStore.open(db, readonly=True) as store:
         events = store.last_seq()
     with EventStore.open(db, readonly=True) as store:
         head = f"{events}:{store.head()[1].hex()}"
-    result = ok_json(invoke(verify, db, "--json"))
+    result = ok_json(arena("verify", db, "--json"))
     assert result == {
         "ok": True, "events": events, "cohorts": 1, "closed_cohorts_checked": 1,
         "snapshots_checked": 1, "snapshots_written": 0, "open_cohorts": [], "head": head,
         "head_checked_against": "head file",
     }  # fmt: skip
-    plain = invoke(verify, db)
+    plain = arena("verify", db)
     assert plain.exit_code == 0 and plain.output.startswith("OK ")
 
 
-def test_the_database_itself_refuses_edits(tmp_path: Path, hand_tape_file: Path) -> None:
-    db, _ = scripted_replay(tmp_path, hand_tape_file)
+def test_the_database_itself_refuses_edits(
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
+) -> None:
+    db, _ = scripted_replay(arena, tmp_path, hand_tape_file)
     with raw(db) as conn:
         for sql in (
             "UPDATE events SET payload = payload WHERE seq = 1",
@@ -402,18 +401,18 @@ def test_the_database_itself_refuses_edits(tmp_path: Path, hand_tape_file: Path)
                 conn.execute(sql)
 
 
-def test_verify_names_an_edited_payload(tmp_path: Path, hand_tape_file: Path) -> None:
-    db, _ = scripted_replay(tmp_path, hand_tape_file)
+def test_verify_names_an_edited_payload(arena: Arena, tmp_path: Path, hand_tape_file: Path) -> None:
+    db, _ = scripted_replay(arena, tmp_path, hand_tape_file)
     buy = fill_seqs(db)[0]
     with raw(db) as conn:
         conn.execute("DROP TRIGGER events_no_update")
         conn.execute(
             "UPDATE events SET payload = json_set(payload, '$.amount', 900.0) WHERE seq = ?", (buy,)
         )
-    result = invoke(verify, db)
+    result = arena("verify", db)
     assert f"event {buy} was altered" in one_line_error(result)
     assert f"(first bad seq {buy})" in result.output
-    assert ok_json_failure(invoke(verify, db, "--json"))["first_bad_seq"] == buy
+    assert ok_json_failure(arena("verify", db, "--json"))["first_bad_seq"] == buy
 
 
 def ok_json_failure(result: Result) -> dict[str, Any]:
@@ -423,21 +422,23 @@ def ok_json_failure(result: Result) -> dict[str, Any]:
     return out
 
 
-def test_verify_names_the_row_after_a_deleted_one(tmp_path: Path, hand_tape_file: Path) -> None:
-    db, _ = scripted_replay(tmp_path, hand_tape_file)
+def test_verify_names_the_row_after_a_deleted_one(
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
+) -> None:
+    db, _ = scripted_replay(arena, tmp_path, hand_tape_file)
     with raw(db) as conn:
         conn.execute("DROP TRIGGER events_no_delete")
         conn.execute("DELETE FROM events WHERE seq = 5")
     # the chain breaks at the first surviving row after the hole
-    assert "event 6 does not link to its predecessor" in one_line_error(invoke(verify, db))
-    assert ok_json_failure(invoke(verify, db, "--json"))["first_bad_seq"] == 6
+    assert "event 6 does not link to its predecessor" in one_line_error(arena("verify", db))
+    assert ok_json_failure(arena("verify", db, "--json"))["first_bad_seq"] == 6
 
 
 def test_verify_catches_an_edit_whose_hash_chain_was_rebuilt(
-    tmp_path: Path, hand_tape_file: Path
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
 ) -> None:
     """A forger who re-hashes every row after the edit still fails the checking fold."""
-    db, _ = scripted_replay(tmp_path, hand_tape_file)
+    db, _ = scripted_replay(arena, tmp_path, hand_tape_file)
     buy, sell = fill_seqs(db)
     with raw(db) as conn:
         conn.execute("DROP TRIGGER events_no_update")
@@ -454,7 +455,7 @@ def test_verify_catches_an_edit_whose_hash_chain_was_rebuilt(
     # the chain is whole again; the sell then starts from cash 9,000 while the log implies 9,100
     with EventStore.open(db, readonly=True) as store:
         assert store.verify_chain() == len(rows)
-    message = one_line_error(invoke(verify, db))
+    message = one_line_error(arena("verify", db))
     assert message == (
         f"Error: {db}: event {sell} starts a fill from cash 9000.0 but the log implies 9100.0 "
         f"(first bad seq {sell})"
@@ -462,29 +463,29 @@ def test_verify_catches_an_edit_whose_hash_chain_was_rebuilt(
 
 
 def test_a_range_skips_the_sundays_with_nothing_to_trade(
-    tmp_path: Path, hand_tape_file: Path
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
 ) -> None:
     """On the hand tape every market has resolved by 2024-01-28: that week is skipped, named."""
     db = tmp_path / "run.db"
     args = ("--tape", hand_tape_file, "--starts", "2024-01-07..2024-01-28", "--universe", "3",
             "--agent", "h=hold", "--jobs", "1", "--db", db)  # fmt: skip
-    out = ok_json(invoke(replay, *args, "--json"))
+    out = ok_json(arena("replay", *args, "--json"))
     assert out["skipped_starts"] == ["2024-01-28T00:00:00Z"]
     with EventStore.open(db, readonly=True) as store:
         assert [s[:10] for s in store.streams()] == ["2024-01-07", "2024-01-14", "2024-01-21"]
-    shown = invoke(replay, *args).output
+    shown = arena("replay", *args).output
     assert "skipped 1 start(s) with no open, priced market: 2024-01-28" in shown
 
 
 def test_a_start_with_nothing_to_trade_is_refused_before_anything_runs(
-    tmp_path: Path, hand_tape_file: Path
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
 ) -> None:
     db = tmp_path / "run.db"
-    result = invoke(replay, "--tape", hand_tape_file, "--start", "2024-01-28", "--db", db)
+    result = arena("replay", "--tape", hand_tape_file, "--start", "2024-01-28", "--db", db)
     assert "is open with a price at 2024-01-28 00:00 UTC" in one_line_error(result)
     assert not db.exists()
-    result = invoke(replay, "--tape", hand_tape_file, "--starts", "2024-01-28..2024-02-04",
-                    "--db", db)  # fmt: skip
+    result = arena("replay", "--tape", hand_tape_file, "--starts", "2024-01-28..2024-02-04",
+                   "--db", db)  # fmt: skip
     assert "is open with a price at 2024-01-28 00:00, 2024-02-04 00:00 UTC" in one_line_error(
         result
     )

@@ -7,13 +7,11 @@ import importlib.resources
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
 
-from arena.commands.score import score
+from tests.conftest import Arena
 
 ROWS = [
     {"y": 1, "pred_prob": 0.8, "market_prob": 0.6, "race": "a"},
@@ -23,17 +21,6 @@ ROWS = [
 CSV = "y,pred_prob,market_prob,race\n1,0.8,0.6,a\n0,0.3,0.4,a\n1,0.5,0.5,b\n"
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(score, list(args))
-
-
-def run_json(*args: str) -> dict[str, Any]:
-    result = run(*args, "--json")
-    assert result.exit_code == 0, result.output
-    report: dict[str, Any] = json.loads(result.output)
-    return report
-
-
 @pytest.fixture
 def csv_file(tmp_path: Path) -> Path:
     path = tmp_path / "f.csv"
@@ -41,8 +28,8 @@ def csv_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_json_report_by_hand(csv_file: Path) -> None:
-    report = run_json(str(csv_file), "--group-cols", "race")
+def test_json_report_by_hand(arena: Arena, csv_file: Path) -> None:
+    report = arena.json("score", csv_file, "--group-cols", "race")
     assert list(report) == [
         "n", "brier", "logloss", "ece", "bss", "murphy", "trading", "groups",
     ]  # fmt: skip
@@ -72,35 +59,37 @@ def test_json_report_by_hand(csv_file: Path) -> None:
     }
 
 
-def test_linear_mode_with_stake_and_cost(csv_file: Path) -> None:
-    trading = run_json(str(csv_file), "--mode", "linear", "--B", "2", "--cost", "0.1")["trading"]
+def test_linear_mode_with_stake_and_cost(arena: Arena, csv_file: Path) -> None:
+    trading = arena.json("score", csv_file, "--mode", "linear", "--B", "2", "--cost", "0.1")[
+        "trading"
+    ]
     # b = 2*(p - q) = [0.4, -0.2, 0]: 0.4*0.4 - 0.04 = 0.12; -0.2*(-0.4) - 0.02 = 0.06 -> 0.18/3
     assert trading["pnl_per_event"] == pytest.approx(0.06)
     # Kelly with fee 0.1 per staked fraction: each bet pays 2.5% first: (0.975 * 7/6)^2
     assert trading["kelly"]["final_bankroll"] == pytest.approx((0.975 * 7 / 6) ** 2)
 
 
-def test_without_market_or_groups_the_blocks_are_absent(tmp_path: Path) -> None:
+def test_without_market_or_groups_the_blocks_are_absent(arena: Arena, tmp_path: Path) -> None:
     path = tmp_path / "f.csv"
     path.write_text("y,p\n1,0.8\n0,0.3\n")
-    report = run_json(str(path), "--pred-col", "p")
+    report = arena.json("score", path, "--pred-col", "p")
     assert list(report) == ["n", "brier", "logloss", "ece", "bss", "murphy"]
     assert report["brier"] == pytest.approx((0.04 + 0.09) / 2)
 
 
-def test_jsonl_and_gzip_read_the_same_numbers(tmp_path: Path, csv_file: Path) -> None:
+def test_jsonl_and_gzip_read_the_same_numbers(arena: Arena, tmp_path: Path, csv_file: Path) -> None:
     lines = "".join(json.dumps(row) + "\n" for row in ROWS)
     jsonl = tmp_path / "f.jsonl"
     jsonl.write_text(lines + "\n")  # a trailing blank line is not a row
     gz = tmp_path / "f.csv.gz"
     gz.write_bytes(gzip.compress(CSV.encode()))
-    expected = run_json(str(csv_file), "--group-cols", "race")
-    assert run_json(str(jsonl), "--group-cols", "race") == expected
-    assert run_json(str(gz), "--group-cols", "race") == expected
+    expected = arena.json("score", csv_file, "--group-cols", "race")
+    assert arena.json("score", jsonl, "--group-cols", "race") == expected
+    assert arena.json("score", gz, "--group-cols", "race") == expected
 
 
-def test_table_and_reliability_diagram(csv_file: Path) -> None:
-    result = run(str(csv_file))
+def test_table_and_reliability_diagram(arena: Arena, csv_file: Path) -> None:
+    result = arena("score", csv_file)
     assert result.exit_code == 0
     assert "Brier" in result.output and "0.126667" in result.output
     assert "reliability" in result.output
@@ -129,11 +118,11 @@ def test_table_and_reliability_diagram(csv_file: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line_naming_file_and_row(
-    tmp_path: Path, name: str, content: str, message: str
+    arena: Arena, tmp_path: Path, name: str, content: str, message: str
 ) -> None:
     path = tmp_path / name
     path.write_text(content)
-    result = run(str(path), "--json")
+    result = arena("score", path, "--json")
     assert result.exit_code != 0
     assert "Traceback" not in result.output
     lines = result.output.strip().splitlines()
@@ -141,14 +130,14 @@ def test_bad_input_is_one_line_naming_file_and_row(
     assert str(path) in lines[0] and message in lines[0]
 
 
-def test_missing_group_column(csv_file: Path) -> None:
-    result = run(str(csv_file), "--group-cols", "race,state")
+def test_missing_group_column(arena: Arena, csv_file: Path) -> None:
+    result = arena("score", csv_file, "--group-cols", "race,state")
     assert result.exit_code != 0
     assert "missing column 'state'" in result.output
 
 
 @pytest.mark.parametrize("kind", ["absent", "directory", "corrupt gzip", "not utf-8"])
-def test_unreadable_file(tmp_path: Path, kind: str) -> None:
+def test_unreadable_file(arena: Arena, tmp_path: Path, kind: str) -> None:
     path = tmp_path / "f.csv.gz" if kind == "corrupt gzip" else tmp_path / "f.csv"
     if kind == "directory":
         path.mkdir()
@@ -156,7 +145,7 @@ def test_unreadable_file(tmp_path: Path, kind: str) -> None:
         path.write_bytes(b"not gzip at all")
     elif kind == "not utf-8":
         path.write_bytes(b"y,pred_prob\n1,\xff\xfe\n")
-    result = run(str(path))
+    result = arena("score", path)
     assert result.exit_code != 0
     assert "Traceback" not in result.output and result.exception is not None
     assert isinstance(result.exception, SystemExit)
@@ -164,10 +153,10 @@ def test_unreadable_file(tmp_path: Path, kind: str) -> None:
     assert len(lines) == 1 and str(path) in lines[0], result.output
 
 
-def test_bundled_example() -> None:
+def test_bundled_example(arena: Arena) -> None:
     example = importlib.resources.files("arena.examples") / "forecasts.csv"
     with importlib.resources.as_file(example) as path:
-        report = run_json(str(path), "--group-cols", "race,horizon_days")
+        report = arena.json("score", path, "--group-cols", "race,horizon_days")
     assert report["n"] == 200
     assert report["groups"]["race"]["n_groups"] == 3
     assert report["groups"]["horizon_days"]["n_groups"] == 2
@@ -182,26 +171,26 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def test_truth_column_gives_sce_and_the_bounded_trader(tmp_path: Path) -> None:
+def test_truth_column_gives_sce_and_the_bounded_trader(arena: Arena, tmp_path: Path) -> None:
     path = write(tmp_path, "t.csv", "y,pred_prob,p_true\n1,0.8,0.7\n0,0.3,0.2\n1,0.5,0.6\n")
-    truth = run_json(str(path))["truth"]
+    truth = arena.json("score", path)["truth"]
     # every forecast is 0.1 from the truth: SCE 0.01, B·E|p − q| = 0.1
     assert truth["sce"] == pytest.approx(0.01)
     assert truth["bounded_trader_profit"] == pytest.approx(0.1)
     # B = 2, c = 0.05: 2 · mean(0.1 − 0.05) = 0.1
-    truth = run_json(str(path), "--B", "2", "--cost", "0.05")["truth"]
+    truth = arena.json("score", path, "--B", "2", "--cost", "0.05")["truth"]
     assert truth["bounded_trader_profit"] == pytest.approx(0.1)
-    assert "truth" not in run_json(str(write(tmp_path, "n.csv", "y,pred_prob\n1,0.8\n")))
+    assert "truth" not in arena.json("score", write(tmp_path, "n.csv", "y,pred_prob\n1,0.8\n"))
 
 
-def test_multi_outcome_rows_by_hand(tmp_path: Path) -> None:
+def test_multi_outcome_rows_by_hand(arena: Arena, tmp_path: Path) -> None:
     rows = [
         {"y": 2, "pred_prob": [0.2, 0.3, 0.5], "p_true": [0.1, 0.3, 0.6]},
         {"y": 0, "pred_prob": [0.6, 0.4], "p_true": [0.5, 0.5]},
         {"y": 1, "pred_prob": 0.7, "p_true": 0.6},
     ]
     path = write(tmp_path, "m.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    report = run_json(str(path))
+    report = arena.json("score", path)
     assert report["n"] == 1  # the binary row
     multi = report["multiclass"]
     assert multi["n"] == 2
@@ -212,8 +201,8 @@ def test_multi_outcome_rows_by_hand(tmp_path: Path) -> None:
     assert multi["top_label_ece"] == pytest.approx(0.45)
     assert multi["sce"] == pytest.approx(0.02)  # 0.01 + 0 + 0.01 and 0.01 + 0.01
     csv_path = write(tmp_path, "m.csv", 'y,pred_prob\n2,"[0.2, 0.3, 0.5]"\n0,"[0.6, 0.4]"\n')
-    assert run_json(str(csv_path))["multiclass"]["brier"] == pytest.approx(0.35)
-    assert "brier" not in run_json(str(csv_path))  # no binary rows: no binary block
+    assert arena.json("score", csv_path)["multiclass"]["brier"] == pytest.approx(0.35)
+    assert "brier" not in arena.json("score", csv_path)  # no binary rows: no binary block
 
 
 @pytest.mark.parametrize(
@@ -225,16 +214,18 @@ def test_multi_outcome_rows_by_hand(tmp_path: Path) -> None:
         ('{"y": 0, "pred_prob": [0.5, 0.5], "p_true": 0.5}\n', "p_true must be a list of 2"),
     ],
 )
-def test_bad_multi_outcome_rows(tmp_path: Path, text: str, message: str) -> None:
-    result = run(str(write(tmp_path, "bad.jsonl", text)))
+def test_bad_multi_outcome_rows(arena: Arena, tmp_path: Path, text: str, message: str) -> None:
+    result = arena("score", write(tmp_path, "bad.jsonl", text))
     assert result.exit_code == 1
     assert message in result.output and "Traceback" not in result.output
 
 
-def test_float32_reproduces_pm_eval_casting_before_ece_and_brier(tmp_path: Path) -> None:
+def test_float32_reproduces_pm_eval_casting_before_ece_and_brier(
+    arena: Arena, tmp_path: Path
+) -> None:
     path = write(tmp_path, "f.csv", "y,pred_prob\n1,0.05\n0,0.07\n")
-    plain = run_json(str(path))
-    cast = run_json(str(path), "--float32")
+    plain = arena.json("score", path)
+    cast = arena.json("score", path, "--float32")
     # float64: 0.05 is in bin 0 (right-closed) and 0.07 in bin 1: ECE (0.95 + 0.07)/2
     assert plain["ece"] == pytest.approx(0.51)
     # float32(0.05) = 0.0500000007 moves to bin 1 with 0.07: |0.5 − mean q|
@@ -242,12 +233,12 @@ def test_float32_reproduces_pm_eval_casting_before_ece_and_brier(tmp_path: Path)
     assert cast["ece"] == abs(0.5 - q.mean())
     assert cast["brier"] == float(np.mean((q - np.array([1.0, 0.0])) ** 2))
     assert cast["brier"] != plain["brier"]
-    help_text = run("--help").output
+    help_text = arena("score", "--help").output
     assert "before Brier, log loss, ECE and trading" in " ".join(help_text.split())
 
 
-def test_approachability_by_hand(tmp_path: Path, csv_file: Path) -> None:
-    app = run_json(str(csv_file), "--approachability")["approachability"]
+def test_approachability_by_hand(arena: Arena, tmp_path: Path, csv_file: Path) -> None:
+    app = arena.json("score", csv_file, "--approachability")["approachability"]
     # cells: 0.8 → bin 15 (+0.2), 0.3 → bin 5 (−0.3), 0.5 → bin 9 (+0.5); one group
     assert app["app_err"] == pytest.approx(0.5 / 3)
     assert (app["n_cells"], app["order"], app["curve"]["t"]) == (20, "file order", [3])
@@ -255,27 +246,27 @@ def test_approachability_by_hand(tmp_path: Path, csv_file: Path) -> None:
         "group": "(all)", "bin": 9, "bin_lo": 0.45, "bin_hi": 0.5,
         "mean_payoff": pytest.approx(0.5 / 3), "violation": pytest.approx(0.5 / 3),
     }  # fmt: skip
-    eps = run_json(str(csv_file), "--approachability", "--cost", "0.1")["approachability"]
+    eps = arena.json("score", csv_file, "--approachability", "--cost", "0.1")["approachability"]
     assert eps["app_err"] == pytest.approx(0.5 / 3 - 0.1)  # eps = c/B = 0.1
     # by race: a holds bins 15 and 5, b bin 9: 40 cells, the same worst cell
-    grouped = run_json(str(csv_file), "--approachability", "--group-cols", "race")
+    grouped = arena.json("score", csv_file, "--approachability", "--group-cols", "race")
     assert grouped["approachability"]["n_cells"] == 40
     # 11 rows in one cell; the NO row is forecast first by createdAt, last in the file
     lines = ["y,pred_prob,createdAt"] + [f"1,0.5,{t}" for t in range(1, 11)] + ["0,0.5,0"]
     timed = write(tmp_path, "timed.csv", "\n".join(lines) + "\n")
-    curve = run_json(str(timed), "--approachability")["approachability"]["curve"]
+    curve = arena.json("score", timed, "--approachability")["approachability"]["curve"]
     assert curve["t"] == [10, 11]
     assert curve["app_err"] == pytest.approx([(9 * 0.5 - 0.5) / 10, 4.5 / 11])
 
 
-def test_repair_at_resolution_by_hand(tmp_path: Path) -> None:
+def test_repair_at_resolution_by_hand(arena: Arena, tmp_path: Path) -> None:
     text = (
         "y,pred_prob,createdAt,endDate\n"
         "1,0.3,1970-01-01T00:00:01Z,2\n"  # forecast at 1, resolves at 2
         "0,0.3,3,4\n"  # forecast at 3: row 1's outcome is known
         "1,0.3,3,\n"  # never resolves, teaches nothing
     )
-    repair = run_json(str(write(tmp_path, "r.csv", text)), "--repair")["repair"]
+    repair = arena.json("score", write(tmp_path, "r.csv", text), "--repair")["repair"]
     assert (repair["forecast_time"], repair["resolve_time"]) == ("createdAt", "endDate")
     assert repair["n_updates"] == 1
     # rows 2 and 3 see one YES in bin floor(0.3·20) = 6: (1 + 5·0.325)/(1 + 5) = 0.4375
@@ -283,6 +274,6 @@ def test_repair_at_resolution_by_hand(tmp_path: Path) -> None:
     y = np.array([1.0, 0.0, 1.0])
     assert repair["brier"] == pytest.approx(float(np.mean((repaired - y) ** 2)))
     bad = write(tmp_path, "b.csv", "y,pred_prob,createdAt\n1,0.3,yesterday\n")
-    result = run(str(bad), "--repair")
+    result = arena("score", bad, "--repair")
     assert result.exit_code == 1
     assert "row 1: createdAt is 'yesterday', not a unix time or ISO 8601" in result.output

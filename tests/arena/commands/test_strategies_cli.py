@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from click.testing import CliRunner
+from click.testing import Result
 
-from arena.cli import cli
 from strategies import loader
+from tests.conftest import Arena
 
 
-def run(*args: str) -> str:
-    result = CliRunner().invoke(cli, ["strategies", *args], env={"COLUMNS": "200"})
+def succeeded(result: Result) -> str:
     assert result.exit_code == 0, result.output
     return result.output
 
 
-def test_json_lists_every_builtin_with_its_settings() -> None:
-    entries = {e["name"]: e for e in json.loads(run("--json"))}
+def test_json_lists_every_builtin_with_its_settings(arena: Arena) -> None:
+    entries = {e["name"]: e for e in arena.json("strategies")}
     assert set(loader.BUILTINS) <= set(entries)
     sign = entries["sign"]
     assert sign["source"] == "builtin" and sign["error"] is None
@@ -37,16 +34,18 @@ def test_json_lists_every_builtin_with_its_settings() -> None:
     assert entries["scripted"]["argument"] == "path"
 
 
-def test_table_shows_descriptions_and_settings() -> None:
-    out = run()
+def test_table_shows_descriptions_and_settings(arena: Arena) -> None:
+    out = succeeded(arena("strategies"))
     assert "contrarian" in out and "bets on the underdog" in out
     assert "window_days" in out and "scripted:PATH" in out
 
 
-def test_a_broken_plugin_is_listed_with_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_plugin_is_listed_with_its_error(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(loader, "_plugin_names", lambda: {"broken": "no_such_module_xyz:Thing"})
-    entries = {e["name"]: e for e in json.loads(run("--json"))}
+    entries = {e["name"]: e for e in arena.json("strategies")}
     assert entries["broken"]["source"] == "plugin"
     assert "no_such_module_xyz" in entries["broken"]["error"]
     assert entries["sign"]["error"] is None
-    assert "cannot load" in run()
+    assert "cannot load" in succeeded(arena("strategies"))

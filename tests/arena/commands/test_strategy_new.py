@@ -11,26 +11,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.commands.strategy import NAME_PATTERN, PluginNames, strategy
+from arena.commands.strategy import NAME_PATTERN, PluginNames
 from ledger.rules import RULES
 from strategies.api import MarketMeta, MarketsView, Strategy, StrategyError, View
 from strategies.loader import BUILTINS, build_strategy
-
-
-def new(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(strategy, ["new", *args])
-    return result.exit_code, result.output
+from tests.conftest import Arena
 
 
 @pytest.fixture(scope="module")
-def plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def plugin(arena: Arena, tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("plugins") / "cheapskate"
-    code, out = new("cheapskate", "--dir", str(target), "--json")
-    assert code == 0, out
+    result = arena("strategy", "new", "cheapskate", "--dir", target, "--json")
+    assert result.exit_code == 0, result.output
     return target
 
 
@@ -74,10 +69,16 @@ def test_every_accepted_name_gives_python_identifiers(name: str) -> None:
         ("numpy", "shadow"),
     ],
 )
-def test_bad_names_are_refused_in_one_line(name: str, reason: str, tmp_path: Path) -> None:
-    code, out = new(name, "--dir", str(tmp_path / "x"))
-    assert code == 1
-    assert out.startswith("Error: ") and out.count("\n") == 1 and reason in out
+def test_bad_names_are_refused_in_one_line(
+    arena: Arena, name: str, reason: str, tmp_path: Path
+) -> None:
+    result = arena("strategy", "new", name, "--dir", tmp_path / "x")
+    assert result.exit_code == 1
+    assert (
+        result.output.startswith("Error: ")
+        and result.output.count("\n") == 1
+        and reason in result.output
+    )
     assert not (tmp_path / "x").exists()
 
 
@@ -100,45 +101,47 @@ def test_generated_layout_and_entry_point(plugin: Path) -> None:
             assert "{{" not in path.read_text(), f"{path} has an unfilled placeholder"
 
 
-def test_json_says_what_was_created(tmp_path: Path) -> None:
-    code, out = new("long-shot", "--dir", str(tmp_path / "ls"), "--json")
-    assert code == 0
-    data = json.loads(out)
+def test_json_says_what_was_created(arena: Arena, tmp_path: Path) -> None:
+    result = arena("strategy", "new", "long-shot", "--dir", tmp_path / "ls", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.output)
     assert data["entry_point"] == "long-shot = long_shot.strategy:LongShot"
     assert data["spec"].endswith("/long_shot/strategy.py:LongShot")
     assert "tests/test_long_shot.py" in data["files"]
 
 
-def test_existing_directory_needs_force(tmp_path: Path) -> None:
+def test_existing_directory_needs_force(arena: Arena, tmp_path: Path) -> None:
     target = tmp_path / "mine"
-    assert new("mine", "--dir", str(target))[0] == 0
+    assert arena("strategy", "new", "mine", "--dir", target).exit_code == 0
     source = target / "mine" / "strategy.py"
     original = source.read_text()
     source.write_text("# my edits\n")
     (target / "notes.txt").write_text("keep me")
-    code, out = new("mine", "--dir", str(target))
-    assert code == 1 and "--force" in out and out.count("\n") == 1
+    result = arena("strategy", "new", "mine", "--dir", target)
+    assert result.exit_code == 1 and "--force" in result.output and result.output.count("\n") == 1
     assert source.read_text() == "# my edits\n"
-    assert new("mine", "--dir", str(target), "--force")[0] == 0
+    assert arena("strategy", "new", "mine", "--dir", target, "--force").exit_code == 0
     assert source.read_text() == original
     assert (target / "notes.txt").read_text() == "keep me"  # --force replaces, never deletes
 
 
-def test_an_empty_directory_is_used_without_force(tmp_path: Path) -> None:
+def test_an_empty_directory_is_used_without_force(arena: Arena, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    assert new("empty", "--dir", str(tmp_path / "empty"))[0] == 0
+    assert arena("strategy", "new", "empty", "--dir", tmp_path / "empty").exit_code == 0
     assert (tmp_path / "empty" / "empty" / "strategy.py").is_file()
 
 
-def test_a_file_in_the_way_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_in_the_way_is_refused(
+    arena: Arena, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # the default target is ./NAME
     Path("taken").write_text("")
-    code, out = new("taken", "--force")
-    assert code == 1 and out == "Error: taken exists and is not a directory\n"
+    result = arena("strategy", "new", "taken", "--force")
+    assert result.exit_code == 1 and result.output == "Error: taken exists and is not a directory\n"
 
 
-def test_help_has_an_example() -> None:
-    result = CliRunner().invoke(strategy, ["new", "--help"])
+def test_help_has_an_example(arena: Arena) -> None:
+    result = arena("strategy", "new", "--help")
     assert result.exit_code == 0 and "arena strategy new cheapskate" in result.output
 
 

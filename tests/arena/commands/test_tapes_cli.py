@@ -13,12 +13,7 @@ from click.testing import Result
 from arena.commands.tapes import sparkline
 from replays.synthetic import random_walk_tape
 from replays.tapefile import save_tape
-from tests.conftest import arena
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = arena("tapes", *args)
-    return result.exit_code, result.output
+from tests.conftest import Arena
 
 
 def test_sparkline_maps_prices_to_blocks() -> None:
@@ -26,24 +21,24 @@ def test_sparkline_maps_prices_to_blocks() -> None:
     assert sparkline(np.array([])) == ""
 
 
-def test_list_and_show_json(tmp_path: Path) -> None:
+def test_list_and_show_json(arena: Arena, tmp_path: Path) -> None:
     save_tape(random_walk_tape(3, 10, seed=1, step_seconds=60), tmp_path / "a.tape")
     (tmp_path / "notes.txt").write_text("not a tape")
-    code, out = run("list", str(tmp_path), "--json")
-    assert code == 0
-    [row] = json.loads(out)
+    result = arena("tapes", "list", tmp_path, "--json")
+    assert result.exit_code == 0
+    [row] = json.loads(result.output)
     assert (row["markets"], row["points"], row["resolved"], row["unresolved"]) == (3, 30, 3, 0)
     assert row["first"] == "2024-01-01 00:00" and row["last"] == "2024-01-01 00:09"
-    code, out = run("show", str(tmp_path / "a.tape"), "--market", "syn-00001", "--json")
-    assert code == 0
-    [market] = json.loads(out)["market_rows"]
+    result = arena("tapes", "show", tmp_path / "a.tape", "--market", "syn-00001", "--json")
+    assert result.exit_code == 0
+    [market] = json.loads(result.output)["market_rows"]
     assert market["id"] == "syn-00001" and market["points"] == 10 and len(market["sparkline"]) == 10
 
 
-def test_show_sample_lists_markets_by_volume() -> None:
-    code, out = run("show", "sample", "--limit", "2", "--json")
-    assert code == 0
-    rows = json.loads(out)["market_rows"]
+def test_show_sample_lists_markets_by_volume(arena: Arena) -> None:
+    result = arena("tapes", "show", "sample", "--limit", "2", "--json")
+    assert result.exit_code == 0
+    rows = json.loads(result.output)["market_rows"]
     assert [r["id"] for r in rows] == ["255151", "255143"]  # PA then MI president
     # the sample records no coverage and no scheduled end: the default, the tape's last point
     assert {(r["covered_until"], r["coverage_recorded"], r["scheduled_end"]) for r in rows} == {
@@ -51,28 +46,32 @@ def test_show_sample_lists_markets_by_volume() -> None:
     }
 
 
-def test_validate_reports_each_file_and_fails_on_any_bad(tmp_path: Path) -> None:
+def test_validate_reports_each_file_and_fails_on_any_bad(arena: Arena, tmp_path: Path) -> None:
     good = tmp_path / "good.tape.jsonl.gz"
     save_tape(random_walk_tape(2, 5, seed=2), good)
     bad = tmp_path / "bad.tape"
     bad.write_bytes(b"PK\x03\x04 nonsense")
-    code, out = run("validate", str(good), str(bad), "--json")
-    assert code == 1
-    results = json.loads(out)
+    result = arena("tapes", "validate", good, bad, "--json")
+    assert result.exit_code == 1
+    results = json.loads(result.output)
     assert [r["ok"] for r in results] == [True, False]
     assert results[1]["error"].startswith(f"{bad}: corrupt columnar tape")
-    assert run("validate", str(good))[0] == 0
+    assert arena("tapes", "validate", good).exit_code == 0
 
 
-def test_bad_input_is_one_line_not_a_traceback(tmp_path: Path) -> None:
-    code, out = run("show", str(tmp_path / "missing.tape"))
-    assert code == 1
-    assert out.strip().startswith("Error:") and out.count("\n") == 1 and "cannot read" in out
-    code, out = run("show", "sample", "--market", "nope")
-    assert code == 1 and "no market 'nope'" in out
+def test_bad_input_is_one_line_not_a_traceback(arena: Arena, tmp_path: Path) -> None:
+    result = arena("tapes", "show", tmp_path / "missing.tape")
+    assert result.exit_code == 1
+    assert (
+        result.output.strip().startswith("Error:")
+        and result.output.count("\n") == 1
+        and "cannot read" in result.output
+    )
+    result = arena("tapes", "show", "sample", "--market", "nope")
+    assert result.exit_code == 1 and "no market 'nope'" in result.output
 
 
-def test_import_polymarket_writes_a_tape_and_summarises(tmp_path: Path) -> None:
+def test_import_polymarket_writes_a_tape_and_summarises(arena: Arena, tmp_path: Path) -> None:
     market = {"id": "7", "question": "Q?", "outcomes": '["Yes", "No"]', "closed": True}
     market |= {"clobTokenIds": '["1", "2"]', "outcomePrices": '["0.5", "0.5"]'}
     market |= {"closedTime": "2024-01-02 00:00:00+00"}
@@ -83,16 +82,16 @@ def test_import_polymarket_writes_a_tape_and_summarises(tmp_path: Path) -> None:
     )
     out_path = tmp_path / "o.tape"
     inputs = ("--markets", str(tmp_path / "m.json"), "--prices", str(tmp_path / "p.jsonl"))
-    code, out = run("import", "polymarket", *inputs, "--out", str(out_path), "--json")
-    assert code == 0, out
-    summary = json.loads(out)
+    result = arena("tapes", "import", "polymarket", *inputs, "--out", out_path, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
     assert (summary["markets"], summary["voided"], summary["resolved"]) == (1, 1, 0)
     assert out_path.exists()
-    code, out = run("import", "polymarket", *inputs, "--out", str(tmp_path / "o.csv"))
-    assert code == 1 and "unknown tape extension" in out
+    result = arena("tapes", "import", "polymarket", *inputs, "--out", tmp_path / "o.csv")
+    assert result.exit_code == 1 and "unknown tape extension" in result.output
 
 
-def test_every_command_has_help_with_an_example() -> None:
+def test_every_command_has_help_with_an_example(arena: Arena) -> None:
     for args in (
         ["list"],
         ["show"],
@@ -100,8 +99,8 @@ def test_every_command_has_help_with_an_example() -> None:
         ["import", "polymarket"],
         ["import", "election2024"],
     ):
-        code, out = run(*args, "--help")
-        assert code == 0 and "Example" in out
+        result = arena("tapes", *args, "--help")
+        assert result.exit_code == 0 and "Example" in result.output
 
 
 HEAD = {"format": "arena-tape", "version": 1, "resolutions": [],
@@ -147,7 +146,7 @@ def assert_one_line_error(result: Result, fragment: str) -> None:
     ],
 )
 def test_hostile_tapes_are_one_line_in_every_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, fragment: str
+    arena: Arena, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, fragment: str
 ) -> None:
     monkeypatch.setenv("ARENA_TAPE_MAX_BYTES", str(2 << 20))
     path = str(hostile_tapes(tmp_path)[name])
@@ -159,7 +158,7 @@ def test_hostile_tapes_are_one_line_in_every_command(
     assert not Path(db).exists()
 
 
-def test_hostile_import_inputs_are_one_line(tmp_path: Path) -> None:
+def test_hostile_import_inputs_are_one_line(arena: Arena, tmp_path: Path) -> None:
     market = {
         "id": "7",
         "question": "Q?",
