@@ -258,19 +258,12 @@ def llm(
       arena bench llm --base-url http://127.0.0.1:8080/v1 --decisions 4 --json
     """
     from arena.bench.llm_bench import bench_llm
-    from arena.llm_server import LocalLLMError
 
     def work() -> dict[str, Any]:
-        try:
-            return bench_llm(
-                base_url=base_url,
-                model=model,
-                markets=markets,
-                decisions=decisions,
-                max_tokens=max_tokens,
-            )
-        except LocalLLMError as exc:
-            raise click.ClickException(str(exc)) from None
+        return bench_llm(
+            base_url=base_url, model=model, markets=markets, decisions=decisions,
+            max_tokens=max_tokens,
+        )  # fmt: skip
 
     _run("llm agents (local model)", work, as_json)
 

@@ -18,7 +18,7 @@ from arena.report import universe_volume
 from arena.step import Frame, Portfolio, fit, frames
 from arena.step_panels import event_line
 from arena.timeline import Timeline
-from ledger.errors import IntegrityError, LedgerError
+from ledger.errors import IntegrityError
 from ledger.events import (
     CohortOpened,
 )
@@ -203,8 +203,6 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
             events = list(store.read(stream=cohort))
     except IntegrityError as exc:
         raise click.ClickException(f"{exc}; nothing shown (run 'arena verify {db}')") from None
-    except LedgerError as exc:
-        raise click.ClickException(str(exc)) from None
     opened = events[0]
     names = list(getattr(opened, "agents", []))
     agent = agent or (names[0] if names else "")

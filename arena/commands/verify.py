@@ -10,9 +10,8 @@ import click
 from arena.console import make_console
 from arena.verify import verify_store, write_snapshots
 from arena.verify_fills import verify_fills
-from ledger.errors import IntegrityError, LedgerError
+from ledger.errors import IntegrityError
 from ledger.store import EventStore
-from replays.errors import TapeError
 from replays.tapefile import load_tape
 
 
@@ -64,8 +63,6 @@ def verify(
             click.echo(json.dumps({"ok": False, "first_bad_seq": exc.seq, "error": str(exc)}))
             raise SystemExit(1) from None
         raise click.ClickException(f"{exc} (first bad seq {exc.seq})") from None
-    except (LedgerError, TapeError) as exc:
-        raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(json.dumps({
             "ok": True, "events": result.events, "cohorts": result.cohorts,
