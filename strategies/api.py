@@ -21,7 +21,7 @@ and ``datetime.now()`` inside ``decide`` is the simulated instant.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -356,8 +356,20 @@ class Strategy:
     description: ClassVar[str] = ""
 
     def __init__(self, settings: pydantic.BaseModel | None = None, **values: Any) -> None:
-        self.settings = settings if settings is not None else self.Settings(**values)
+        self.settings = settings if settings is not None else self.settings_for(values)(**values)
         self.rng: np.random.Generator = np.random.default_rng(0)
+
+    @classmethod
+    def settings_for(cls, values: Mapping[str, Any]) -> type[pydantic.BaseModel]:
+        """The model that validates ``values``: ``Settings``, unless which settings exist
+        depends on the values themselves (a trader's on its ``forecaster``)."""
+        return cls.Settings
+
+    @classmethod
+    def listed_settings(cls) -> dict[str, type[pydantic.BaseModel]]:
+        """Every settings model a spec of this strategy may draw on, for ``arena strategies``:
+        ``""`` for its own, else what the others belong to (a forecaster's name)."""
+        return {"": cls.Settings}
 
     def setup(self, context: Context) -> None:
         """Called once per cohort before the first decision; keeps the seeded generator."""

@@ -16,9 +16,10 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
+import pydantic
 
 from ledger.metrics import asymmetric_extremize
 from strategies.api import (
@@ -30,29 +31,20 @@ from strategies.api import (
     Trace,
     View,
 )
-from strategies.diffusion import DEFAULTS, DiffusionConfig, fit_and_forecast
-from strategies.llm.forecast import llm_forecaster
+from strategies.diffusion import DEFAULTS, ORIGINS, DiffusionConfig, T, fit_and_forecast
+from strategies.forecaster_registry import (
+    ForecasterSettings,
+    RegisteredForecaster,
+)
 
 DEFAULT_COLUMN = "pred_prob"
 ID_COLUMN = "market_id"
 DAY = 86_400
 MIN_SPREAD_POINTS = 2
 MIN_TRAINING_MARKETS = 10
-NAMES = "market, extremized, llm[:MODEL], diffusion or file:PATH.csv (or .jsonl)"
 
 
-class Forecaster(Protocol):
-    """P(YES) per universe market at the view's instant (NaN where there is no forecast).
-
-    A forecaster may also have ``setup(context)``, called once per cohort before the first
-    decision (where one that learns, learns); ``trace()``, what it did for this decision, for
-    the log; and ``abstain``, why it gives no forecast at all (None when it does).
-    """
-
-    def forecast(self, view: View) -> np.ndarray: ...
-
-
-class MarketForecaster:
+class MarketForecaster(RegisteredForecaster):
     """p := q, the price itself. An edge rule never trades on it, so an agent built on it must
     end with its starting cash: the sanity baseline for the trading machinery."""
 
@@ -61,7 +53,7 @@ class MarketForecaster:
 
 
 @dataclass(frozen=True)
-class ExtremizedForecaster:
+class ExtremizedForecaster(RegisteredForecaster):
     """K-Fish's asymmetric extremization (origins §3.2) applied to the market price.
 
     K-Fish stretches an ensemble's median by how much its members agree. A market has no
@@ -115,7 +107,7 @@ class PredictionsForecaster:
         return self._aligned[1]
 
 
-class FileForecaster(PredictionsForecaster):
+class FileForecaster(PredictionsForecaster, RegisteredForecaster):
     """Predictions from a file keyed by market id, read once when the agent is built.
 
     A ``.csv`` (with a header) or ``.jsonl`` file with a ``market_id`` column and a probability
@@ -123,10 +115,20 @@ class FileForecaster(PredictionsForecaster):
     ignored, so one file can serve many cohorts; a blank probability means "no forecast".
     """
 
+    class Settings(ForecasterSettings):
+        column: str = pydantic.Field(default=DEFAULT_COLUMN, description="probability column")
+
+    argument = ":PATH.csv|.jsonl"
+
     def __init__(self, path: str | Path, column: str = DEFAULT_COLUMN) -> None:
         self.path = Path(path)
         self.column = column
         super().__init__(read_predictions(self.path, column))
+
+    @classmethod
+    def from_settings(cls, arg: str, settings: pydantic.BaseModel) -> FileForecaster:
+        assert isinstance(settings, cls.Settings)
+        return cls(arg, settings.column)
 
 
 def yes_label(market: ResolvedMarket) -> int | None:
@@ -138,7 +140,7 @@ def yes_label(market: ResolvedMarket) -> int | None:
     return 1 if winner == "yes" else 0 if winner == "no" else None
 
 
-class DiffusionForecaster(PredictionsForecaster):
+class DiffusionForecaster(PredictionsForecaster, RegisteredForecaster):
     """forecastbench's logit diffusion forecaster (``strategies.diffusion``), trained once per
     cohort on the binary markets that resolved before it started, conditioned on the question.
 
@@ -149,6 +151,67 @@ class DiffusionForecaster(PredictionsForecaster):
     outcome among them, there is nothing to learn a difference from: no forecast, and the
     decision's reasoning says so.
     """
+
+    class Settings(ForecasterSettings):
+        """The model's size and training (``strategies.diffusion.DiffusionConfig``), and the
+        seed. The defaults train in about a second; forecastbench's own are
+        ``hidden=256&steps=2000&batch=256&lr=0.0002`` (depth 3, 32 sample steps and 16 samples
+        are the same in both)."""
+
+        hidden: int = pydantic.Field(
+            default=DEFAULTS.hidden,
+            ge=1,
+            description=f"hidden width (forecastbench: {ORIGINS.hidden})",
+        )
+        depth: int = pydantic.Field(
+            default=DEFAULTS.depth,
+            ge=1,
+            description=f"hidden layers (forecastbench: {ORIGINS.depth})",
+        )
+        steps: int = pydantic.Field(
+            default=DEFAULTS.steps,
+            ge=1,
+            description=f"training steps (forecastbench: {ORIGINS.steps})",
+        )
+        batch: int = pydantic.Field(
+            default=DEFAULTS.batch,
+            ge=1,
+            description=f"rows per training step (forecastbench: {ORIGINS.batch})",
+        )
+        lr: float = pydantic.Field(
+            default=DEFAULTS.lr,
+            gt=0,
+            description=f"AdamW learning rate (forecastbench: {ORIGINS.lr:g})",
+        )
+        sample_steps: int = pydantic.Field(
+            default=DEFAULTS.sample_steps,
+            ge=2,
+            le=T,
+            description=f"DDIM steps per sample (forecastbench: {ORIGINS.sample_steps})",
+        )
+        mc: int = pydantic.Field(
+            default=DEFAULTS.mc,
+            ge=1,
+            description=f"samples averaged per forecast (forecastbench: {ORIGINS.mc})",
+        )
+        seed: int | None = pydantic.Field(
+            default=None,
+            ge=0,
+            description="training and sampling seed; unset = from the agent's generator",
+        )
+
+        def config(self) -> DiffusionConfig:
+            return DiffusionConfig(
+                hidden=self.hidden, depth=self.depth, steps=self.steps, batch=self.batch,
+                lr=self.lr, sample_steps=self.sample_steps, mc=self.mc,
+            )  # fmt: skip
+
+    @classmethod
+    def from_settings(cls, arg: str, settings: pydantic.BaseModel) -> DiffusionForecaster:
+        assert isinstance(settings, cls.Settings)
+        if arg:
+            raise StrategyError(f"forecaster diffusion takes no argument (got {arg!r})")
+        return cls(settings.config(), settings.seed)
 
     def __init__(self, config: DiffusionConfig = DEFAULTS, seed: int | None = None):
         super().__init__({})
@@ -262,28 +325,3 @@ def read_predictions(path: Path, column: str = DEFAULT_COLUMN) -> dict[str, floa
     if not predictions:
         raise StrategyError(f"forecaster file {path}: no predictions")
     return predictions
-
-
-def forecaster_from_setting(
-    text: str,
-    *,
-    column: str = DEFAULT_COLUMN,
-    show_price: bool = True,
-    diffusion: DiffusionConfig = DEFAULTS,
-    seed: int | None = None,
-) -> Forecaster:
-    """``market``, ``extremized``, ``llm[:MODEL]``, ``diffusion`` or ``file:PATH.csv|.jsonl``
-    to a forecaster; ``column`` applies to a file, ``show_price`` to an LLM, ``diffusion`` and
-    ``seed`` (None: from the agent's generator) to diffusion."""
-    name = text.strip()
-    if name == "market":
-        return MarketForecaster()
-    if name == "extremized":
-        return ExtremizedForecaster()
-    if name == "llm" or name.startswith("llm:"):
-        return llm_forecaster(name.removeprefix("llm").removeprefix(":"), show_price=show_price)
-    if name == "diffusion":
-        return DiffusionForecaster(diffusion, seed)
-    if name.startswith("file:"):
-        return FileForecaster(name.removeprefix("file:"), column)
-    raise StrategyError(f"unknown forecaster {text!r}: use {NAMES}")

@@ -123,7 +123,7 @@ def build_strategy(spec: str) -> Strategy:
     parsed = AgentSpec.parse(spec)
     cls = strategy_class(parsed.kind)
     try:
-        settings = cls.Settings(**parsed.settings)
+        settings = cls.settings_for(parsed.settings)(**parsed.settings)
     except pydantic.ValidationError as exc:
         raise StrategyError(f"{parsed.kind}: bad settings: {validation_summary(exc)}") from None
     kwargs: dict[str, Any] = {"settings": settings}

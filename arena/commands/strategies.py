@@ -50,6 +50,17 @@ def settings_rows(model: type[pydantic.BaseModel]) -> list[dict[str, Any]]:
     return rows
 
 
+def listed_rows(cls: type[Strategy]) -> list[dict[str, Any]]:
+    """The strategy's own settings, then those of each forecaster it may use (``sign``,
+    ``linear``), each described as that forecaster's and naming it under ``forecaster``."""
+    return [
+        {**row, "forecaster": owner or None,
+         "description": f"{owner}: {row['description']}" if owner else row["description"]}
+        for owner, model in cls.listed_settings().items()
+        for row in settings_rows(model)
+    ]  # fmt: skip
+
+
 def _summary(cls: type[Strategy]) -> str:
     doc = inspect.getdoc(cls) or ""
     return cls.description or doc.split("\n\n")[0].replace("\n", " ")
@@ -77,7 +88,7 @@ def catalogue() -> list[dict[str, Any]]:
             entry["description"] = _summary(cls)
             if "path" in inspect.signature(cls.__init__).parameters:
                 entry["argument"] = "path"
-            entry["settings"] = settings_rows(cls.Settings)
+            entry["settings"] = listed_rows(cls)
         entries.append(entry)
     return entries
 

@@ -26,18 +26,26 @@ largest |p − q| get the budget first.
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 import pydantic
 
 from ledger.metrics import TradingMode, positions
-from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
-from strategies.diffusion import DEFAULTS, ORIGINS, DiffusionConfig, T
-from strategies.forecasters import DEFAULT_COLUMN, Forecaster, forecaster_from_setting
-from strategies.llm.forecast import MIN_EDGE
+from strategies.api import Bet, Context, Decision, Sell, Strategy, StrategyError, Trace, View
+from strategies.forecaster_registry import BUILTINS as BUILTIN_FORECASTERS
+from strategies.forecaster_registry import (
+    Forecaster,
+    build_forecaster,
+    forecaster_class,
+    joined_settings,
+    owners,
+    split,
+)
+from strategies.forecaster_registry import available as available_forecasters
 
 EDGE_TOLERANCE = 1e-9
 """Prices and forecasts are compared with a tolerance (forecastbench trades float32 copies)."""
@@ -55,92 +63,33 @@ class TraderSettings(pydantic.BaseModel):
     )
 
 
-DIFFUSION_FIELDS = (*(f.name for f in dataclasses.fields(DiffusionConfig)), "seed")
-"""Settings that only a ``diffusion`` forecaster reads."""
-
-
 class EdgeSettings(TraderSettings):
-    """The rule's settings, the forecaster's name, and the settings of particular forecasters.
-
-    The diffusion ones default to a model small enough to train in about a second;
-    forecastbench's own are ``hidden=256&steps=2000&batch=256&lr=0.0002`` (depth 3, 32 sample
-    steps and 16 samples are the same in both).
-    """
-
-    @pydantic.model_validator(mode="before")
-    @classmethod
-    def _llm_min_edge(cls, data: Any) -> Any:
-        """An ``llm`` forecaster's own ``min_edge`` default (``MIN_EDGE``), unless one is set:
-        a model that echoes the shown price differs from it only by rounding."""
-        if isinstance(data, dict) and "min_edge" not in data:
-            name = str(data.get("forecaster", ""))
-            if name == "llm" or name.startswith("llm:"):
-                return {**data, "min_edge": MIN_EDGE}
-        return data
+    """The rule's settings and the forecaster's name. The forecaster's own settings come
+    beside them in the same spec (``sign?forecaster=diffusion&hidden=32``): the model that
+    validates a spec is this one joined with the named forecaster's ``Settings``
+    (``strategies.forecaster_registry.joined_settings``)."""
 
     forecaster: str = pydantic.Field(
         default="extremized",
-        description="market | extremized | llm[:MODEL] | diffusion | file:PATH.csv "
-        "| file:PATH.jsonl",
-    )
-    column: str = pydantic.Field(
-        default=DEFAULT_COLUMN, description="probability column of a file forecaster"
-    )
-    show_price: bool = pydantic.Field(
-        default=True, description="an llm forecaster is shown the market's current price"
-    )
-    hidden: int = pydantic.Field(
-        default=DEFAULTS.hidden,
-        ge=1,
-        description=f"diffusion: hidden width (forecastbench: {ORIGINS.hidden})",
-    )
-    depth: int = pydantic.Field(
-        default=DEFAULTS.depth,
-        ge=1,
-        description=f"diffusion: hidden layers (forecastbench: {ORIGINS.depth})",
-    )
-    steps: int = pydantic.Field(
-        default=DEFAULTS.steps,
-        ge=1,
-        description=f"diffusion: training steps (forecastbench: {ORIGINS.steps})",
-    )
-    batch: int = pydantic.Field(
-        default=DEFAULTS.batch,
-        ge=1,
-        description=f"diffusion: rows per training step (forecastbench: {ORIGINS.batch})",
-    )
-    lr: float = pydantic.Field(
-        default=DEFAULTS.lr,
-        gt=0,
-        description=f"diffusion: AdamW learning rate (forecastbench: {ORIGINS.lr:g})",
-    )
-    sample_steps: int = pydantic.Field(
-        default=DEFAULTS.sample_steps,
-        ge=2,
-        le=T,
-        description=f"diffusion: DDIM steps per sample (forecastbench: {ORIGINS.sample_steps})",
-    )
-    mc: int = pydantic.Field(
-        default=DEFAULTS.mc,
-        ge=1,
-        description=f"diffusion: samples averaged per forecast (forecastbench: {ORIGINS.mc})",
-    )
-    seed: int | None = pydantic.Field(
-        default=None,
-        ge=0,
-        description="diffusion: training and sampling seed; unset = from the agent's generator",
+        description=f"NAME[:ARG], one of {', '.join(BUILTIN_FORECASTERS)} or a plugin's "
+        "(market, extremized, llm[:MODEL], diffusion, file:PATH.csv|.jsonl)",
     )
 
-    @pydantic.model_validator(mode="after")
-    def _diffusion_only(self) -> EdgeSettings:
-        """A diffusion setting given to another forecaster would be silently ignored."""
-        stray = [f for f in DIFFUSION_FIELDS if f in self.model_fields_set]
-        if stray and self.forecaster.strip() != "diffusion":
-            raise ValueError(f"{', '.join(stray)}: only for forecaster=diffusion")
-        return self
-
-    def diffusion(self) -> DiffusionConfig:
-        return DiffusionConfig(**{f: getattr(self, f) for f in DIFFUSION_FIELDS if f != "seed"})
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _forecasters_own(cls, data: Any) -> Any:
+        """The forecaster's defaults for trader settings the spec leaves out (the LLM's
+        ``min_edge``); a setting of some other forecaster is named as such, not merely
+        unknown (it would be silently ignored if it were accepted)."""
+        if not isinstance(data, dict):
+            return data
+        name = split(str(data.get("forecaster", cls.model_fields["forecaster"].default)))[0]
+        kind = forecaster_class(name)
+        stray = owners([k for k in data if k not in cls.model_fields])
+        if stray:
+            by = {" or ".join(f"forecaster={n}" for n in names) for names in stray.values()}
+            raise ValueError(f"{', '.join(sorted(stray))}: only for {', '.join(sorted(by))}")
+        return {**kind.trader_defaults, **data}
 
 
 def _cents(dollars: float) -> float:
@@ -263,15 +212,24 @@ class ForecasterTrader(EdgeTrader):
     Settings = EdgeSettings
     settings: EdgeSettings
 
+    @classmethod
+    def settings_for(cls, values: Mapping[str, Any]) -> type[pydantic.BaseModel]:
+        """``Settings`` joined with the named forecaster's own (an unknown name is a
+        StrategyError that lists the known ones)."""
+        default = cls.Settings.model_fields["forecaster"].default
+        kind = forecaster_class(split(str(values.get("forecaster", default)))[0])
+        return joined_settings(cls.Settings, kind)
+
+    @classmethod
+    def listed_settings(cls) -> dict[str, type[pydantic.BaseModel]]:
+        listed: dict[str, type[pydantic.BaseModel]] = {"": cls.Settings}
+        for name in available_forecasters():
+            with contextlib.suppress(StrategyError):  # a broken plugin: named when asked for
+                listed[name] = forecaster_class(name).Settings
+        return listed
+
     def make_forecaster(self) -> Forecaster:
-        s = self.settings
-        return forecaster_from_setting(
-            s.forecaster,
-            column=s.column,
-            show_price=s.show_price,
-            diffusion=s.diffusion(),
-            seed=s.seed,
-        )
+        return build_forecaster(self.settings.forecaster, self.settings)
 
 
 class Sign(ForecasterTrader):
@@ -310,3 +268,7 @@ class Diffusion(Sign):
         "forecastbench's logit diffusion forecaster, trained on the markets resolved before the "
         "cohort, traded with the sign rule"
     )
+
+    @classmethod
+    def listed_settings(cls) -> dict[str, type[pydantic.BaseModel]]:
+        return {"": cls.Settings, "diffusion": forecaster_class("diffusion").Settings}

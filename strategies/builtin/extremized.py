@@ -17,7 +17,8 @@ from __future__ import annotations
 import pydantic
 
 from strategies.builtin.edge import EdgeTrader, TraderSettings
-from strategies.forecasters import DAY, ExtremizedForecaster, Forecaster
+from strategies.forecaster_registry import Forecaster
+from strategies.forecasters import DAY, ExtremizedForecaster
 
 
 class ExtremizedSettings(TraderSettings):

@@ -25,16 +25,19 @@ import json
 import re
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, ClassVar
 
 import msgspec
 import numpy as np
+import pydantic
 
 from ledger.events import ModelCall
 from strategies.api import StrategyError, Trace, View
+from strategies.forecaster_registry import ForecasterSettings
 from strategies.llm.cassette import open_completer
 from strategies.llm.client import Answer, Completer, LLMError, Request, calls_trace
 from strategies.llm.connection import Connection
@@ -144,7 +147,8 @@ class Forecast:
 
 
 class LLMForecaster:
-    """Asks ``completer`` for each open binary market's P(YES), once per decision instant.
+    """``forecaster=llm[:MODEL]``: asks ``completer`` for each open binary market's P(YES),
+    once per decision instant.
 
     Answers are kept for the current instant only, so a strategy may call ``forecast`` as
     often as it likes within a decision without asking again.
@@ -156,6 +160,20 @@ class LLMForecaster:
     sent are cancelled, those in flight finish into a result nobody reads, and nothing of the
     interrupted call is kept, so the next call starts clean.
     """
+
+    class Settings(ForecasterSettings):
+        show_price: bool = pydantic.Field(
+            default=True, description="the model is shown the market's current price"
+        )
+
+    argument: ClassVar[str] = "[:MODEL]"
+    trader_defaults: ClassVar[Mapping[str, Any]] = {"min_edge": MIN_EDGE}
+    """A model that echoes the shown price differs from it only by rounding."""
+
+    @classmethod
+    def from_settings(cls, arg: str, settings: pydantic.BaseModel) -> LLMForecaster:
+        assert isinstance(settings, cls.Settings)
+        return llm_forecaster(arg, show_price=settings.show_price)
 
     def __init__(
         self, model: str, completer: Completer, *, show_price: bool = True, concurrency: int = 1

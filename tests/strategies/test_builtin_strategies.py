@@ -32,12 +32,12 @@ from strategies.api import (
 from strategies.builtin.edge import Linear, Sign
 from strategies.builtin.extremized import Extremized
 from strategies.builtin.price_side import Contrarian
+from strategies.forecaster_registry import build_forecaster
 from strategies.forecasters import (
     DiffusionForecaster,
     ExtremizedForecaster,
     FileForecaster,
     MarketForecaster,
-    forecaster_from_setting,
 )
 from strategies.loader import BUILTINS, build_strategy
 
@@ -348,11 +348,15 @@ def test_bad_prediction_files_are_one_line_errors(
 
 
 def test_forecaster_names() -> None:
-    assert isinstance(forecaster_from_setting("market"), MarketForecaster)
-    assert isinstance(forecaster_from_setting("extremized"), ExtremizedForecaster)
-    assert isinstance(forecaster_from_setting("diffusion"), DiffusionForecaster)
+    assert isinstance(build_forecaster("market"), MarketForecaster)
+    assert isinstance(build_forecaster("extremized"), ExtremizedForecaster)
+    assert isinstance(build_forecaster("diffusion"), DiffusionForecaster)
     with pytest.raises(StrategyError, match="unknown forecaster 'oracle': use market, ext"):
-        forecaster_from_setting("oracle")
+        build_forecaster("oracle")
+    with pytest.raises(StrategyError, match=r"forecaster file needs an argument: file:PATH"):
+        build_forecaster("file")
+    with pytest.raises(StrategyError, match="takes no argument"):
+        build_forecaster("market:now")
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,8 @@ from strategies.diffusion import (
     timesteps,
     train,
 )
-from strategies.forecasters import DiffusionForecaster, forecaster_from_setting, yes_label
+from strategies.forecaster_registry import build_forecaster
+from strategies.forecasters import DiffusionForecaster, yes_label
 from strategies.loader import build_strategy
 from tests.conftest import Arena
 
@@ -285,7 +286,7 @@ def test_settings_reach_the_forecaster() -> None:
     assert isinstance(seeded, Linear) and isinstance(seeded.forecaster, DiffusionForecaster)
     assert seeded.forecaster.seed == 7
     assert seeded.forecaster.config == DiffusionConfig(mc=4, sample_steps=64)
-    assert isinstance(forecaster_from_setting("diffusion"), DiffusionForecaster)
+    assert isinstance(build_forecaster("diffusion"), DiffusionForecaster)
 
 
 @pytest.mark.parametrize(

@@ -26,8 +26,17 @@ def test_json_lists_every_builtin_with_its_settings(arena: Arena) -> None:
         "default": 500.0,
         "required": False,
         "description": "largest position per market ($)",
+        "forecaster": None,
     }
     assert settings["forecaster"]["default"] == "extremized"
+    assert (settings["column"]["forecaster"], settings["column"]["default"]) == (
+        "file",
+        "pred_prob",
+    )
+    assert (
+        settings["show_price"]["description"]
+        == "llm: the model is shown the market's current price"
+    )
     assert {s["name"] for s in entries["extremized"]["settings"]} >= {"a", "spread", "min_edge"}
     assert entries["extremized"]["settings"][2]["default"] == 0.05
     assert entries["hold"]["settings"] == []
