@@ -14,7 +14,7 @@ from arena.settings import SettingsError
 from ledger.errors import LedgerError
 from replays.errors import TapeError
 from strategies.api import StrategyError
-from tests.conftest import arena
+from tests.conftest import Arena
 
 
 def one_line(result: Result) -> str:
@@ -32,7 +32,7 @@ def test_settings_errors_are_domain_errors() -> None:
                (SettingsError, LedgerError, TapeError, StrategyError))  # fmt: skip
 
 
-def test_verify_and_step_name_a_file_that_is_no_log(tmp_path: Path) -> None:
+def test_verify_and_step_name_a_file_that_is_no_log(arena: Arena, tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not sqlite at all, just bytes " * 100)
     for command in ("verify", "step"):
@@ -42,7 +42,7 @@ def test_verify_and_step_name_a_file_that_is_no_log(tmp_path: Path) -> None:
 
 
 def test_verify_with_a_bad_tape_says_what_is_wrong_with_it(
-    tmp_path: Path, hand_tape_file: Path
+    arena: Arena, tmp_path: Path, hand_tape_file: Path
 ) -> None:
     db = tmp_path / "run.db"
     ran = arena("replay", "--tape", hand_tape_file, "--start", "2024-01-07", "--agent", "h=hold",
@@ -54,20 +54,22 @@ def test_verify_with_a_bad_tape_says_what_is_wrong_with_it(
     assert line == f"Error: {bad}: not a tape (neither a .tape zip nor JSON lines)"
 
 
-def test_step_on_a_missing_log_is_one_line(tmp_path: Path) -> None:
+def test_step_on_a_missing_log_is_one_line(arena: Arena, tmp_path: Path) -> None:
     missing = tmp_path / "none.db"
     assert one_line(arena("step", missing)) == f"Error: {missing}: no such event log"
     assert not missing.exists()
 
 
-def test_score_names_the_file_and_the_row(tmp_path: Path) -> None:
+def test_score_names_the_file_and_the_row(arena: Arena, tmp_path: Path) -> None:
     path = tmp_path / "f.csv"
     path.write_text("y,pred_prob\n1,0.7\n0,1.5\n")
     line = one_line(arena("score", path))
     assert line == f"Error: {path}: row 2: pred_prob is '1.5', outside [0, 1]"
 
 
-def test_bench_llm_without_a_model_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_llm_without_a_model_is_one_line(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The local model server that cannot start (``LocalLLMError``, an ``ArenaError``)."""
     from arena.bench import llm_bench
     from arena.llm_server import LocalLLMError
@@ -93,7 +95,7 @@ def test_bench_llm_without_a_model_is_one_line(monkeypatch: pytest.MonkeyPatch) 
     ],
 )
 def test_replay_errors_are_one_line_and_write_nothing(
-    tmp_path: Path, args: tuple[str, ...], message: str
+    arena: Arena, tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
     db = tmp_path / "run.db"
     assert one_line(arena("replay", *args, "--db", db)).startswith(message)
