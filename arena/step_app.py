@@ -2,13 +2,18 @@
 
 The app holds a cut and an agent and nothing else of the run: each key picks another cut (a
 stop of ``Timeline``), ``build_view`` projects the log cut there, and the panels redraw from
-that view. Textual supplies what a hand-written key loop lacked: a layout that fits 80×24 and
+that view. Stepping a live replay (``arena.step_live``), a key whose stop is not in the log
+yet asks the replay's process to run to the next step of that kind, reads the log up to the
+version it reports and moves there: the screen is still a projection of the log, never of the
+runner. The ask runs off the event loop, so a slow or hung plugin never freezes the screen
+(q still quits, ending the replay's process). Textual supplies what a hand-written key loop lacked: a layout that fits 80×24 and
 grows with the terminal, scrolling panels (mouse wheel included), key bindings with a footer,
 and ``App.run_test`` to drive it in tests.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -24,12 +29,14 @@ from textual.strip import Strip
 from textual.widgets import Footer, Input, Static
 
 from arena import step_panels as panels
+from arena.step_live import LiveError, LiveRun, LogTail
 from arena.step_view import View, build_view
-from arena.timeline import Timeline
+from arena.timeline import Stop, Timeline
 
 HELP = """\
 n  next decision of this agent      d / space  next decision (any agent)
 r  next resolution                  e / G      run to the end
+(stepping a live replay, these run the replay as far as needed: agents decide only then)
 p / b  step back                    g          first stop
 w  go to week N                     a / A      next / previous agent
 t  prompt and answer panel          /          search markets and transcript
@@ -119,15 +126,27 @@ class StepApp(App[None]):
         Binding("q", "quit", "quit"),
     ]
 
-    def __init__(self, timeline: Timeline, agents: list[str], agent: str) -> None:
+    def __init__(
+        self,
+        timeline: Timeline,
+        agents: list[str],
+        agent: str,
+        live: tuple[LiveRun, LogTail] | None = None,
+    ) -> None:
         super().__init__()
         self.timeline = timeline
         self.agents = agents
         self.agent = agent
+        self.live = live
+        self.running = False  # the live replay is working on a step
+        self.status = ""  # what the live replay is doing, or why it stopped
         self.history: list[int] = []
         self.search = ""
         self.asking = ""
-        first = timeline.next_stop(0, "decision", agent) if timeline.decisions.get(agent) else 0
+        if live is not None:
+            first = len(timeline.events)  # where the replay stands: nothing decided yet
+        else:
+            first = timeline.next_stop(0, "decision", agent) if timeline.decisions.get(agent) else 0
         self.cut = first
         self.view: View = build_view(timeline, first, agent)
 
@@ -158,7 +177,7 @@ class StepApp(App[None]):
 
     def redraw(self) -> None:
         view = self.view
-        self.query_one("#header", Static).update(panels.header(view))
+        self.query_one("#header", Static).update(panels.header(view, self.live_status()))
         markets = self.query_one("#markets", Lines)
         needle = self.search.lower()
         shown = [
@@ -191,16 +210,74 @@ class StepApp(App[None]):
     # -- keys ----------------------------------------------------------------------------------
 
     def action_agent_decision(self) -> None:
-        self.move(self.timeline.next_stop(self.cut, "decision", self.agent))
+        self.go("decision", self.agent)
 
     def action_decision(self) -> None:
-        self.move(self.timeline.next_stop(self.cut, "decision"))
+        self.go("decision")
 
     def action_resolution(self) -> None:
-        self.move(self.timeline.next_stop(self.cut, "resolution"))
+        self.go("resolution")
 
     def action_end(self) -> None:
-        self.move(len(self.timeline.events))
+        self.go("close")
+
+    # -- live stepping -------------------------------------------------------------------------
+
+    def go(self, kind: str, agent: str | None = None) -> None:
+        """To the next stop of ``kind`` (and ``agent``) in the log read so far; past its end,
+        a live replay is first run to the next step of that kind ("close": to its end)."""
+        found = self.timeline.following(self.cut, kind, agent) if kind != "close" else None
+        if found is not None:
+            self.move(found.cut)
+        elif self.live is None or self.live[0].closed or self.status.startswith("stopped"):
+            self.move(len(self.timeline.events))
+        elif self.running:
+            self.notify("the replay is still running this step; q quits", severity="warning")
+        else:
+            self.running = True
+            self.redraw()
+            self.run_worker(self._advance(kind, agent), group="live", exclusive=True)
+
+    async def _advance(self, kind: str, agent: str | None) -> None:
+        """Ask the replay for steps until one brings the stop wanted (an agent that sat the
+        cohort out never decides: its next decision is the end), reading the log after each."""
+        assert self.live is not None
+        run, tail = self.live
+        found: Stop | None = None
+        try:
+            while found is None and not run.closed:
+                position = await asyncio.to_thread(run.advance, kind)
+                events = await asyncio.to_thread(tail.read, position.version)
+                before = len(self.timeline.events)
+                self.timeline.extend(events)
+                if kind != "close":
+                    found = self.timeline.following(max(self.cut, before - 1), kind, agent)
+        except LiveError as exc:
+            self.status = f"stopped: {exc}"
+            self.notify(str(exc), severity="error", timeout=30)
+        finally:
+            self.running = False
+        self.move(found.cut if found is not None else len(self.timeline.events))
+
+    def live_status(self) -> str:
+        """The replay's state for the header: running, where it stands, finished or stopped."""
+        if self.live is None:
+            return ""
+        run = self.live[0]
+        if self.status:
+            return self.status
+        if self.running:
+            return "live · running the replay…"
+        if run.closed:
+            return "live · replay finished"
+        return f"live · replay at event {run.position.version:,}"
+
+    async def action_quit(self) -> None:
+        """Quit; a live replay in the middle of a step is ended there (the steps before it are
+        in the log, and 'arena replay' resumes it)."""
+        if self.live is not None and self.running:
+            self.live[0].kill()
+        self.exit()
 
     def action_first(self) -> None:
         self.move(self.timeline.first_stop())

@@ -33,9 +33,9 @@ def when(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def header(view: View) -> Text:
-    """Two lines: where in the log (instant, week, what this stop is, how far), then the
-    cohort with its rules and tape."""
+def header(view: View, status: str = "") -> Text:
+    """Two lines: where in the log (instant, week, what this stop is, how far) and, stepping a
+    live replay, what the replay is doing; then the cohort with its rules and tape."""
     stop = view.stop
     what = (
         "start" if view.cut == 0
@@ -45,6 +45,8 @@ def header(view: View) -> Text:
         else "between stops"
     )  # fmt: skip
     line1 = f"{when(view.ts)} · week {view.week} · {what} · event {view.cut:,}/{view.total:,}"
+    if status:
+        line1 += f" · {status}"
     line2 = f"cohort {view.cohort} · rules {view.rules} · tape {view.tape or '—'}"
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(line1, style="bold")

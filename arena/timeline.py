@@ -69,22 +69,35 @@ class Timeline:
     """One cohort's events, its stops, its mark history, and its state at any cut."""
 
     def __init__(self, events: Sequence[Event], cohort: str) -> None:
-        self.events = events
+        self.events: list[Event] = list(events)
         self.cohort = cohort
         self.stops: list[Stop] = []
+        self._cuts: list[int] = []
         self.marks: dict[str, MarkHistory] = {}
         self.decisions: dict[str, list[int]] = {}  # agent -> indices of its DecisionMade
         self.prompts: dict[str, str] = {}
         self.decision_end: dict[int, int] = {}  # a decision's index -> its stop's cut
-        self._index()
+        self._index(0)
         self._checkpoints: dict[int, CohortState] = {}
         self._state = CohortState(cohort)
         self._cut = 0
 
-    def _index(self) -> None:
+    def extend(self, events: Sequence[Event]) -> None:
+        """Events appended to the log since (a live replay's next step): index them and move
+        the end stop. A step ends after a decision's or a resolution's whole tail, so no tail
+        is split between two calls."""
+        start = len(self.events)
+        self.events.extend(events)
+        self._index(start)
+
+    def _index(self, start: int) -> None:
         events = self.events
         n = len(events)
-        for i, e in enumerate(events):
+        if self.stops and self.stops[-1].kind == "end":
+            self.stops.pop()
+        added: list[Stop] = []
+        for i in range(start, n):
+            e = events[i]
             if isinstance(e, Marked):
                 for market, prices in zip(e.markets, e.prices, strict=True):
                     h = self.marks.get(market)
@@ -97,17 +110,18 @@ class Timeline:
                 j = i + 1
                 while j < n and _follows_decision(events[j], e.agent):
                     j += 1
-                self.stops.append(Stop(j, "decision", i, e.agent, e.week))
+                added.append(Stop(j, "decision", i, e.agent, e.week))
                 self.decision_end[i] = j
             elif isinstance(e, MarketResolved | MarketVoided):
                 j = i + 1
                 while j < n and isinstance(events[j], _RESOLUTION_TAIL):
                     j += 1
-                self.stops.append(Stop(j, "resolution", i))
+                added.append(Stop(j, "resolution", i))
             elif isinstance(e, PromptStored):
                 self.prompts[e.digest] = e.text
-        self.stops.append(Stop(n, "end", n - 1))
-        self.stops.sort(key=lambda s: (s.cut, s.at))
+        added.append(Stop(n, "end", n - 1))
+        added.sort(key=lambda s: (s.cut, s.at))
+        self.stops.extend(added)
         self._cuts = [s.cut for s in self.stops]
 
     # -- the state at a cut -------------------------------------------------------------------
@@ -142,12 +156,17 @@ class Timeline:
         k = bisect_left(self._cuts, cut)
         return self.stops[k] if k < len(self.stops) and self._cuts[k] == cut else None
 
-    def next_stop(self, cut: int, kind: str | None = None, agent: str | None = None) -> int:
-        """The cut of the first stop after ``cut`` of that kind (and agent); the end if none."""
+    def following(self, cut: int, kind: str | None = None, agent: str | None = None) -> Stop | None:
+        """The first stop after ``cut`` of that kind (and agent) in the events read so far."""
         for s in self.stops[bisect_right(self._cuts, cut) :]:
             if (kind is None or s.kind == kind) and (agent is None or s.agent == agent):
-                return s.cut
-        return len(self.events)
+                return s
+        return None
+
+    def next_stop(self, cut: int, kind: str | None = None, agent: str | None = None) -> int:
+        """The cut of the first stop after ``cut`` of that kind (and agent); the end if none."""
+        found = self.following(cut, kind, agent)
+        return found.cut if found is not None else len(self.events)
 
     def previous_stop(self, cut: int) -> int:
         """The cut of the last stop before ``cut``; 0 (nothing folded) if none."""

@@ -1,4 +1,8 @@
-"""``arena step DB``: walk through one agent's decisions in a terminal view."""
+"""``arena step DB``: walk through a finished log; ``arena step --tape …``: step a live replay.
+
+A live replay runs in a child process (``arena.step_live``) with the options of ``arena
+replay`` for one cohort, into the same log ``arena replay`` would write; the view reads the log
+up to where the replay stands."""
 
 from __future__ import annotations
 
@@ -8,21 +12,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+import pydantic
 from rich.console import Group
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from arena.cohort import CohortConfig
+from arena.commands.options import cohort_options
+from arena.commands.replay import parse_agents, parse_starts, read_agents_file
 from arena.console import make_console
 from arena.report import universe_volume
 from arena.step import Frame, Portfolio, fit, frames
+from arena.step_live import LiveRun, LogTail
 from arena.step_panels import event_line
 from arena.timeline import Timeline
 from ledger.errors import IntegrityError
-from ledger.events import (
-    CohortOpened,
-)
+from ledger.events import CohortOpened, Event
 from ledger.store import EventStore
+from replays.samples import sample_path
+from strategies.loader import build_strategy, validation_summary
 
 
 def _amount(x: float, sign: str = "") -> str:
@@ -173,24 +182,157 @@ def render(
     return Panel(body, title=title, title_align="left", padding=(0, 1))
 
 
+# The options that make a live replay; with a DB argument (a finished log) they mean nothing.
+LIVE_OPTIONS = ("tape_path", "start", "agents_file", "live_db", "rules", "cash", "universe",
+                "decision_cadence", "mark_cadence", "seed", "decision_timeout", "isolate")  # fmt: skip
+
+
 @click.command()
-@click.argument("db", type=click.Path(path_type=Path))  # the store says what is wrong
-@click.option("--cohort", help="Cohort id (default: the first in the log).")
-@click.option("--agent", help="Agent to show first (default: the cohort's first agent).")
+@click.argument("db", required=False, type=click.Path(path_type=Path))  # the store says what is wrong
+@cohort_options
+@click.option("--start", help="Live: the cohort's start, ISO-8601 (default 2024-09-01).")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="NAME=SPEC | NAME",
+    help="Live: an agent (repeatable), as for arena replay. With DB: the agent shown first.",
+)
+@click.option(
+    "--agents-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Live: TOML or JSON table of NAME = SPEC.",
+)
+@click.option(
+    "--db",
+    "live_db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Live: the log the replay appends to (default arena.db), as arena replay's --db.",
+)
+@click.option("--cohort", help="With DB: the cohort (default: the first in the log).")
 @click.option("--no-input", is_flag=True, help="Print every frame without waiting for keys.")
 @click.option("--json", "as_json", is_flag=True, help="Print the frames as JSON.")
-def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_json: bool) -> None:
-    """Step through a finished run: what each agent saw and did, and how all stood.
+@click.pass_context
+def step(
+    ctx: click.Context,
+    db: Path | None,
+    tape_path: Path | None,
+    start: str | None,
+    agents: tuple[str, ...],
+    agents_file: Path | None,
+    live_db: Path | None,
+    rules: str,
+    cash: float,
+    universe: int,
+    decision_cadence: str,
+    mark_cadence: str,
+    seed: int,
+    jobs: int,
+    decision_timeout: float,
+    isolate: bool,
+    cohort: str | None,
+    no_input: bool,
+    as_json: bool,
+) -> None:
+    """Step through a run one decision at a time: a finished log, or a replay as it runs.
+
+    With DB, walk the finished log. Without it, replay one cohort (the options of arena
+    replay; the sample tape and the default agents unless told) and step it while it runs:
+    agents decide only when a key asks for the next decision, and every event goes into
+    --db exactly as arena replay writes it, so quitting leaves a log arena replay resumes.
 
     In a terminal (with the tui extra) a full-screen view of the log cut at one stop: n next
     decision of this agent, d next decision, r next resolution, e the end, p back, w week,
     a switch agent, t prompt and answer, / search, ? help, q quit. Piped, or with --no-input,
-    every decision of the agent is printed as a frame.
+    every decision of the agent is printed as a frame (a live replay is run to its end first).
 
     \b
-    Example:
+    Examples:
       arena step arena.db --agent favourite
+      arena step --tape my.tape --start 2024-09-01 --agent me=./mine.py:Mine --agent h=hold
     """
+    named = [a for a in agents if "=" not in a]
+    if db is not None:
+        given = [f"--{p.replace('_', '-')}" for p in LIVE_OPTIONS if _given(ctx, p)]
+        if given or len(named) != len(agents) or len(agents) > 1:
+            raise click.UsageError(
+                "DB walks a finished log; --tape, --start, --agent NAME=SPEC and the other "
+                f"replay options ({', '.join(given) or '--agent'}) step a live replay: "
+                "give one or the other"
+            )
+        events, cohort = _read_log(db, cohort)
+        _show(events, cohort, named[0] if named else None, no_input, as_json)
+        return
+    if named:
+        raise click.BadParameter(f"{named[0]!r} is not NAME=SPEC", param_hint="--agent")
+    if cohort is not None:
+        raise click.UsageError("--cohort picks a cohort of DB; a live replay has one")
+    config = _live_config(agents, agents_file, start, rules, cash, universe, decision_cadence,
+                          mark_cadence, seed)  # fmt: skip
+    interactive = not (no_input or as_json) and _keys_available()
+    if interactive:
+        _tui_app()  # the extra's absence is an error before the replay starts
+    live = LiveRun(tape_path or sample_path(), config, live_db or Path("arena.db"),
+                   decision_timeout=decision_timeout, isolate=isolate)  # fmt: skip
+    try:
+        tail = LogTail(live.db, live.cohort)
+        timeline = Timeline(tail.read(live.advance("open").version), live.cohort)
+        if interactive:
+            _tui_app()(timeline, live.agents, live.agents[0], (live, tail)).run()
+            return
+        timeline.extend(tail.read(live.advance("close").version))
+    finally:
+        live.stop()
+    _show(timeline.events, live.cohort, None, no_input=True, as_json=as_json)
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source != click.core.ParameterSource.DEFAULT
+
+
+def _live_config(
+    agents: tuple[str, ...],
+    agents_file: Path | None,
+    start: str | None,
+    rules: str,
+    cash: float,
+    universe: int,
+    decision_cadence: str,
+    mark_cadence: str,
+    seed: int,
+) -> CohortConfig:
+    """The one cohort a live replay runs, judged as arena replay judges its options."""
+    specs = parse_agents(agents, read_agents_file(agents_file) if agents_file else None)
+    try:
+        for spec in specs.values():
+            build_strategy(spec)  # fail fast, before the replay's process starts
+        return CohortConfig(
+            start=parse_starts(start, None)[0],
+            agents=specs,
+            universe=universe,
+            cash=cash,
+            rules=rules,  # type: ignore[arg-type]
+            decision_cadence=decision_cadence,
+            mark_cadence=mark_cadence,
+            seed=seed,
+        )
+    except pydantic.ValidationError as exc:
+        raise click.ClickException(validation_summary(exc)) from None
+
+
+def _tui_app() -> type:
+    try:
+        from arena.step_app import StepApp
+    except ImportError:
+        raise click.ClickException(
+            "the interactive view needs the tui extra: pip install 'arena[tui]' "
+            "(or pass --no-input to print every frame)"
+        ) from None
+    return StepApp
+
+
+def _read_log(db: Path, cohort: str | None) -> tuple[list[Event], str]:
     try:
         with EventStore.open(db, readonly=True) as store:
             streams = store.streams()
@@ -200,9 +342,15 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
             if cohort not in streams:
                 raise click.ClickException(f"{db} has no cohort {cohort}")
             store.check_links(cohort)  # frames need every event, so every link is checked
-            events = list(store.read(stream=cohort))
+            return list(store.read(stream=cohort)), cohort
     except IntegrityError as exc:
         raise click.ClickException(f"{exc}; nothing shown (run 'arena verify {db}')") from None
+
+
+def _show(
+    events: list[Event], cohort: str, agent: str | None, no_input: bool, as_json: bool
+) -> None:
+    """The finished log's view: the app in a terminal, else every frame printed."""
     opened = events[0]
     names = list(getattr(opened, "agents", []))
     agent = agent or (names[0] if names else "")
@@ -212,21 +360,14 @@ def step(db: Path, cohort: str | None, agent: str | None, no_input: bool, as_jso
         cut = frames(events, cohort, agent)
     except (KeyError, ValueError, TypeError) as exc:  # a log whose links hold but whose facts
         raise click.ClickException(  # do not (written so by a buggy or hostile writer)
-            f"{db}: cohort {cohort} does not fold ({exc}); run 'arena verify {db}'"
+            f"cohort {cohort} does not fold ({exc}); run 'arena verify' on its log"
         ) from None
     volume = universe_volume(opened) if isinstance(opened, CohortOpened) else "volume"
     if as_json:
         click.echo(json.dumps([f.as_dict() for f in cut], indent=2))
         return
     if not no_input and _keys_available():
-        try:
-            from arena.step_app import StepApp
-        except ImportError:
-            raise click.ClickException(
-                "the interactive view needs the tui extra: pip install 'arena[tui]' "
-                "(or pass --no-input to print every frame)"
-            ) from None
-        StepApp(Timeline(events, cohort), names, agent).run()
+        _tui_app()(Timeline(events, cohort), names, agent).run()
         return
     console = make_console()
     if not cut:
