@@ -6,9 +6,11 @@ that view. Stepping a live replay (``arena.step_live``), a key whose stop is not
 yet asks the replay's process to run to the next step of that kind, reads the log up to the
 version it reports and moves there: the screen is still a projection of the log, never of the
 runner. The ask runs off the event loop, so a slow or hung plugin never freezes the screen
-(q still quits, ending the replay's process). Textual supplies what a hand-written key loop lacked: a layout that fits 80×24 and
-grows with the terminal, scrolling panels (mouse wheel included), key bindings with a footer,
-and ``App.run_test`` to drive it in tests.
+(q still quits, ending the replay's process).
+
+Textual supplies what a hand-written key loop lacked: a layout that fits 80×24 and grows with
+the terminal, scrolling panels (mouse wheel included), key bindings with a footer, and
+``App.run_test`` to drive it in tests.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ class StepApp(App[None]):
 
     TITLE = "arena step"
     CSS = """
-    #header { height: 2; }
+    #header { height: 2; text-wrap: nowrap; text-overflow: ellipsis; }
     Horizontal { height: 1fr; }
     Horizontal > * { border: round $primary; border-title-color: $text; }
     Horizontal > * { width: 1fr; }
@@ -267,10 +269,8 @@ class StepApp(App[None]):
         if self.status:
             return self.status
         if self.running:
-            return "live · running the replay…"
-        if run.closed:
-            return "live · replay finished"
-        return f"live · replay at event {run.position.version:,}"
+            return "replay running…"
+        return "replay done" if run.closed else "live"
 
     async def action_quit(self) -> None:
         """Quit; a live replay in the middle of a step is ended there (the steps before it are

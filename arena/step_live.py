@@ -21,6 +21,7 @@ sandbox could not stop) closes its end of the pipe; the parent reports that as a
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -82,12 +83,10 @@ def _serve(
             write_head(store)  # as replay_cohorts leaves it, closed or cut short
     except (KeyboardInterrupt, BrokenPipeError, EOFError):
         return
-    except Exception as exc:  # noqa: BLE001 - every failure goes back as one line
+    except Exception as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        try:
+        with contextlib.suppress(BrokenPipeError, OSError):
             conn.send(("error", message))
-        except (BrokenPipeError, OSError):
-            pass
 
 
 def _walk(conn: Connection, steps: Iterator[Any]) -> None:
@@ -158,10 +157,8 @@ class LiveRun:
     def stop(self) -> None:
         """End the child between steps (the log holds every reported step) and wait for it."""
         if self._process.is_alive():
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):
                 self._conn.send(Request(()))
-            except (BrokenPipeError, OSError):
-                pass
             self._process.join(timeout=30)
         if self._process.is_alive():  # a plugin that will not let go
             self._process.kill()

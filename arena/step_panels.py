@@ -35,7 +35,8 @@ def when(ts: int) -> str:
 
 def header(view: View, status: str = "") -> Text:
     """Two lines: where in the log (instant, week, what this stop is, how far) and, stepping a
-    live replay, what the replay is doing; then the cohort with its rules and tape."""
+    live replay, what the replay is doing; then the cohort with its rules and tape, or why a
+    live replay stopped."""
     stop = view.stop
     what = (
         "start" if view.cut == 0
@@ -45,12 +46,13 @@ def header(view: View, status: str = "") -> Text:
         else "between stops"
     )  # fmt: skip
     line1 = f"{when(view.ts)} · week {view.week} · {what} · event {view.cut:,}/{view.total:,}"
-    if status:
-        line1 += f" · {status}"
     line2 = f"cohort {view.cohort} · rules {view.rules} · tape {view.tape or '—'}"
+    stopped = status.startswith("stopped")
+    if status and not stopped:
+        line1 += f" · {status}"
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(line1, style="bold")
-    text.append("\n" + line2)
+    text.append("\n" + (status if stopped else line2), style="red" if stopped else "")
     return text
 
 

@@ -35,6 +35,7 @@ from replays.synthetic import random_walk_tape
 from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import save_tape
 from tests.llama_server import LlamaServer
+from tests.tmux_terminal import Tmux
 
 START = 1_704_585_600  # Sunday 2024-01-07 00:00 UTC
 HOUR = 3_600
@@ -191,3 +192,11 @@ class Arena:
 def arena() -> Arena:
     """The one way tests run an ``arena`` command in process (see :class:`Arena`)."""
     return Arena()
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    """A tmux server for the test alone, killed after it."""
+    server = Tmux()
+    yield server
+    server("kill-server")

@@ -183,12 +183,14 @@ def render(
 
 
 # The options that make a live replay; with a DB argument (a finished log) they mean nothing.
-LIVE_OPTIONS = ("tape_path", "start", "agents_file", "live_db", "rules", "cash", "universe",
-                "decision_cadence", "mark_cadence", "seed", "decision_timeout", "isolate")  # fmt: skip
+LIVE_OPTIONS = (
+    "tape_path", "start", "agents_file", "live_db", "rules", "cash", "universe",
+    "decision_cadence", "mark_cadence", "seed", "decision_timeout", "isolate",
+)  # fmt: skip
 
 
 @click.command()
-@click.argument("db", required=False, type=click.Path(path_type=Path))  # the store says what is wrong
+@click.argument("db", required=False, type=click.Path(path_type=Path))  # the store judges it
 @cohort_options
 @click.option("--start", help="Live: the cohort's start, ISO-8601 (default 2024-09-01).")
 @click.option(

@@ -12,11 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
-import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +30,7 @@ from replays.tape import Tape
 from replays.tapefile import save_tape
 from tests.arena.test_step import REJECTION, replay_script
 from tests.conftest import Arena
+from tests.tmux_terminal import Tmux
 
 
 @pytest.fixture(scope="module")
@@ -140,41 +138,6 @@ def test_the_view_holds_no_state_but_the_cut_and_the_agent(log: tuple[str, list[
 
 
 # -- the real program in a real terminal --------------------------------------------------------
-
-
-class Tmux:
-    """A tmux server of our own (its own socket), so nothing else's sessions are touched."""
-
-    def __init__(self) -> None:
-        self.socket = f"arena-test-{uuid.uuid4().hex[:8]}"
-
-    def __call__(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True)
-        return done.stdout
-
-    def screen(self) -> str:
-        return self("capture-pane", "-p", "-t", "step")
-
-    def wait_for(self, text: str) -> str:
-        """The screen once it shows ``text`` (a failing assertion if it never does)."""
-        screen = ""
-        for _ in range(300):
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
-
-    def alive(self) -> bool:
-        return subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", "step"],
-                              capture_output=True).returncode == 0  # fmt: skip
-
-
-@pytest.fixture
-def tmux() -> Iterator[Tmux]:
-    server = Tmux()
-    yield server
-    server("kill-server")
 
 
 def test_arena_step_in_tmux_runs_to_the_end_and_shows_the_reports_totals(

@@ -1,0 +1,355 @@
+"""``arena step --tape …``: a replay stepped while it runs, in a child process of its own.
+
+The scenario is ``test_step``'s script on the hand tape (agents s and h, weekly decisions and
+marks at +0, +7d, +14d; tie-w resolves at +7d, a at +14d, b at +21d). Stepped live it must
+write exactly the log ``arena replay`` writes (the same digest), stop between steps with every
+step committed, and resume under ``arena replay`` to the same digest. The app's view at every
+stop is what ``arena report`` says of the log cut there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from arena.cli import cli
+from arena.cohort import CohortConfig
+from arena.commands.replay import replay
+from arena.commands.step import step
+from arena.step_app import StepApp
+from arena.step_live import LiveError, LiveRun, LogTail
+from arena.timeline import Timeline
+from ledger.events import DecisionMade, Event
+from ledger.store import EventStore
+from replays.samples import sample_path
+from replays.tape import Tape
+from replays.tapefile import save_tape
+from tests.arena.test_step import SCRIPT, invoke, one_line_error
+from tests.arena.test_step_app import board, report_totals, screen_text
+from tests.tmux_terminal import Tmux
+
+START = "2024-01-07"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory, hand_tape: Tape) -> Path:
+    folder = tmp_path_factory.mktemp("live")
+    save_tape(hand_tape, folder / "hand.tape")
+    (folder / "script.json").write_text(json.dumps(SCRIPT))
+    return folder
+
+
+def options(folder: Path, db: Path) -> list[str]:
+    """The replay options of the scenario, the same for ``arena replay`` and ``arena step``."""
+    return [
+        "--tape", str(folder / "hand.tape"), "--start", START, "--universe", "3",
+        "--marks", "weekly", "--agent", f"s=scripted:{folder / 'script.json'}",
+        "--agent", "h=hold", "--db", str(db),
+    ]  # fmt: skip
+
+
+def replay_digest(folder: Path, db: Path) -> str:
+    result = invoke(replay, *options(folder, db), "--json")
+    assert result.exit_code == 0, result.output
+    return str(json.loads(result.output)["digest"])
+
+
+@pytest.fixture(scope="module")
+def reference(folder: Path) -> tuple[str, list[Event]]:
+    """An uninterrupted ``arena replay``: its digest and its events."""
+    db = folder / "reference.db"
+    digest = replay_digest(folder, db)
+    with EventStore.open(db, readonly=True) as store:
+        [cohort] = store.streams()
+        return digest, list(store.read(stream=cohort))
+
+
+def config(folder: Path) -> CohortConfig:
+    return CohortConfig(
+        start=datetime(2024, 1, 7, tzinfo=UTC),
+        agents={"s": f"scripted:{folder / 'script.json'}", "h": "hold"},
+        universe=3,
+        mark_cadence="weekly",
+    )
+
+
+@pytest.fixture
+def live(folder: Path, tmp_path: Path) -> Iterator[LiveRun]:
+    run = LiveRun(folder / "hand.tape", config(folder), tmp_path / "live.db")
+    yield run
+    run.stop()
+
+
+def stored(db: Path) -> int:
+    with EventStore.open(db, readonly=True) as store:
+        return store.last_seq()
+
+
+def test_each_step_is_committed_when_reported_and_the_log_is_the_replays(
+    live: LiveRun, reference: tuple[str, list[Event]]
+) -> None:
+    digest, events = reference
+    # opened + 3 listed; then per week: the mark, s's decision (+ its orders), h's HOLD
+    assert live.advance("open").version == 4 == stored(live.db)
+    first = live.advance("decision")
+    # +0: the mark, s's BET with a placed+filled a and a placed+rejected b, h's HOLD
+    assert (first.kind, first.version) == ("decision", 11)
+    assert stored(live.db) == 11
+    resolution = live.advance("resolution")  # tie-w at +7d: resolved, nothing held to settle
+    assert (resolution.kind, resolution.version) == ("resolution", 12)
+    end = live.advance("close")
+    assert end.closed and end.version == len(events) == stored(live.db)
+    assert live.advance("decision") == end  # nothing after the close
+    tail = LogTail(live.db, live.cohort)
+    assert tail.read(end.version) == events
+    live.stop()
+    with EventStore.open(live.db, readonly=True) as store:
+        assert store.digest() == digest
+
+
+def test_quitting_between_steps_leaves_a_log_arena_replay_completes(
+    folder: Path, tmp_path: Path, reference: tuple[str, list[Event]]
+) -> None:
+    db = tmp_path / "cut.db"
+    run = LiveRun(folder / "hand.tape", config(folder), db)
+    run.advance("decision")
+    run.advance("decision")
+    run.stop()
+    assert stored(db) == 17  # up to h's HOLD at +7d: the rest was never decided
+    assert replay_digest(folder, db) == reference[0]
+
+
+def test_a_dead_replay_process_is_a_clear_error_not_a_hang(live: LiveRun) -> None:
+    live.advance("decision")
+    assert live.pid is not None
+    os.kill(live.pid, signal.SIGKILL)
+    with pytest.raises(LiveError, match=r"the replay process died \(signal 9\) after version 11"):
+        live.advance("decision")
+
+
+def test_a_bad_tape_or_agent_is_a_one_line_error(folder: Path, tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    bad = tmp_path / "bad.tape"
+    bad.write_bytes(b"not a tape")
+    no_tape = [*options(folder, db)]
+    no_tape[1] = str(bad)
+    assert "bad.tape: not a tape" in one_line_error(invoke(cli, "step", *no_tape, "--no-input"))
+    unknown = [*options(folder, db), "--agent", "z=no-such-strategy"]
+    assert "no-such-strategy" in one_line_error(invoke(cli, "step", *unknown, "--no-input"))
+    late = [*options(folder, db)]
+    late[3] = "2030-01-06"  # after the tape: nothing to decide
+    assert "2030-01-06" in one_line_error(invoke(cli, "step", *late, "--no-input"))
+    mixed = invoke(step, str(db), "--tape", str(folder / "hand.tape"))
+    assert mixed.exit_code == 2 and "give one or the other" in mixed.output
+
+
+RAISES = """
+from strategies.api import Decision, Strategy
+
+
+class Raises(Strategy):
+    def decide(self, view):
+        raise RuntimeError("boom at " + str(view.week))
+"""
+
+
+def test_a_plugin_that_raises_is_a_recorded_hold(folder: Path, tmp_path: Path) -> None:
+    plugin = tmp_path / "raises.py"
+    plugin.write_text(RAISES)
+    db = tmp_path / "raises.db"
+    args = [*options(folder, db), "--agent", f"x={plugin}:Raises", "--json"]
+    result = invoke(step, *args)
+    assert result.exit_code == 0, result.output
+    with EventStore.open(db, readonly=True) as store:
+        decisions = [e for e in store.read() if isinstance(e, DecisionMade) and e.agent == "x"]
+    assert [d.action for d in decisions] == ["HOLD"] * 3
+    assert all("boom at" in (d.error or "") for d in decisions)
+
+
+def test_piped_it_runs_the_replay_to_the_end_and_prints_the_frames(
+    folder: Path, tmp_path: Path, reference: tuple[str, list[Event]]
+) -> None:
+    db = tmp_path / "piped.db"
+    result = invoke(step, *options(folder, db), "--json")
+    assert result.exit_code == 0, result.output
+    assert [f["decision"]["action"] for f in json.loads(result.output)] == ["BET", "SELL", "HOLD"]
+    with EventStore.open(db, readonly=True) as store:
+        assert store.digest() == reference[0]
+
+
+# -- the app on a live replay --------------------------------------------------------------------
+
+
+def shown_totals(app: StepApp) -> dict[str, str]:
+    """Each agent's total value as the app's leaderboard shows it."""
+    return {row[-5]: row[-4] for row in board(app)}
+
+
+def report_of(events: list[Event]) -> dict[str, str]:
+    """Each agent's total value as ``arena report`` gives it for these events."""
+    return {agent: f"${total:,.2f}" for agent, total in report_totals(events).items()}
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+def test_keys_step_the_live_replay_and_each_stop_is_the_report_of_the_cut(
+    folder: Path, tmp_path: Path, size: tuple[int, int], reference: tuple[str, list[Event]]
+) -> None:
+    width, height = size
+    run = LiveRun(folder / "hand.tape", config(folder), tmp_path / "app.db")
+    tail = LogTail(run.db, run.cohort)
+    line = Timeline(tail.read(run.advance("open").version), run.cohort)
+    seen: list[tuple[str, int, str, int]] = []
+
+    async def press(app: StepApp, pilot: object, key: str) -> str:
+        await pilot.press(key)  # type: ignore[attr-defined]
+        await app.workers.wait_for_complete()
+        await pilot.pause()  # type: ignore[attr-defined]
+        screen = screen_text(app)
+        lines = screen.splitlines()
+        assert len(lines) >= height and all(len(x) <= width for x in lines[:height])
+        seen.append((key, app.cut, screen, run.position.version))
+        assert shown_totals(app) == report_of(line.events[: app.cut]), (key, app.cut)
+        return screen
+
+    async def drive() -> None:
+        app = StepApp(line, run.agents, "s", (run, tail))
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            start = screen_text(app)
+            assert "s has not decided yet" in start and "end of the log · event 4/4 · live" in start
+            first = await press(app, pilot, "n")
+            assert "week 1 · after s's decision · event 10/11" in first
+            assert "✓ bought 2,000.00 YES of a at 0.500" in first
+            again = await press(app, pilot, "d")  # h's HOLD: already in the log, no new step
+            assert "after h's decision · event 11/11" in again
+            await press(app, pilot, "r")
+            assert "after a resolution · event 12/12" in seen[-1][2]
+            await press(app, pilot, "p")
+            assert app.cut == 11 and run.position.version == 12  # back: the replay stays
+            await press(app, pilot, "n")  # s's SELL in week 2
+            assert "week 2 · after s's decision" in seen[-1][2] and "SELL" in seen[-1][2]
+            end = await press(app, pilot, "e")
+            assert "end of the log" in end and "replay done" in end
+            assert run.closed and app.cut == len(reference[1])
+            assert shown_totals(app) == {"s": "$10,750.00", "h": "$10,000.00"}
+            await pilot.press("q")
+            await pilot.pause()
+        assert not app.is_running
+
+    try:
+        asyncio.run(drive())
+    finally:
+        run.stop()
+    with EventStore.open(run.db, readonly=True) as store:
+        assert store.digest() == reference[0]
+
+
+def test_a_replay_that_dies_under_the_app_is_shown_and_the_app_stays(
+    folder: Path, tmp_path: Path
+) -> None:
+    run = LiveRun(folder / "hand.tape", config(folder), tmp_path / "dies.db")
+    tail = LogTail(run.db, run.cohort)
+    line = Timeline(tail.read(run.advance("open").version), run.cohort)
+
+    async def drive() -> None:
+        app = StepApp(line, run.agents, "s", (run, tail))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("d")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert run.pid is not None
+            os.kill(run.pid, signal.SIGKILL)
+            await pilot.press("r")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            screen = screen_text(app)
+            assert "stopped: the replay process died (signal 9)" in screen
+            assert app.cut == 11  # it stays on what the log holds
+            await pilot.press("p")  # and still steps through it
+            await pilot.pause()
+            assert app.cut == 0 or app.cut < 11
+            await pilot.press("q")
+            await pilot.pause()
+        assert not app.is_running
+
+    try:
+        asyncio.run(drive())
+    finally:
+        run.stop()
+
+
+# -- the real program in tmux, on the sample ------------------------------------------------------
+
+SAMPLE_AGENTS = ["f=favourite", "c=contrarian", "r=random", "h=hold"]
+
+
+def sample_options(db: Path) -> list[str]:
+    agents = [a for spec in SAMPLE_AGENTS for a in ("--agent", spec)]
+    return ["--tape", str(sample_path()), *agents, "--db", str(db)]
+
+
+def start_in_tmux(tmux: Tmux, db: Path) -> None:
+    arena = Path(sys.executable).with_name("arena")
+    command = shlex.join([str(arena), "step", *sample_options(db)])
+    env = {"TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    tmux("new-session", "-d", "-s", "step", "-x", "80", "-y", "24",
+         "env", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", command)  # fmt: skip
+
+
+def wait_gone(tmux: Tmux) -> None:
+    for _ in range(300):
+        if not tmux.alive():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"arena step did not quit; the screen:\n{tmux.screen()}")
+
+
+def test_in_tmux_a_live_replay_of_the_sample_runs_to_the_end_with_the_reports_totals(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    db = tmp_path / "sample.db"
+    start_in_tmux(tmux, db)
+    tmux.wait_for("· live")
+    tmux("send-keys", "-t", "step", "d")
+    tmux.wait_for("after f's decision")
+    tmux("send-keys", "-t", "step", "e")
+    end = tmux.wait_for("replay done")
+    tmux("send-keys", "-t", "step", "q")
+    wait_gone(tmux)
+    with EventStore.open(db, readonly=True) as store:
+        events: list[Event] = list(store.read())
+    totals = report_totals(events)
+    assert sorted(totals) == ["c", "f", "h", "r"]
+    rows = [line.replace("│", " ").split() for line in end.splitlines()]
+    for agent, total in totals.items():
+        assert any(agent in row and f"${total:,.2f}" in row for row in rows), (agent, end)
+
+
+def test_in_tmux_quitting_midway_then_arena_replay_gives_the_uninterrupted_digest(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    db = tmp_path / "midway.db"
+    start_in_tmux(tmux, db)
+    tmux.wait_for("· live")
+    for agent in ("f", "c", "r"):
+        tmux("send-keys", "-t", "step", "d")
+        tmux.wait_for(f"after {agent}'s decision")
+    tmux("send-keys", "-t", "step", "q")
+    wait_gone(tmux)
+    cut = stored(db)
+    resumed = CliRunner().invoke(replay, [*sample_options(db), "--json"])
+    whole = CliRunner().invoke(replay, [*sample_options(tmp_path / "whole.db"), "--json"])
+    assert resumed.exit_code == 0 and whole.exit_code == 0, resumed.output + whole.output
+    assert 0 < cut < stored(db)
+    assert json.loads(resumed.output)["digest"] == json.loads(whole.output)["digest"]
