@@ -19,11 +19,12 @@ import asyncio
 from collections.abc import Callable
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal
 from textual.geometry import Size
 from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
@@ -48,6 +49,9 @@ instant (never later). Totals are cash plus positions at this instant's marks.
 Panels scroll with the mouse wheel; Esc closes this help."""
 
 
+VIEWS_KEPT = 64
+
+
 class HelpScreen(ModalScreen[None]):
     """The keys, over the view; any of Esc, q or ? closes it."""
 
@@ -63,20 +67,49 @@ class HelpScreen(ModalScreen[None]):
 
 class Lines(ScrollView):
     """A scrolling panel of one-line rows under a fixed heading, each row formatted and drawn
-    only when visible: the markets of a wide universe, an agent's hundreds of positions. Text
-    widgets and tables lay out every row on every change, which took ten times the redraw
-    budget on 500 markets and 20 agents (``arena bench step``)."""
+    only when visible, and drawn once per change: the markets of a wide universe, an agent's
+    hundreds of positions, a decision's reasoning or a prompt wrapped to the panel's width.
+    Text widgets and tables lay out every row on every change (and a text whose height changes
+    lays out the whole screen again), which took ten times the redraw budget on 500 markets and
+    20 agents (``arena bench step``)."""
 
     def __init__(self, id: str) -> None:
         super().__init__(id=id)
         self.heading: Text | None = None
         self.count = 0
         self.line: Callable[[int], Text] = lambda k: Text()
+        self.text: Text | None = None  # shown wrapped to the width, when set by show_text
+        self._strips: dict[int, Strip] = {}
+        self._strips_width = 0
+        self._style = Style()
 
     def show(self, heading: Text | None, count: int, line: Callable[[int], Text]) -> None:
+        self.text = None
+        self._show(heading, count, line)
+
+    def show_text(self, text: Text) -> None:
+        """A long text, one row per line it wraps to at the panel's width."""
+        self.text = text
+        self._wrap()
+
+    def _show(self, heading: Text | None, count: int, line: Callable[[int], Text]) -> None:
         self.heading, self.count, self.line = heading, count, line
-        self.virtual_size = Size(self.size.width, count + (heading is not None))
+        self._strips = {}
+        # never less than the panel's height: a count that changes within it changes no
+        # scrollbar, so it needs no new layout of the screen
+        rows = max(count + (heading is not None), self.scrollable_content_region.height)
+        self.virtual_size = Size(self.size.width, rows)
         self.refresh()
+
+    def _wrap(self) -> None:
+        assert self.text is not None
+        width = max(self.scrollable_content_region.width, 1)
+        rows: list[Text] = list(self.text.wrap(self.app.console, width)) if self.size.width else []
+        self._show(None, len(rows), rows.__getitem__)
+
+    def on_resize(self) -> None:
+        if self.text is not None:
+            self._wrap()
 
     def plain(self) -> list[str]:
         """Every row as text (the heading first), for tests and search."""
@@ -85,17 +118,23 @@ class Lines(ScrollView):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
+        if width != self._strips_width or not self._strips:
+            # the panel's style walks every ancestor's CSS: once per change, not per line
+            self._strips, self._strips_width, self._style = {}, width, self.rich_style
         top = self.heading is not None
-        if top and y == 0:
-            line = self.heading
+        k = -1 if top and y == 0 else self.scroll_offset.y + y - top
+        strip = self._strips.get(k)
+        if strip is not None:
+            return strip
+        if k >= self.count:
+            strip = Strip.blank(width, self._style)
         else:
-            k = self.scroll_offset.y + y - top
-            if k >= self.count:
-                return Strip.blank(width, self.rich_style)
-            line = self.line(k)
-        assert line is not None
-        segments = list(line.render(self.app.console))
-        return Strip(segments).crop_extend(0, width, self.rich_style)
+            line = self.heading if k < 0 else self.line(k)
+            assert line is not None
+            segments = list(line.render(self.app.console))
+            strip = Strip(segments).crop_extend(0, width, self._style)
+        self._strips[k] = strip
+        return strip
 
 
 class StepApp(App[None]):
@@ -150,16 +189,15 @@ class StepApp(App[None]):
         else:
             first = timeline.next_stop(0, "decision", agent) if timeline.decisions.get(agent) else 0
         self.cut = first
-        self.view: View = build_view(timeline, first, agent)
+        self._views: dict[tuple[int, str], View] = {}  # the last VIEWS_KEPT, oldest first
+        self.view: View = self.project(first, agent)
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
         with Horizontal():
             yield Lines(id="markets")
-            with VerticalScroll(id="transcript"):
-                yield Static(id="transcript-text")
-            with VerticalScroll(id="decision"):
-                yield Static(id="decision-text")
+            yield Lines(id="transcript")
+            yield Lines(id="decision")
         with Horizontal():
             yield Lines(id="portfolio")
             yield Lines(id="board")
@@ -174,40 +212,55 @@ class StepApp(App[None]):
         if remember and cut != self.cut:
             self.history.append(self.cut)
         self.cut = cut
-        self.view = build_view(self.timeline, cut, self.agent)
+        self.view = self.project(cut, self.agent)
         self.redraw()
+
+    def project(self, cut: int, agent: str) -> View:
+        """The view of ``agent`` at ``cut``, kept for the next VIEWS_KEPT moves: a cut's view
+        never changes (the log before it is fixed), so stepping back or switching agents
+        to and fro costs no fold. A live replay's new events clear them (the view counts the
+        events read so far, and the stop at the old end becomes a decision's)."""
+        key = (cut, agent)
+        view = self._views.pop(key, None) or build_view(self.timeline, cut, agent)
+        self._views[key] = view
+        if len(self._views) > VIEWS_KEPT:
+            del self._views[next(iter(self._views))]
+        return view
 
     def redraw(self) -> None:
         view = self.view
-        self.query_one("#header", Static).update(panels.header(view, self.live_status()))
+        header = panels.header(view, self.live_status())
+        self.query_one("#header", Static).update(header, layout=False)  # its height is fixed
         markets = self.query_one("#markets", Lines)
+        rows = view.markets
         needle = self.search.lower()
         shown = [
-            r for r in view.markets
-            if not needle or needle in r.market.lower() or needle in r.question.lower()
-        ]  # fmt: skip
-        widths = panels.market_widths(shown)
+            k for k in range(len(rows))
+            if needle in rows.ids[k].lower() or needle in rows.question(k).lower()
+        ] if needle else range(len(rows))  # fmt: skip
+        widths = panels.market_widths(rows)
         markets.show(
             panels.market_line(None, widths), len(shown),
-            lambda k: panels.market_line(shown[k], widths),
+            lambda k: panels.market_line(rows[shown[k]], widths),
         )  # fmt: skip
         found = f" · '{self.search}'" if self.search else ""
-        markets.border_title = f"markets {len(shown)}/{len(view.markets)}{found}"
-        decision = self.query_one("#decision")
+        markets.border_title = f"markets {len(shown)}/{len(rows)}{found}"
+        decision = self.query_one("#decision", Lines)
         decision.border_title = f"{view.agent}'s decision"
-        self.query_one("#decision-text", Static).update(panels.decision(view))
+        decision.show_text(panels.decision(view))
         self.query_one("#portfolio").border_title = f"{view.agent}'s portfolio at this instant"
         lines = panels.portfolio(view)
         self.query_one("#portfolio", Lines).show(None, len(lines), lines.__getitem__)
         board = self.query_one("#board", Lines)
-        heading, rows = panels.leaderboard(view)
-        board.show(heading, len(rows), rows.__getitem__)
+        heading, standings = panels.leaderboard(view)
+        board.show(heading, len(standings), standings.__getitem__)
         board.border_title = "leaderboard now · n = resolved bets"
-        self.query_one("#transcript").border_title = "prompt · answer · model calls"
+        transcript = self.query_one("#transcript", Lines)
+        transcript.border_title = "prompt · answer · model calls"
         text = panels.transcript(view)
         if self.search:
             text.highlight_words([self.search], style="reverse", case_sensitive=False)
-        self.query_one("#transcript-text", Static).update(text)
+        transcript.show_text(text)
 
     # -- keys ----------------------------------------------------------------------------------
 
@@ -250,10 +303,10 @@ class StepApp(App[None]):
             while found is None and not run.closed:
                 position = await asyncio.to_thread(run.advance, kind)
                 events = await asyncio.to_thread(tail.read, position.version)
-                before = len(self.timeline.events)
                 self.timeline.extend(events)
+                self._views.clear()
                 if kind != "close":
-                    found = self.timeline.following(max(self.cut, before - 1), kind, agent)
+                    found = self.timeline.following(self.cut, kind, agent)
         except LiveError as exc:
             self.status = f"stopped: {exc}"
             self.notify(str(exc), severity="error", timeout=30)

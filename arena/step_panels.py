@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from rich.markup import escape
 from rich.text import Text
 
-from arena.step_view import MarketRow, View
+from arena.step_view import MarketRow, MarketRows, View
 from ledger.events import (
     DecisionsStopped,
     Event,
@@ -23,6 +23,8 @@ from ledger.events import (
     PositionRefunded,
     PositionSettled,
 )
+
+WIDTH_ROWS = 60
 
 
 def money(x: float) -> str:
@@ -70,12 +72,13 @@ def change(value: float | None) -> Text:
     return Text(f"{value:+.3f}", style=style)
 
 
-def market_widths(rows: list[MarketRow]) -> tuple[int, int]:
-    """The id and price columns' widths for ``market_line`` (prices judged on the first 200
-    rows, so a redraw does not format every price twice)."""
+def market_widths(rows: MarketRows) -> tuple[int, int]:
+    """The id and price columns' widths for ``market_line``: ids over every row, prices over
+    the first ``WIDTH_ROWS`` (rows are made when read, and a redraw should make only those it
+    shows)."""
     return (
-        max([6, *(len(r.market) for r in rows)]),
-        max([5, *(len(prices(r)) for r in rows[:200])]),
+        max([6, *(len(m) for m in rows.ids)]),
+        max([5, *(len(prices(r)) for r in rows[:WIDTH_ROWS])]),
     )
 
 

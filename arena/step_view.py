@@ -9,7 +9,9 @@ prices, the standings of every agent (``ledger.leaderboard.cohort_standings``, t
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from arena.step import Portfolio, portfolio
 from arena.timeline import Stop, Timeline
@@ -17,6 +19,7 @@ from ledger.events import (
     DecisionMade,
     DecisionsStopped,
     Event,
+    MarketListed,
     MarketResolved,
     MarketVoided,
     ModelCalled,
@@ -52,6 +55,69 @@ class MarketRow:
     held: str
 
 
+class MarketRows(Sequence[MarketRow]):
+    """The unresolved, marked markets at a cut, biggest volume first, each row made when first
+    read: a screen shows a few dozen of a universe of hundreds, and making all of them (their
+    histories, changes, holdings) was most of a redraw. What a row needs is copied out of the
+    cut's state when the view is built, so a row read later is still the cut's."""
+
+    def __init__(
+        self,
+        timeline: Timeline,
+        ids: list[str],
+        listed: dict[str, MarketListed],
+        marks: dict[str, list[float]],
+        held: dict[str, list[str]],
+        cut: int,
+        previous: int | None,
+    ) -> None:
+        self.ids = ids
+        self.listed = listed
+        self._timeline, self._marks, self._held = timeline, marks, held
+        self._cut, self._previous = cut, previous
+        self._made: dict[int, MarketRow] = {}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, k: int) -> MarketRow: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[MarketRow]: ...
+    def __getitem__(self, k: int | slice) -> MarketRow | list[MarketRow]:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        k = range(len(self.ids))[k]  # negative indices, and IndexError past the end
+        row = self._made.get(k)
+        if row is None:
+            row = self._made[k] = self._row(self.ids[k])
+        return row
+
+    def __iter__(self) -> Iterator[MarketRow]:
+        return (self[k] for k in range(len(self)))
+
+    def question(self, k: int) -> str:
+        """Row ``k``'s question, without making the row (for searching every row)."""
+        return self.listed[self.ids[k]].question
+
+    def _row(self, market: str) -> MarketRow:
+        history = self._timeline.marks[market]
+        seen = history.upto(self._cut)
+        first = [p[0] for p in history.prices[max(0, seen - SPARK_POINTS) : seen]]
+        then = history.upto(self._previous) if self._previous is not None else 0
+        change = first[-1] - history.prices[then - 1][0] if then and first else None
+        listed = self.listed[market]
+        return MarketRow(
+            market=market,
+            question=listed.question,
+            outcomes=list(listed.outcomes),
+            prices=list(self._marks[market]),
+            change=change,
+            spark=sparkline(first),
+            held=", ".join(self._held.get(market, [])),
+        )
+
+
 @dataclass
 class View:
     """The screen's content at ``cut``: header, markets, decision, portfolio, standings, calls."""
@@ -65,7 +131,7 @@ class View:
     rules: str
     tape: str
     stop: Stop | None
-    markets: list[MarketRow]
+    markets: MarketRows
     decision: DecisionMade | None
     orders: list[Event]
     since: list[Event]  # settlements and resolutions between the decision and the cut
@@ -112,27 +178,10 @@ def build_view(timeline: Timeline, cut: int, agent: str) -> View:
     if book is not None:
         for p in book.positions.values():
             held.setdefault(p.market, []).append(f"{p.shares:,.0f} {p.side}")
-    rows = []
-    for market, listed in state.markets.items():
-        if market in state.resolutions or market not in state.marks:
-            continue
-        history = timeline.marks[market]
-        seen = history.upto(cut)
-        first = [p[0] for p in history.prices[max(0, seen - SPARK_POINTS) : seen]]
-        then = history.upto(previous) if previous is not None else 0
-        change = first[-1] - history.prices[then - 1][0] if then and first else None
-        rows.append(
-            MarketRow(
-                market=market,
-                question=listed.question,
-                outcomes=list(listed.outcomes),
-                prices=list(state.marks[market]),
-                change=change,
-                spark=sparkline(first),
-                held=", ".join(held.get(market, [])),
-            )
-        )
-    rows.sort(key=lambda r: (-state.markets[r.market].volume, r.market))
+    ids = [m for m in timeline.by_volume if m in state.marks and m not in state.resolutions]
+    rows = MarketRows(
+        timeline, ids, dict(state.markets), dict(state.marks), held, cut, previous
+    )  # fmt: skip
     opened = state.opened
     last = events[cut - 1] if cut else None
     return View(

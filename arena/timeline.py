@@ -21,6 +21,7 @@ from ledger.events import (
     DecisionMade,
     Event,
     Marked,
+    MarketListed,
     MarketResolved,
     MarketVoided,
     ModelCalled,
@@ -77,6 +78,8 @@ class Timeline:
         self.decisions: dict[str, list[int]] = {}  # agent -> indices of its DecisionMade
         self.prompts: dict[str, str] = {}
         self.decision_end: dict[int, int] = {}  # a decision's index -> its stop's cut
+        self.by_volume: list[str] = []  # every listed market, biggest volume first (ties by id)
+        self._volume: dict[str, float] = {}
         self._index(0)
         self._checkpoints: dict[int, CohortState] = {}
         self._state = CohortState(cohort)
@@ -119,6 +122,10 @@ class Timeline:
                 added.append(Stop(j, "resolution", i))
             elif isinstance(e, PromptStored):
                 self.prompts[e.digest] = e.text
+            elif isinstance(e, MarketListed):
+                self._volume[e.market] = e.volume
+        if len(self._volume) != len(self.by_volume):
+            self.by_volume = sorted(self._volume, key=lambda m: (-self._volume[m], m))
         added.append(Stop(n, "end", n - 1))
         added.sort(key=lambda s: (s.cut, s.at))
         self.stops.extend(added)
