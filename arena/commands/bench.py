@@ -288,12 +288,19 @@ def step(markets: int, agents: int, events: int, as_json: bool) -> None:
 
     figures = _measured("step", work, as_json)
     for name, part in (figures or {}).items():
-        flat = {
-            f"{key} {inner}" if isinstance(value, dict) else key: v
-            for key, value in part.items()
-            for inner, v in (value.items() if isinstance(value, dict) else [(None, value)])
-        }
-        _show(f"step: {name}", flat, False)
+        _show(f"step: {name}", _flat(part), False)
+
+
+def _flat(figures: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested figures as one table: ``key_to_screen cpu median_ms`` and so on."""
+    flat: dict[str, Any] = {}
+    for key, value in figures.items():
+        name = f"{prefix} {key}".strip()
+        if isinstance(value, dict):
+            flat.update(_flat(value, name))
+        else:
+            flat[name] = value
+    return flat
 
 
 @bench.command()
