@@ -353,3 +353,52 @@ def test_in_tmux_quitting_midway_then_arena_replay_gives_the_uninterrupted_diges
     assert resumed.exit_code == 0 and whole.exit_code == 0, resumed.output + whole.output
     assert 0 < cut < stored(db)
     assert json.loads(resumed.output)["digest"] == json.loads(whole.output)["digest"]
+
+
+SLEEPS = """
+import time
+from strategies.api import Decision, Strategy
+
+
+class Sleeps(Strategy):
+    def decide(self, view):
+        time.sleep(600)
+        return Decision.hold("never")
+"""
+
+
+def test_a_plugin_that_hangs_leaves_the_screen_usable_and_q_quits(
+    folder: Path, tmp_path: Path
+) -> None:
+    """No time limit (--timeout 0) and a plugin that sleeps for ten minutes: the step runs off
+    the event loop, the header says so, other keys still answer, and q ends the replay's
+    process in the middle of its step."""
+    plugin = tmp_path / "sleeps.py"
+    plugin.write_text(SLEEPS)
+    agents = {"s": f"scripted:{folder / 'script.json'}", "z": f"{plugin}:Sleeps"}
+    run = LiveRun(folder / "hand.tape", config(folder).model_copy(update={"agents": agents}),
+                  tmp_path / "hangs.db", decision_timeout=0)  # fmt: skip
+    tail = LogTail(run.db, run.cohort)
+    line = Timeline(tail.read(run.advance("open").version), run.cohort)
+
+    async def drive() -> None:
+        app = StepApp(line, run.agents, "s", (run, tail))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("d")
+            await pilot.pause(0.5)
+            assert app.running and "replay running…" in screen_text(app)
+            await pilot.press("a")  # the screen still answers keys
+            await pilot.pause()
+            assert app.agent == "z" and app.running
+            await pilot.press("q")
+            await pilot.pause()
+        assert not app.is_running
+
+    began = time.monotonic()
+    try:
+        asyncio.run(drive())
+    finally:
+        run.stop()
+    assert time.monotonic() - began < 60  # not the plugin's ten minutes
+    # the mark at +0 is a step of its own, committed on the way; the decisions never finished
+    assert stored(run.db) == 5
