@@ -204,7 +204,9 @@ class StepApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.redraw()
+        # after the first layout, when the panels know their widths: a text wrapped before
+        # then would first be drawn empty
+        self.call_after_refresh(self.redraw)
 
     # -- drawing --------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from arena.cohort import CohortConfig
 from arena.errors import ArenaError
+from arena.settings import RunSettings
 from ledger.events import Event
 
 KINDS = ("open", "decision", "mark", "resolution", "stop", "close")
@@ -62,9 +63,7 @@ class Request:
     until: tuple[str, ...]
 
 
-def _serve(
-    conn: Connection, tape_path: str, config: CohortConfig, db: str, timeout: float, isolate: bool
-) -> None:
+def _serve(conn: Connection, tape_path: str, settings: RunSettings, db: str) -> None:
     """The child: build the runner (a bad tape or agent is the first answer), then walk its
     steps on request. Any error ends the child after it has been sent as a line."""
     from ledger.anchor import write_head
@@ -75,10 +74,10 @@ def _serve(
         from arena.runner import CohortRunner
 
         tape = load_tape(tape_path)
-        runner = CohortRunner(tape, config, decision_timeout=timeout, isolate=isolate)
+        runner = CohortRunner(tape, settings)
         with EventStore.open(db) as store:
             steps = runner.steps(store, flush_each_step=True)
-            conn.send(("ready", runner.cohort, list(config.agents), 0))
+            conn.send(("ready", runner.cohort, list(settings.cohort.agents), 0))
             _walk(conn, steps)
             write_head(store)  # as replay_cohorts leaves it, closed or cut short
     except (KeyboardInterrupt, BrokenPipeError, EOFError):
@@ -110,27 +109,21 @@ def _walk(conn: Connection, steps: Iterator[Any]) -> None:
 class LiveRun:
     """The parent's handle on the child: start it, move it on, stop it."""
 
-    def __init__(
-        self,
-        tape_path: Path,
-        config: CohortConfig,
-        db: Path,
-        *,
-        decision_timeout: float = 0.0,
-        isolate: bool = False,
-    ) -> None:
+    def __init__(self, tape_path: Path, settings: RunSettings | CohortConfig, db: Path) -> None:
+        if isinstance(settings, CohortConfig):
+            settings = RunSettings(cohort=settings)
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(
             target=_serve,
-            args=(child, str(tape_path), config, str(db), decision_timeout, isolate),
+            args=(child, str(tape_path), settings, str(db)),
             name="arena-step-replay",
             daemon=True,
         )
         self._process.start()
         child.close()  # the child's end lives in the child alone, so its death closes the pipe
         self.db = db
-        self.position = Position("start", config.start_ts, 0)
+        self.position = Position("start", settings.cohort.start_ts, 0)
         _, self.cohort, self.agents, _ = self._answer("ready")
 
     @property

@@ -12,17 +12,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
-import pydantic
 from rich.console import Group
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from arena.cohort import CohortConfig
-from arena.commands.options import cohort_options
-from arena.commands.replay import parse_agents, parse_starts, read_agents_file
+from arena.commands.options import (
+    CohortChoice,
+    cohort_options,
+    parse_agents,
+    read_agents_file,
+    start_options,
+)
 from arena.console import make_console
 from arena.report import universe_volume
+from arena.settings import RunSettings
 from arena.step import Frame, Portfolio, fit, frames
 from arena.step_live import LiveRun, LogTail
 from arena.step_panels import event_line
@@ -30,8 +34,7 @@ from arena.timeline import Timeline
 from ledger.errors import IntegrityError
 from ledger.events import CohortOpened, Event
 from ledger.store import EventStore
-from replays.samples import sample_path
-from strategies.loader import build_strategy, validation_summary
+from strategies.loader import build_strategy
 
 
 def _amount(x: float, sign: str = "") -> str:
@@ -182,20 +185,20 @@ def render(
     return Panel(body, title=title, title_align="left", padding=(0, 1))
 
 
-# The options that make a live replay; with a DB argument (a finished log) they mean nothing.
+# The options that make a live replay (by parameter name); with a DB argument they mean nothing.
 LIVE_OPTIONS = (
-    "tape_path", "start", "agents_file", "live_db", "rules", "cash", "universe",
-    "decision_cadence", "mark_cadence", "seed", "decision_timeout", "isolate",
+    "tape_path", "start", "starts", "agents_file", "live_db", "rules", "cash", "universe",
+    "decision_cadence", "mark_cadence", "seed", "jobs", "decision_timeout", "isolate", "on_miss",
 )  # fmt: skip
 
 
 @click.command()
 @click.argument("db", required=False, type=click.Path(path_type=Path))  # the store judges it
 @cohort_options
-@click.option("--start", help="Live: the cohort's start, ISO-8601 (default 2024-09-01).")
+@start_options
 @click.option(
     "--agent",
-    "agents",
+    "agent",
     multiple=True,
     metavar="NAME=SPEC | NAME",
     help="Live: an agent (repeatable), as for arena replay. With DB: the agent shown first.",
@@ -211,28 +214,17 @@ LIVE_OPTIONS = (
     type=click.Path(dir_okay=False, path_type=Path),
     help="Live: the log the replay appends to (default arena.db), as arena replay's --db.",
 )
-@click.option("--cohort", help="With DB: the cohort (default: the first in the log).")
+@click.option("--cohort", "cohort_id", help="With DB: the cohort (default: the first in it).")
 @click.option("--no-input", is_flag=True, help="Print every frame without waiting for keys.")
 @click.option("--json", "as_json", is_flag=True, help="Print the frames as JSON.")
-@click.pass_context
 def step(
-    ctx: click.Context,
     db: Path | None,
-    tape_path: Path | None,
-    start: str | None,
-    agents: tuple[str, ...],
+    cohort: CohortChoice,
+    starts: list[datetime],
+    agent: tuple[str, ...],
     agents_file: Path | None,
     live_db: Path | None,
-    rules: str,
-    cash: float,
-    universe: int,
-    decision_cadence: str,
-    mark_cadence: str,
-    seed: int,
-    jobs: int,
-    decision_timeout: float,
-    isolate: bool,
-    cohort: str | None,
+    cohort_id: str | None,
     no_input: bool,
     as_json: bool,
 ) -> None:
@@ -253,29 +245,31 @@ def step(
       arena step arena.db --agent favourite
       arena step --tape my.tape --start 2024-09-01 --agent me=./mine.py:Mine --agent h=hold
     """
-    named = [a for a in agents if "=" not in a]
+    named = [a for a in agent if "=" not in a]
     if db is not None:
-        given = [f"--{p.replace('_', '-')}" for p in LIVE_OPTIONS if _given(ctx, p)]
-        if given or len(named) != len(agents) or len(agents) > 1:
+        given = [f"--{p.replace('_', '-')}" for p in LIVE_OPTIONS if _given(p)]
+        if given or len(named) != len(agent) or len(agent) > 1:
             raise click.UsageError(
                 "DB walks a finished log; --tape, --start, --agent NAME=SPEC and the other "
                 f"replay options ({', '.join(given) or '--agent'}) step a live replay: "
                 "give one or the other"
             )
-        events, cohort = _read_log(db, cohort)
-        _show(events, cohort, named[0] if named else None, no_input, as_json)
+        events, cohort_id = _read_log(db, cohort_id)
+        _show(events, cohort_id, named[0] if named else None, no_input, as_json)
         return
-    if named:
-        raise click.BadParameter(f"{named[0]!r} is not NAME=SPEC", param_hint="--agent")
-    if cohort is not None:
+    if cohort_id is not None:
         raise click.UsageError("--cohort picks a cohort of DB; a live replay has one")
-    config = _live_config(agents, agents_file, start, rules, cash, universe, decision_cadence,
-                          mark_cadence, seed)  # fmt: skip
+    if len(starts) != 1:
+        raise click.UsageError("a live replay is one cohort: give --start, not --starts")
+    agents = parse_agents(agent, read_agents_file(agents_file) if agents_file else None)
+    for spec in agents.values():
+        build_strategy(spec)  # fail fast, before the replay's process starts
+    [config] = cohort.configs(starts, agents)
     interactive = not (no_input or as_json) and _keys_available()
     if interactive:
         _tui_app()  # the extra's absence is an error before the replay starts
-    live = LiveRun(tape_path or sample_path(), config, live_db or Path("arena.db"),
-                   decision_timeout=decision_timeout, isolate=isolate)  # fmt: skip
+    settings = RunSettings(cohort=config, options=cohort.options)
+    live = LiveRun(cohort.tape, settings, live_db or Path("arena.db"))
     try:
         tail = LogTail(live.db, live.cohort)
         timeline = Timeline(tail.read(live.advance("open").version), live.cohort)
@@ -288,39 +282,9 @@ def step(
     _show(timeline.events, live.cohort, None, no_input=True, as_json=as_json)
 
 
-def _given(ctx: click.Context, name: str) -> bool:
-    source = ctx.get_parameter_source(name)
+def _given(name: str) -> bool:
+    source = click.get_current_context().get_parameter_source(name)
     return source is not None and source != click.core.ParameterSource.DEFAULT
-
-
-def _live_config(
-    agents: tuple[str, ...],
-    agents_file: Path | None,
-    start: str | None,
-    rules: str,
-    cash: float,
-    universe: int,
-    decision_cadence: str,
-    mark_cadence: str,
-    seed: int,
-) -> CohortConfig:
-    """The one cohort a live replay runs, judged as arena replay judges its options."""
-    specs = parse_agents(agents, read_agents_file(agents_file) if agents_file else None)
-    try:
-        for spec in specs.values():
-            build_strategy(spec)  # fail fast, before the replay's process starts
-        return CohortConfig(
-            start=parse_starts(start, None)[0],
-            agents=specs,
-            universe=universe,
-            cash=cash,
-            rules=rules,  # type: ignore[arg-type]
-            decision_cadence=decision_cadence,
-            mark_cadence=mark_cadence,
-            seed=seed,
-        )
-    except pydantic.ValidationError as exc:
-        raise click.ClickException(validation_summary(exc)) from None
 
 
 def _tui_app() -> type:

@@ -27,6 +27,7 @@ from arena.cli import cli
 from arena.cohort import CohortConfig
 from arena.commands.replay import replay
 from arena.commands.step import step
+from arena.settings import RunOptions, RunSettings
 from arena.step_app import StepApp
 from arena.step_live import LiveError, LiveRun, LogTail
 from arena.timeline import Timeline
@@ -376,8 +377,9 @@ def test_a_plugin_that_hangs_leaves_the_screen_usable_and_q_quits(
     plugin = tmp_path / "sleeps.py"
     plugin.write_text(SLEEPS)
     agents = {"s": f"scripted:{folder / 'script.json'}", "z": f"{plugin}:Sleeps"}
-    run = LiveRun(folder / "hand.tape", config(folder).model_copy(update={"agents": agents}),
-                  tmp_path / "hangs.db", decision_timeout=0)  # fmt: skip
+    cohort = config(folder).model_copy(update={"agents": agents})
+    settings = RunSettings(cohort=cohort, options=RunOptions(decision_timeout=0))
+    run = LiveRun(folder / "hand.tape", settings, tmp_path / "hangs.db")
     tail = LogTail(run.db, run.cohort)
     line = Timeline(tail.read(run.advance("open").version), run.cohort)
 
