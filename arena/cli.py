@@ -48,7 +48,7 @@ SUMMARIES: dict[str, str] = {
     "CSV (and Parquet), a predictions file for 'arena score', and SQLite tables.",
     "bench": "Measure speed: ledger appends and reads, the replay peer workload, tapes, "
     "plugins, LLM agents, the lab.",
-    "step": "Step through a finished run: what each agent saw and did, and how all stood.",
+    "step": "Step through a run one decision at a time: a finished log, or a replay as it runs.",
     "backtest": "Backtest STRATEGY against baseline agents over many weekly cohorts.",
     "strategies": "List the built-in and installed strategies with their settings.",
     "strategy": "Work with strategy plugins.",
