@@ -21,12 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from arena.cli import cli
 from arena.cohort import CohortConfig
-from arena.commands.replay import replay
-from arena.commands.step import step
 from arena.settings import RunOptions, RunSettings
 from arena.step_app import StepApp
 from arena.step_live import LiveError, LiveRun, LogTail
@@ -36,8 +32,9 @@ from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tape import Tape
 from replays.tapefile import save_tape
-from tests.arena.test_step import SCRIPT, invoke, one_line_error
+from tests.arena.test_step import SCRIPT, one_line_error
 from tests.arena.test_step_app import board, report_totals, screen_text
+from tests.conftest import Arena
 from tests.tmux_terminal import Tmux
 
 START = "2024-01-07"
@@ -60,17 +57,17 @@ def options(folder: Path, db: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def replay_digest(folder: Path, db: Path) -> str:
-    result = invoke(replay, *options(folder, db), "--json")
+def replay_digest(arena: Arena, folder: Path, db: Path) -> str:
+    result = arena("replay", *options(folder, db), "--json")
     assert result.exit_code == 0, result.output
     return str(json.loads(result.output)["digest"])
 
 
 @pytest.fixture(scope="module")
-def reference(folder: Path) -> tuple[str, list[Event]]:
+def reference(arena: Arena, folder: Path) -> tuple[str, list[Event]]:
     """An uninterrupted ``arena replay``: its digest and its events."""
     db = folder / "reference.db"
-    digest = replay_digest(folder, db)
+    digest = replay_digest(arena, folder, db)
     with EventStore.open(db, readonly=True) as store:
         [cohort] = store.streams()
         return digest, list(store.read(stream=cohort))
@@ -120,7 +117,7 @@ def test_each_step_is_committed_when_reported_and_the_log_is_the_replays(
 
 
 def test_quitting_between_steps_leaves_a_log_arena_replay_completes(
-    folder: Path, tmp_path: Path, reference: tuple[str, list[Event]]
+    arena: Arena, folder: Path, tmp_path: Path, reference: tuple[str, list[Event]]
 ) -> None:
     db = tmp_path / "cut.db"
     run = LiveRun(folder / "hand.tape", config(folder), db)
@@ -128,7 +125,7 @@ def test_quitting_between_steps_leaves_a_log_arena_replay_completes(
     run.advance("decision")
     run.stop()
     assert stored(db) == 17  # up to h's HOLD at +7d: the rest was never decided
-    assert replay_digest(folder, db) == reference[0]
+    assert replay_digest(arena, folder, db) == reference[0]
 
 
 def test_a_dead_replay_process_is_a_clear_error_not_a_hang(live: LiveRun) -> None:
@@ -139,19 +136,21 @@ def test_a_dead_replay_process_is_a_clear_error_not_a_hang(live: LiveRun) -> Non
         live.advance("decision")
 
 
-def test_a_bad_tape_or_agent_is_a_one_line_error(folder: Path, tmp_path: Path) -> None:
+def test_a_bad_tape_or_agent_is_a_one_line_error(
+    arena: Arena, folder: Path, tmp_path: Path
+) -> None:
     db = tmp_path / "x.db"
     bad = tmp_path / "bad.tape"
     bad.write_bytes(b"not a tape")
     no_tape = [*options(folder, db)]
     no_tape[1] = str(bad)
-    assert "bad.tape: not a tape" in one_line_error(invoke(cli, "step", *no_tape, "--no-input"))
+    assert "bad.tape: not a tape" in one_line_error(arena("step", *no_tape, "--no-input"))
     unknown = [*options(folder, db), "--agent", "z=no-such-strategy"]
-    assert "no-such-strategy" in one_line_error(invoke(cli, "step", *unknown, "--no-input"))
+    assert "no-such-strategy" in one_line_error(arena("step", *unknown, "--no-input"))
     late = [*options(folder, db)]
     late[3] = "2030-01-06"  # after the tape: nothing to decide
-    assert "2030-01-06" in one_line_error(invoke(cli, "step", *late, "--no-input"))
-    mixed = invoke(step, str(db), "--tape", str(folder / "hand.tape"))
+    assert "2030-01-06" in one_line_error(arena("step", *late, "--no-input"))
+    mixed = arena("step", str(db), "--tape", str(folder / "hand.tape"))
     assert mixed.exit_code == 2 and "give one or the other" in mixed.output
 
 
@@ -165,12 +164,14 @@ class Raises(Strategy):
 """
 
 
-def test_a_plugin_that_raises_is_a_recorded_hold(folder: Path, tmp_path: Path) -> None:
+def test_a_plugin_that_raises_is_a_recorded_hold(
+    arena: Arena, folder: Path, tmp_path: Path
+) -> None:
     plugin = tmp_path / "raises.py"
     plugin.write_text(RAISES)
     db = tmp_path / "raises.db"
     args = [*options(folder, db), "--agent", f"x={plugin}:Raises", "--json"]
-    result = invoke(step, *args)
+    result = arena("step", *args)
     assert result.exit_code == 0, result.output
     with EventStore.open(db, readonly=True) as store:
         decisions = [e for e in store.read() if isinstance(e, DecisionMade) and e.agent == "x"]
@@ -179,10 +180,10 @@ def test_a_plugin_that_raises_is_a_recorded_hold(folder: Path, tmp_path: Path) -
 
 
 def test_piped_it_runs_the_replay_to_the_end_and_prints_the_frames(
-    folder: Path, tmp_path: Path, reference: tuple[str, list[Event]]
+    arena: Arena, folder: Path, tmp_path: Path, reference: tuple[str, list[Event]]
 ) -> None:
     db = tmp_path / "piped.db"
-    result = invoke(step, *options(folder, db), "--json")
+    result = arena("step", *options(folder, db), "--json")
     assert result.exit_code == 0, result.output
     assert [f["decision"]["action"] for f in json.loads(result.output)] == ["BET", "SELL", "HOLD"]
     with EventStore.open(db, readonly=True) as store:
@@ -338,7 +339,7 @@ def test_in_tmux_a_live_replay_of_the_sample_runs_to_the_end_with_the_reports_to
 
 
 def test_in_tmux_quitting_midway_then_arena_replay_gives_the_uninterrupted_digest(
-    tmux: Tmux, tmp_path: Path
+    arena: Arena, tmux: Tmux, tmp_path: Path
 ) -> None:
     db = tmp_path / "midway.db"
     start_in_tmux(tmux, db)
@@ -349,8 +350,8 @@ def test_in_tmux_quitting_midway_then_arena_replay_gives_the_uninterrupted_diges
     tmux("send-keys", "-t", "step", "q")
     wait_gone(tmux)
     cut = stored(db)
-    resumed = CliRunner().invoke(replay, [*sample_options(db), "--json"])
-    whole = CliRunner().invoke(replay, [*sample_options(tmp_path / "whole.db"), "--json"])
+    resumed = arena("replay", *sample_options(db), "--json")
+    whole = arena("replay", *sample_options(tmp_path / "whole.db"), "--json")
     assert resumed.exit_code == 0 and whole.exit_code == 0, resumed.output + whole.output
     assert 0 < cut < stored(db)
     assert json.loads(resumed.output)["digest"] == json.loads(whole.output)["digest"]
