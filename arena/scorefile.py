@@ -10,18 +10,16 @@ trader), and forecastbench's time columns (the order of approachability and repa
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import click
+
+from strategies.tablefile import Table, TableError, open_table
 
 LABEL_COL = "y"
 MARKET_COL = "market_prob"
@@ -60,56 +58,14 @@ class Forecasts:
     multi: MultiRows = field(default_factory=MultiRows)
 
 
-def _open_text(path: Path) -> TextIO:
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return path.open(encoding="utf-8", newline="")
-
-
-def _file_format(path: Path) -> str:
-    suffix = path.with_suffix("").suffix if path.suffix == ".gz" else path.suffix
-    if suffix not in (".csv", ".jsonl"):
-        raise click.ClickException(f"{path}: unknown format, expected .csv or .jsonl (or .gz)")
-    return suffix
-
-
-def _records(path: Path, fh: TextIO) -> tuple[list[str], Iterator[dict[str, Any]]]:
-    """Column names and the data rows of a CSV or JSON Lines file (blank JSONL lines skipped)."""
-    if _file_format(path) == ".csv":
-        reader = csv.DictReader(fh)
-        return list(reader.fieldnames or []), iter(reader)
-    lines = (line for line in fh if line.strip())
-    first = next(lines, None)
-    if first is None:
-        return [], iter(())
-    head = _json_object(path, 1, first)
-
-    def rows() -> Iterator[dict[str, Any]]:
-        yield head
-        for number, line in enumerate(lines, start=2):
-            yield _json_object(path, number, line)
-
-    return list(head), rows()
-
-
-def _json_object(path: Path, row: int, line: str) -> dict[str, Any]:
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise click.ClickException(f"{path}: row {row}: not valid JSON ({exc.msg})") from None
-    if not isinstance(value, dict):
-        raise click.ClickException(f"{path}: row {row}: expected a JSON object")
-    return value
-
-
 class _Row:
     """One record and where it came from, for checks that name the file, row and column."""
 
-    def __init__(self, path: Path, number: int, record: dict[str, Any]) -> None:
-        self.path, self.line, self.record = path, number, record
+    def __init__(self, table: Table, number: int, record: dict[str, Any]) -> None:
+        self.table, self.line, self.record = table, number, record
 
-    def fail(self, message: str) -> click.ClickException:
-        return click.ClickException(f"{self.path}: row {self.line}: {message}")
+    def fail(self, message: str) -> TableError:
+        return self.table.problem(self.line, message)
 
     def field(self, column: str) -> Any:
         value = self.record.get(column)
@@ -174,7 +130,7 @@ class _Row:
             return math.nan
         try:
             return self.number(column, value)
-        except click.ClickException:
+        except TableError:
             pass
         try:
             moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -190,30 +146,20 @@ def _first(columns: list[str], candidates: tuple[str, ...]) -> str | None:
 def read_forecasts(path: Path, pred_col: str, group_cols: list[str]) -> Forecasts:
     """Read and check every row, failing on the first bad one with its 1-based row number."""
     try:
-        with _open_text(path) as fh:
-            columns, records = _records(path, fh)
-            if not columns:
-                raise click.ClickException(f"{path}: empty file, no forecasts to score")
-            missing = [c for c in (LABEL_COL, pred_col, *group_cols) if c not in columns]
-            if missing:
-                raise click.ClickException(
-                    f"{path}: missing column {missing[0]!r} (has: {', '.join(columns)})"
-                )
-            data = _read_rows(path, columns, records, pred_col, group_cols)
-    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
-        raise click.ClickException(f"{path}: cannot read ({exc})") from None
+        with open_table(path) as table:
+            if not table.columns:
+                raise TableError(f"{path}: empty file, no forecasts to score")
+            table.require(LABEL_COL, pred_col, *group_cols)
+            data = _read_rows(table, pred_col, group_cols)
+    except TableError as exc:
+        raise click.ClickException(str(exc)) from None
     if not data.y and not data.multi.y:
         raise click.ClickException(f"{path}: no data rows, nothing to score")
     return data
 
 
-def _read_rows(
-    path: Path,
-    columns: list[str],
-    records: Iterator[dict[str, Any]],
-    pred_col: str,
-    group_cols: list[str],
-) -> Forecasts:
+def _read_rows(table: Table, pred_col: str, group_cols: list[str]) -> Forecasts:
+    columns = table.columns
     has_market, has_truth = MARKET_COL in columns, TRUTH_COL in columns
     made_col = _first(columns, FORECAST_TIME_COLS)
     known_col = _first(columns, RESOLVE_TIME_COLS)
@@ -228,8 +174,8 @@ def _read_rows(
         time_cols=(made_col, known_col),
         multi=MultiRows(truth=[] if has_truth else None),
     )
-    for number, record in enumerate(records, start=1):
-        row = _Row(path, number, record)
+    for number, record in table.rows:
+        row = _Row(table, number, record)
         vector = row.vector(pred_col)
         if vector is not None:
             _multi_row(row, vector, data.multi)

@@ -10,10 +10,8 @@ predictions column against the same market column (origins §2.4).
 from __future__ import annotations
 
 import contextlib
-import csv
-import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,7 @@ from strategies.forecaster_registry import (
     ForecasterSettings,
     RegisteredForecaster,
 )
+from strategies.tablefile import Table, TableError, open_table
 
 DEFAULT_COLUMN = "pred_prob"
 ID_COLUMN = "market_id"
@@ -257,43 +256,8 @@ class DiffusionForecaster(PredictionsForecaster, RegisteredForecaster):
         return None if self.summary is None else Trace(model=self.summary)
 
 
-def _rows(path: Path, column: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) of a predictions file, after checking its columns."""
-    if path.suffix not in (".csv", ".jsonl"):
-        raise StrategyError(f"forecaster file {path}: expected a .csv or .jsonl file")
-    try:
-        handle = path.open(encoding="utf-8", newline="")
-    except OSError as exc:
-        raise StrategyError(f"forecaster file {path}: cannot read: {exc.strerror}") from None
-    with handle:
-        if path.suffix == ".csv":
-            reader = csv.DictReader(handle)
-            names = reader.fieldnames or []
-            missing = [c for c in (ID_COLUMN, column) if c not in names]
-            if missing:
-                raise StrategyError(
-                    f"forecaster file {path}: no column {missing[0]!r} "
-                    f"(columns: {', '.join(names) or 'none'})"
-                )
-            for record in reader:
-                yield reader.line_num, record
-            return
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise StrategyError(f"forecaster file {path} line {line_no}: {exc.msg}") from None
-            if not isinstance(record, dict):
-                raise StrategyError(f"forecaster file {path} line {line_no}: not a JSON object")
-            for key in (ID_COLUMN, column):
-                if key not in record:
-                    raise StrategyError(f"forecaster file {path} line {line_no}: no {key!r}")
-            yield line_no, record
-
-
-def _probability(raw: Any, where: str, column: str) -> float:
+def _probability(raw: Any, table: Table, row: int, column: str) -> float:
+    """A probability in [0, 1]; a blank cell (or JSON null) is NaN, no forecast."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return math.nan
     value = math.nan
@@ -301,27 +265,38 @@ def _probability(raw: Any, where: str, column: str) -> float:
         with contextlib.suppress(TypeError, ValueError):
             value = float(raw)
     if not 0.0 <= value <= 1.0:
-        raise StrategyError(f"{where}: {column} {raw!r} is not a probability in [0, 1]")
+        raise table.problem(row, f"{column} {raw!r} is not a probability in [0, 1]")
     return value
 
 
 def read_predictions(path: Path, column: str = DEFAULT_COLUMN) -> dict[str, float]:
-    """market id -> P(YES); a missing or malformed file is a one-line StrategyError naming the
-    file and the line, because a silently skipped row would change what the agent trades."""
+    """market id -> P(YES) from a ``strategies.tablefile`` table; a missing or malformed file
+    is a one-line StrategyError naming the file and the row, because a silently skipped row
+    would change what the agent trades."""
+    try:
+        return _predictions(path, column)
+    except TableError as exc:
+        raise StrategyError(f"forecaster file {exc}") from None
+
+
+def _predictions(path: Path, column: str) -> dict[str, float]:
     predictions: dict[str, float] = {}
     first_seen: dict[str, int] = {}
-    for line_no, record in _rows(path, column):
-        where = f"forecaster file {path} line {line_no}"
-        raw_id = record.get(ID_COLUMN)
-        market = str(raw_id).strip() if raw_id is not None else ""
-        if not market:
-            raise StrategyError(f"{where}: empty {ID_COLUMN}")
-        if market in first_seen:
-            raise StrategyError(
-                f"{where}: market {market} already has a forecast on line {first_seen[market]}"
-            )
-        first_seen[market] = line_no
-        predictions[market] = _probability(record.get(column), where, column)
+    with open_table(path) as table:
+        table.require(ID_COLUMN, column)
+        for row, record in table.rows:
+            raw_id = record.get(ID_COLUMN)
+            market = str(raw_id).strip() if raw_id is not None else ""
+            if not market:
+                raise table.problem(row, f"empty {ID_COLUMN}")
+            if market in first_seen:
+                raise table.problem(
+                    row, f"market {market} already has a forecast in row {first_seen[market]}"
+                )
+            if column not in record:
+                raise table.problem(row, f"no {column!r}")
+            first_seen[market] = row
+            predictions[market] = _probability(record[column], table, row, column)
     if not predictions:
-        raise StrategyError(f"forecaster file {path}: no predictions")
+        raise TableError(f"{path}: no predictions")
     return predictions
