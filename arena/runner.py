@@ -1,15 +1,12 @@
 """The deterministic replay loop: tape + cohort settings + strategies -> events in the store.
 
-One straight line: precompute the as-of price of every universe market at every instant
-(arrays), then walk the merged timeline; at a resolution settle, at a mark record prices, at a
-decision build each agent's view, call its strategy under the frozen clock and hand its orders
-to the broker. Every event is applied to the live state as it is made and written to the store
-in batches, so the log and the state never disagree.
-
-Resuming: the loop is deterministic, so a cohort whose stream is already partly in the store is
-simply run again; events the store already holds are compared with the regenerated ones (they
-must be identical, or the run stops with the version where they diverge) and only the rest are
-appended. An interrupted replay therefore ends with the same log as an uninterrupted one.
+One straight line: walk the merged timeline with per-market as-of cursors; at a resolution
+settle, at a mark record prices, at a decision build each agent's view, call its strategy under
+the frozen clock and hand its orders to the broker. Every event, whoever makes it (this loop,
+the broker, settlement), is recorded on the live state (``ledger.live.LiveCohort``: applied and
+queued in one call), and after each step the loop saves the queue to the cohort's stream
+(``ledger.stream.StreamWriter``: batched appends, resume by comparing the stored prefix,
+snapshots at intervals), so the log and the state never disagree.
 
 Stepping: ``CohortRunner.steps`` is the same loop as a generator that pauses after each step of
 the timeline (``arena step --tape`` drives it); ``run`` drains it.
@@ -23,7 +20,7 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from freezegun import freeze_time
@@ -33,7 +30,6 @@ from arena.boundary import (
     Clock,
     InProcess,
     PastWriter,
-    PositionRecord,
     Sandbox,
     Views,
     frozen,
@@ -60,16 +56,13 @@ from ledger.events import (
     CohortOpened,
     DecisionMade,
     DecisionsStopped,
-    Event,
     Marked,
     MarketListed,
-    OrderFilled,
-    PositionRefunded,
-    PositionSettled,
 )
+from ledger.live import LiveCohort
 from ledger.projection import CohortState
 from ledger.rules import Broker, rules_for, settle, void
-from ledger.snapshot import FORMAT, encode_state
+from ledger.stream import EventSink, StreamWriter
 from replays.asof import AsOf, UniverseWalk
 from replays.tape import Tape
 from strategies.api import (
@@ -83,13 +76,6 @@ from strategies.api import (
 )
 from strategies.loader import build_strategy
 
-if TYPE_CHECKING:
-    from ledger.store import EventStore
-
-FLUSH_EVERY = 50_000
-SNAPSHOT_EVERY = 200_000
-"""A long cohort stores a snapshot of its state at the first flush after this many events
-since its last one, so a read of a cohort still running folds at most about this many."""
 T = TypeVar("T")
 _TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(Trace) if f.name not in TRANSCRIPT_FIELDS)
 _NO_TRACE = {f: getattr(Trace(), f) for f in _TRACE_FIELDS}
@@ -133,56 +119,6 @@ class CohortRun:
     appended: int
 
 
-class _Writer:
-    """Buffers a cohort's events and appends them in batches, checking any already stored."""
-
-    def __init__(self, store: EventStore | None, stream: str, state: CohortState) -> None:
-        self.store = store
-        self.stream = stream
-        self.state = state  # every event added has been applied to it; see snapshot()
-        self.stored: list[Event] = list(store.read(stream=stream)) if store else []
-        self.version = 0
-        self.pending: list[Event] = []
-        self.appended = 0
-        self.snapshot_at = 0
-
-    def add(self, events: list[Event]) -> None:
-        for event in events:
-            self.version += 1
-            if self.version <= len(self.stored):
-                if self.stored[self.version - 1] != event:
-                    raise LedgerError(
-                        f"cohort {self.stream}: the stored log diverges from this replay at "
-                        f"version {self.version}; replay into a fresh database"
-                    )
-                continue
-            self.pending.append(event)
-        if len(self.pending) >= FLUSH_EVERY:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.store is not None and self.pending:
-            start = self.version - len(self.pending)
-            self.store.append(self.stream, self.pending, expected_version=start)
-            self.appended += len(self.pending)
-            if self.version - self.snapshot_at >= SNAPSHOT_EVERY:
-                self.snapshot(closing=False)
-        self.pending = []
-
-    def snapshot(self, *, closing: bool) -> None:
-        """Store the state's image at the current version (a rerun finds it already there).
-        Called right after a flush, when the store holds every event up to ``version``; every
-        caller applies events to the state before adding them here, so the state is exactly
-        the fold of the stream up to ``version``, which ``arena verify`` checks."""
-        # a sink that keeps only events (a test's, or a replay into memory) keeps no snapshots
-        add_snapshot = getattr(self.store, "add_snapshot", None)
-        if add_snapshot is not None:
-            add_snapshot(
-                self.stream, self.version, encode_state(self.state), fmt=FORMAT, closing=closing
-            )
-            self.snapshot_at = self.version
-
-
 class CohortRunner:
     """Replays one cohort of a tape with its agents into a store (or only in memory).
 
@@ -222,8 +158,6 @@ class CohortRunner:
         self.ids = tuple(tape.markets[m].id for m in self.universe)
         self.index = {mid: j for j, mid in enumerate(self.ids)}
         self.meta = tuple(self._meta(m) for m in self.universe)
-        width = max(len(meta.outcomes) for meta in self.meta)
-        self.holdings = {name: np.zeros((len(self.ids), width)) for name in self.strategies}
         self._prepare_prices()
 
     def _meta(self, m: int, resolved: bool = False) -> MarketMeta:
@@ -249,10 +183,6 @@ class CohortRunner:
         self.yes_column = frozen(
             np.array([self.tape.markets[m].yes_column for m in self.universe], dtype=np.int64)
         )
-        self._records: dict[str, dict[tuple[str, str], PositionRecord]] = {
-            name: {} for name in self.strategies
-        }
-        self._shown: dict[str, tuple[PositionRecord, ...]] = {}
 
     def _past(self) -> PastWriter:
         """The universe's series, for the boundary to reveal to agents as time passes."""
@@ -272,12 +202,12 @@ class CohortRunner:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def run(self, store: EventStore | None = None) -> CohortRun:
+    def run(self, store: EventSink | None = None) -> CohortRun:
         """Replay the whole cohort into ``store`` (or only in memory), appending in batches."""
         return _drain(self._replay(store, flush_each_step=False))
 
     def steps(
-        self, store: EventStore | None = None, *, flush_each_step: bool = False
+        self, store: EventSink | None = None, *, flush_each_step: bool = False
     ) -> Generator[Step, None, CohortRun]:
         """The replay one step at a time: a ``Step`` after the cohort opens, after each
         resolution, mark, decision instant and stop of the timeline, and after it closes; the
@@ -296,26 +226,25 @@ class CohortRunner:
         return self._replay(store, flush_each_step=flush_each_step)
 
     def _replay(
-        self, store: EventStore | None, *, flush_each_step: bool
+        self, sink: EventSink | None, *, flush_each_step: bool
     ) -> Generator[Step, None, CohortRun]:
-        state = CohortState(self.cohort)
-        writer = _Writer(store, self.cohort, state)
+        state = LiveCohort(self.cohort)
+        writer = StreamWriter(sink, state)
         broker = Broker(state, self.rules)
         self.transcript = Transcript(self.cohort)
 
-        def emit(events: list[Event]) -> None:
-            for event in events:
-                state.apply(event)
-            writer.add(events)
-
-        def step(kind: str, ts: int) -> Step:
+        def saved(kind: str, ts: int) -> Step:
+            """The step's events, drained from the state to the stream (committed now with
+            ``flush_each_step``, else in the next batch)."""
+            writer.save()
             if flush_each_step:
                 writer.flush()
             return Step(kind, ts, writer.version)
 
         start = self.config.start_ts
-        emit([self._opened()])
-        emit([self._listed(j) for j in range(len(self.universe))])
+        state.record(self._opened())
+        for j in range(len(self.universe)):
+            state.record(self._listed(j))
         settled: set[int] = set()
         past = self._past()
         views = Views(self.ids, self.meta, past.past, self.strategies, self.rules)
@@ -326,31 +255,30 @@ class CohortRunner:
             self._agents(sandbox, past) as agents,
         ):
             clock = Clock(frozen_time, start)
-            deciding = self._setup(agents, emit, start)
-            yield step("open", start)
+            deciding = self._setup(state, agents, start)
+            yield saved("open", start)
             for ts, kind, payload in self.timeline.steps:
                 if kind == RESOLUTION:
-                    events = self._resolve(state, payload, ts)
-                    self._sync_holdings(state, events)
-                    writer.add(events)
+                    self._resolve(state, payload, ts)
                     settled.add(payload)
                 elif kind == MARK:
-                    emit([self._mark(self._walk.at(ts), ts, settled)])
+                    state.record(self._mark(self._walk.at(ts), ts, settled))
                 elif kind == DECISION:
                     now = self._walk.at(ts)
                     past.advance(ts, now.seen, now.position >= 0)
                     clock.move_to(ts)
-                    self._decide(state, broker, writer, emit, views, deciding, now, ts)
+                    self._decide(state, broker, views, deciding, now, ts)
                 else:
-                    emit([self._stopped(ts)])
-                yield step(STEP_KINDS[kind], ts)
+                    state.record(self._stopped(ts))
+                yield saved(STEP_KINDS[kind], ts)
         closed = CohortClosed(
             cohort=self.cohort,
             ts=self.timeline.end,
             reason=self._close_reason(len(self.universe) - len(settled)),
             state_digest=state.digest(),
         )
-        emit([closed])
+        state.record(closed)
+        writer.save()
         writer.flush()
         writer.snapshot(closing=True)
         yield Step("close", closed.ts, writer.version)
@@ -433,9 +361,7 @@ class CohortRunner:
             close_ts=int(self.timeline.close[j]) if info.close_ts is not None else None,
         )
 
-    def _setup(
-        self, agents: dict[str, Agent], emit: Callable[[list[Event]], None], start: int
-    ) -> dict[str, Agent]:
+    def _setup(self, state: CohortState, agents: dict[str, Agent], start: int) -> dict[str, Agent]:
         """Give each strategy its own generator, seeded from the cohort seed and its name; the
         agents that set up, by name.
 
@@ -461,8 +387,8 @@ class CohortRunner:
                 continue
             reason = f"sat out the cohort: setup failed: {error}"
             week = week_of(start, start)
-            emit([DecisionMade(cohort=self.cohort, ts=start, agent=name, week=week,
-                               action="HOLD", error=reason)])  # fmt: skip
+            state.record(DecisionMade(cohort=self.cohort, ts=start, agent=name, week=week,
+                                      action="HOLD", error=reason))  # fmt: skip
         return deciding
 
     def _resolved_before(self, start: int) -> tuple[ResolvedMarket, ...]:
@@ -487,11 +413,12 @@ class CohortRunner:
             week = week_of(self.config.start_ts, ts)
             raise RunStopped(f"agent {name}, cohort {self.cohort}, week {week}: {exc}") from None
 
-    def _resolve(self, state: CohortState, j: int, ts: int) -> list[Event]:
+    def _resolve(self, state: CohortState, j: int, ts: int) -> None:
         resolution = self.tape.resolutions[self.ids[j]]
         if resolution.winner is None:
-            return void(state, self.ids[j], ts)
-        return settle(state, self.ids[j], ts, resolution.winner)
+            void(state, self.ids[j], ts)
+        else:
+            settle(state, self.ids[j], ts, resolution.winner)
 
     def _mark(self, now: AsOf, ts: int, settled: set[int]) -> Marked:
         markets, prices = [], []
@@ -506,10 +433,8 @@ class CohortRunner:
 
     def _decide(
         self,
-        state: CohortState,
+        state: LiveCohort,
         broker: Broker,
-        writer: _Writer,
-        emit: Callable[[list[Event]], None],
         views: Views,
         agents: dict[str, Agent],
         now: AsOf,
@@ -527,73 +452,33 @@ class CohortRunner:
             book = state.books[name]
             positions = functools.partial(
                 priced_positions,
-                self._positions(name),
+                state.positions_held(name),
                 views.yes,
                 views.binary,
                 self.yes_column,
                 views.past.prices,
             )
-            view = views.view(name, week, book.cash, self.holdings[name], positions)
+            view = views.view(name, week, book.cash, state.shares(name), positions)
             decision, error = self._stop_on(name, ts, agent.decide, view)
             # the model's bookkeeping, field for field (Trace mirrors DecisionMade's fields)
             t = decision.trace
             trace = {f: getattr(t, f) for f in _TRACE_FIELDS} if t else _NO_TRACE
             if error:
                 trace = {**trace, "error": error}
-            emit(
-                [
-                    DecisionMade(
-                        cohort=self.cohort,
-                        ts=ts,
-                        agent=name,
-                        week=week,
-                        action=decision.action,
-                        reasoning=decision.reasoning,
-                        bets=list(decision.bets),
-                        sells=list(decision.sells),
-                        **trace,
-                    ),
-                    *self.transcript.events(ts, name, week, t),
-                ]
+            state.record(
+                DecisionMade(
+                    cohort=self.cohort,
+                    ts=ts,
+                    agent=name,
+                    week=week,
+                    action=decision.action,
+                    reasoning=decision.reasoning,
+                    bets=list(decision.bets),
+                    sells=list(decision.sells),
+                    **trace,
+                )
             )
+            for event in self.transcript.events(ts, name, week, t):
+                state.record(event)
             if decision.bets or decision.sells:
-                events = broker.execute(name, ts, decision.bets, decision.sells, quote)
-                self._sync_holdings(state, events)
-                writer.add(events)
-
-    def _positions(self, agent: str) -> tuple[PositionRecord, ...]:
-        """The agent's open positions as plain records, in the book's order; the tuple is
-        rebuilt only after ``_sync_holdings`` changed one of them, not at every decision."""
-        shown = self._shown.get(agent)
-        if shown is None:
-            shown = self._shown[agent] = tuple(self._records[agent].values())
-        return shown
-
-    def _sync_holdings(self, state: CohortState, events: list[Event]) -> None:
-        """Keep each agent's shares array and position records equal to its open positions
-        after fills and payouts. The records mirror the book's dict operation by operation
-        (update in place, append when opened, drop when closed), so they keep its order."""
-        for e in events:
-            if isinstance(e, OrderFilled | PositionSettled | PositionRefunded):
-                j = self.index[e.market]
-                key = (e.market, e.side)
-                position = state.books[e.agent].positions.get(key)
-                records = self._records[e.agent]
-                if position is None:
-                    records.pop(key, None)
-                else:
-                    p = position
-                    records[key] = (
-                        p.id,
-                        p.market,
-                        p.side,
-                        p.outcome,
-                        p.shares,
-                        p.cost,
-                        p.last_price,
-                        j,
-                    )
-                self._shown.pop(e.agent, None)
-                outcome = state.side_of(e.market, e.side)
-                if outcome is not None:
-                    self.holdings[e.agent][j, outcome[1]] = position.shares if position else 0.0
+                broker.execute(name, ts, decision.bets, decision.sells, quote)

@@ -1,8 +1,11 @@
 """Folding the log into state: cash, positions, realized P/L and the Brier rows of each agent.
 
-The same ``apply`` runs live (the broker applies each event as it emits it) and when a log is
-rebuilt from disk, so the two cannot drift apart except through the log itself; ``snapshot``
-gives a plain-data picture of the state so a test or ``arena verify`` can compare them exactly.
+The same ``apply`` runs live and when a log is rebuilt from disk, so the two cannot drift apart
+except through the log itself. Live, nothing calls it directly: the broker, settlement and the
+runner hand each event they make to ``CohortState.record``, which applies it and queues it, and
+the runner's ``ledger.stream.StreamWriter`` drains the queue (``collect``) into the store, as an
+event-sourced aggregate's pending events are saved. ``snapshot`` gives a plain-data picture of
+the state so a test or ``arena verify`` can compare live and rebuilt exactly.
 
 Rules of valuation (origins §1.8, §1.10, §1.11):
 
@@ -148,6 +151,18 @@ class CohortState:
         self.n_orders = 0
         self.n_positions: dict[tuple[str, str, str], int] = {}
         self._sides: dict[tuple[str, str], tuple[str, int] | None] = {}
+        self.pending: list[Event] = []
+        """Events recorded and not yet collected, in the order they were made."""
+
+    def record(self, event: Event) -> None:
+        """Apply ``event`` and queue it for the store: the one way a live state changes."""
+        self.apply(event)
+        self.pending.append(event)
+
+    def collect(self) -> list[Event]:
+        """The events recorded since the last collect, oldest first; the queue is emptied."""
+        events, self.pending = self.pending, []
+        return events
 
     def side_of(self, market: str, side: str) -> tuple[str, int] | None:
         """``side_index`` for a listed market, memoised: the broker asks on every order."""
@@ -315,7 +330,7 @@ class CohortState:
         containers the fold changes in place (and positions, whose fields it changes) are
         copied; the frozen records in them (listings, marks, pending buys, Brier rows) are
         shared. Far cheaper than an image round trip on a big state (``arena step`` keeps its
-        checkpoints this way)."""
+        checkpoints this way). The copy's queue of recorded events starts empty."""
         other = CohortState(self.cohort)
         other.opened, other.closed, other.stopped = self.opened, self.closed, self.stopped
         other.markets = dict(self.markets)

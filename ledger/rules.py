@@ -1,8 +1,9 @@
 """Forecaster Arena's betting rules, as versioned rule sets, and the broker that applies them.
 
-The broker is pure: it reads a cohort's state and a decision's orders and returns events; it
-applies each event to the state as it goes, because under ``v1`` every bet is judged against the
-cash left by the bet before it (origins §1.7). Nothing here touches storage.
+The broker and settlement decide; the state records. Each reads a cohort's live state and
+hands every event it makes to ``CohortState.record``, which applies it and queues it for the
+store, before deciding the next: under ``v1`` every bet is judged against the cash left by the
+bet before it (origins §1.7). Nothing here touches storage; the runner saves the queue.
 
 Where the originals were wrong we do the correct thing (origins §1.15): a zero price is rejected
 rather than filled at 0.5, a side sold out completely opens a fresh position on the next bet, and
@@ -102,23 +103,20 @@ class Broker:
         sells: Sequence[SellIntent],
         quote: Quote,
     ) -> list[Event]:
-        """Execute a decision's sells, then its bets; every event is already applied."""
-        out: list[Event] = []
+        """Execute a decision's sells, then its bets, recording each event on the state; the
+        events recorded, in order (they also wait in the state's queue for the store)."""
+        first = len(self.state.pending)
         for sell in sells:
-            self._sell(agent, ts, sell, quote, out)
+            self._sell(agent, ts, sell, quote)
         if bets:
             if self.rules.atomic_bets:
-                self._bet_batch(agent, ts, bets, quote, out)
+                self._bet_batch(agent, ts, bets, quote)
             else:
                 for bet in bets:
-                    self._bet(agent, ts, bet, quote, out)
-        return out
+                    self._bet(agent, ts, bet, quote)
+        return self.state.pending[first:]
 
     # -- helpers -----------------------------------------------------------------------------
-
-    def _emit(self, event: Event, out: list[Event]) -> None:
-        self.state.apply(event)
-        out.append(event)
 
     def _tradable(self, market: str, ts: int) -> str | None:
         """Why ``market`` cannot be traded at ``ts``, or None when it can."""
@@ -175,10 +173,8 @@ class Broker:
             return f"price {price:g} of {side} on market {bet.market} is outside (0, 1]"
         return side, price
 
-    def _place(
-        self, agent: str, ts: int, bet: BetIntent, out: list[Event], ahead: int = 0
-    ) -> OrderPlaced:
-        """Place (emit) a buy order. An order counts once it is decided, so a v2 batch, which
+    def _place(self, agent: str, ts: int, bet: BetIntent, ahead: int = 0) -> OrderPlaced:
+        """Place (record) a buy order. An order counts once it is decided, so a v2 batch, which
         places every leg before deciding any, numbers its legs ``ahead`` of the first."""
         placed = OrderPlaced(
             cohort=self.state.cohort,
@@ -190,11 +186,11 @@ class Broker:
             side=bet.side,
             amount=_loggable(bet.amount),
         )
-        self._emit(placed, out)
+        self.state.record(placed)
         return placed
 
-    def _reject(self, placed: OrderPlaced, reason: str, out: list[Event]) -> None:
-        self._emit(
+    def _reject(self, placed: OrderPlaced, reason: str) -> None:
+        self.state.record(
             OrderRejected(
                 cohort=placed.cohort,
                 ts=placed.ts,
@@ -206,13 +202,10 @@ class Broker:
                 reason=reason,
                 amount=placed.amount,
                 percentage=placed.percentage,
-            ),
-            out,
+            )
         )
 
-    def _fill_buy(
-        self, placed: OrderPlaced, bet: BetIntent, side: str, price: float, out: list[Event]
-    ) -> None:
+    def _fill_buy(self, placed: OrderPlaced, bet: BetIntent, side: str, price: float) -> None:
         book = self.state.book(placed.agent)
         cash = book.cash
         amount = bet.amount
@@ -224,7 +217,7 @@ class Broker:
             if position
             else self.state.new_position_id(placed.agent, placed.market, side)
         )
-        self._emit(
+        self.state.record(
             OrderFilled(
                 cohort=placed.cohort,
                 ts=placed.ts,
@@ -240,28 +233,25 @@ class Broker:
                 cash_before=cash,
                 confidence=min(amount / limit, 1.0) if limit > 0 else 0.0,
                 belief=belief if belief is None or math.isfinite(belief) else None,
-            ),
-            out,
+            )
         )
 
-    def _bet(self, agent: str, ts: int, bet: BetIntent, quote: Quote, out: list[Event]) -> None:
-        placed = self._place(agent, ts, bet, out)
+    def _bet(self, agent: str, ts: int, bet: BetIntent, quote: Quote) -> None:
+        placed = self._place(agent, ts, bet)
         cash = self.state.book(agent).cash
         checked = self._check_bet(ts, bet, cash, quote)
         if isinstance(checked, str):
-            self._reject(placed, checked, out)
+            self._reject(placed, checked)
             return
         if bet.amount > cash + 1e-9:
-            self._reject(placed, f"bet {_money(bet.amount)} exceeds cash {_money(cash)}", out)
+            self._reject(placed, f"bet {_money(bet.amount)} exceeds cash {_money(cash)}")
             return
         side, price = checked
-        self._fill_buy(placed, bet, side, price, out)
+        self._fill_buy(placed, bet, side, price)
 
-    def _bet_batch(
-        self, agent: str, ts: int, bets: Sequence[BetIntent], quote: Quote, out: list[Event]
-    ) -> None:
+    def _bet_batch(self, agent: str, ts: int, bets: Sequence[BetIntent], quote: Quote) -> None:
         """v2: the bets of one decision fill together or not at all."""
-        placed = [self._place(agent, ts, bet, out, i) for i, bet in enumerate(bets)]
+        placed = [self._place(agent, ts, bet, i) for i, bet in enumerate(bets)]
         cash = self.state.book(agent).cash
         checks = [self._check_bet(ts, bet, cash, quote) for bet in bets]
         failure = next(
@@ -276,11 +266,11 @@ class Broker:
             )
         if failure is not None:
             for order in placed:
-                self._reject(order, f"bet batch failed, no trades executed: {failure}", out)
+                self._reject(order, f"bet batch failed, no trades executed: {failure}")
             return
         for order, bet, checked in zip(placed, bets, checks, strict=True):
             assert not isinstance(checked, str)
-            self._fill_buy(order, bet, checked[0], checked[1], out)
+            self._fill_buy(order, bet, checked[0], checked[1])
 
     # -- sells -------------------------------------------------------------------------------
 
@@ -301,7 +291,7 @@ class Broker:
             return f"no open {sell.side} position on market {sell.market}"
         return held
 
-    def _sell(self, agent: str, ts: int, sell: SellIntent, quote: Quote, out: list[Event]) -> None:
+    def _sell(self, agent: str, ts: int, sell: SellIntent, quote: Quote) -> None:
         found = self._find_position(agent, sell)
         market = found.market if isinstance(found, Position) else (sell.market or "")
         side = found.side if isinstance(found, Position) else (sell.side or "")
@@ -316,27 +306,27 @@ class Broker:
             percentage=_loggable(sell.percentage),
             position_id=found.id if isinstance(found, Position) else sell.position_id,
         )
-        self._emit(placed, out)
+        self.state.record(placed)
         pct = sell.percentage
         if isinstance(found, str):
-            self._reject(placed, found, out)
+            self._reject(placed, found)
             return
         if not (math.isfinite(pct) and 1.0 <= pct <= 100.0):
-            self._reject(placed, f"percentage {pct!r} must be between 1 and 100", out)
+            self._reject(placed, f"percentage {pct!r} must be between 1 and 100")
             return
         reason = self._tradable(market, ts)
         if reason:
-            self._reject(placed, reason, out)
+            self._reject(placed, reason)
             return
         price = self._side_price(market, found.outcome, quote)
         if price is None or not (math.isfinite(price) and 0.0 <= price <= 1.0):
-            self._reject(placed, f"no valid price for {side} on market {market}", out)
+            self._reject(placed, f"no valid price for {side} on market {market}")
             return
         whole = pct >= 100.0
         shares = found.shares if whole else found.shares * pct / 100.0
         cost_basis = found.cost if whole else found.cost * pct / 100.0
         proceeds = shares * price
-        self._emit(
+        self.state.record(
             OrderFilled(
                 cohort=placed.cohort,
                 ts=ts,
@@ -352,8 +342,7 @@ class Broker:
                 cash_before=self.state.book(agent).cash,
                 cost_basis=cost_basis,
                 realized=proceeds - cost_basis,
-            ),
-            out,
+            )
         )
 
 
@@ -410,10 +399,11 @@ def _close_market(
     close: Callable[[str, Position], Event],
 ) -> list[Event]:
     """``closing``, then ``close(agent, position)`` for every position open on its market,
-    all decided from the state before any is applied, then applied in that order."""
+    all decided from the state before any is recorded, then recorded in that order; the
+    events, as ``Broker.execute`` returns its own."""
     events: list[Event] = [closing]
     for agent, book in state.books.items():
         events += [close(agent, p) for p in book.positions.values() if p.market == closing.market]
     for event in events:
-        state.apply(event)
+        state.record(event)
     return events

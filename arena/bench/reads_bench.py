@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from arena.bench.rebuild_bench import make_log
-from arena.runner import SNAPSHOT_EVERY
 from arena.verify import verify_store
 from ledger.anchor import write_head
 from ledger.events import CohortClosed
@@ -33,6 +32,7 @@ from ledger.rebuild import rebuild
 from ledger.restore import load
 from ledger.snapshot import FORMAT, encode_state
 from ledger.store import EventStore
+from ledger.stream import SNAPSHOT_EVERY
 
 COHORT = "bench-rebuild"
 

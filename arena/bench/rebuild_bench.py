@@ -78,21 +78,19 @@ def make_log(
         ),
     ]
     for event in head:
-        state.apply(event)
-    pending = list(head)
+        state.record(event)
     written = version = snapshot_at = 0
     broker = Broker(state, rules_for("v1"))
     prices = rng.uniform(0.05, 0.95, markets)
     step = 0
-    while written + len(pending) < n_events:
+    while written + len(state.pending) < n_events:
         step += 1
         prices = np.clip(prices + rng.normal(0, 0.02, markets), 0.02, 0.98).round(3)
         quote_of = {m: (float(p), 1.0 - float(p)) for m, p in zip(ids, prices, strict=True)}
         if step % 50 == 0:
             mark = Marked(cohort=cohort, ts=step, markets=ids,
                           prices=[list(quote_of[m]) for m in ids])  # fmt: skip
-            state.apply(mark)
-            pending.append(mark)
+            state.record(mark)
         for agent in agents:
             book = state.books[agent]
             picks = rng.choice(markets, size=3, replace=False)
@@ -106,18 +104,18 @@ def make_log(
                     bets.append(BetIntent(market=market, side="YES", amount=amount))
             decision = DecisionMade(cohort=cohort, ts=step, agent=agent, week=1, action="MIXED",
                                     bets=bets, sells=sells)  # fmt: skip
-            state.apply(decision)
-            pending.append(decision)
-            pending += broker.execute(agent, step, bets, sells, quote_of.get)
-        if len(pending) >= 50_000:
+            state.record(decision)
+            broker.execute(agent, step, bets, sells, quote_of.get)
+        if len(state.pending) >= 50_000:
+            pending = state.collect()
             version = store.append(cohort, pending, expected_version=version)
             written += len(pending)
-            pending = []
             if snapshot_every and version - snapshot_at >= snapshot_every:
                 store.add_snapshot(cohort, version, encode_state(state), fmt=FORMAT, closing=False)
                 snapshot_at = version
     for market in ids:
-        pending += settle(state, market, step + 1, "Yes" if rng.random() < 0.5 else "No")
+        settle(state, market, step + 1, "Yes" if rng.random() < 0.5 else "No")
+    pending = state.collect()
     store.append(cohort, pending, expected_version=version)
     return written + len(pending), state
 

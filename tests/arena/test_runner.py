@@ -138,7 +138,7 @@ def test_same_config_twice_gives_the_same_log(tmp_path: Path, synthetic_tape: Ta
 @pytest.fixture
 def crash_on_third_append(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Small batches, and an append that dies (writing nothing) after two batches went in."""
-    monkeypatch.setattr("arena.runner.FLUSH_EVERY", 10)
+    monkeypatch.setattr("ledger.stream.FLUSH_EVERY", 10)
     real_append = EventStore.append
     sizes: list[int] = []
 

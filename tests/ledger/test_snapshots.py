@@ -229,8 +229,8 @@ def test_periodic_snapshots_of_a_long_cohort_match_its_fold(
     config = hand_config({"fav": "favourite", "coin": "random?bets=3"}, universe=6,
                          decision_cadence="daily", mark_cadence="daily")  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("arena.runner.FLUSH_EVERY", every)
-        patch.setattr("arena.runner.SNAPSHOT_EVERY", every)
+        patch.setattr("ledger.stream.FLUSH_EVERY", every)
+        patch.setattr("ledger.stream.SNAPSHOT_EVERY", every)
         with EventStore.open(db) as store:
             CohortRunner(synthetic_tape, config).run(store)
     with EventStore.open(db, readonly=True) as store:
@@ -282,7 +282,8 @@ def test_the_fold_reads_only_types_it_has_a_handler_for() -> None:
 def test_the_image_has_a_field_for_everything_the_state_keeps() -> None:
     """A field added to ``CohortState`` or ``Book`` (as ``stopped`` was) must be added to the
     image too, or a restored report would silently lose it."""
-    kept = set(vars(CohortState("c"))) - {"_sides"}  # a memo, rebuilt on demand
+    # a memo rebuilt on demand, and the queue of recorded events on their way to the store
+    kept = set(vars(CohortState("c"))) - {"_sides", "pending"}
     assert kept == set(StateImage.__struct_fields__) - {"format"}
     counts = {"n_bets", "n_sells", "n_rejected", "n_decisions", "n_errors"}
     book = (set(Book.__struct_fields__) - counts - {"buys"}) | {"counts", "pending_buys"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.cohort import CohortConfig
@@ -66,6 +66,7 @@ def test_the_price_side_baselines_are_never_rejected_on_the_sample(rules: str) -
     assert all(b.n_rejected == 0 and b.n_bets > 0 for b in run.state.books.values())
 
 
+@settings(deadline=None)  # the first example imports test_rules: 456 ms on a busy machine
 @given(
     st.floats(min_value=0, max_value=1e6),
     st.lists(st.floats(min_value=0, max_value=1e5), max_size=8),

@@ -1,0 +1,109 @@
+"""Writing one cohort's stream: what a replay's live state recorded, appended in batches, with
+resume and snapshots at intervals.
+
+The writer saves a state the way a repository saves an aggregate: it drains the events the
+state recorded (``CohortState.collect``) and appends them to the state's stream. Because every
+event it writes comes from that queue, and the state applied each one as it was recorded, the
+state is always the fold of the stream up to ``version``, which is what makes its snapshot
+images (``ledger.snapshot``) true without a refold.
+
+Resume: a replay is deterministic, so a cohort whose stream is already partly in the store is
+simply written again. Events the store already holds are compared with the regenerated ones,
+read lazily in pages as the replay reaches them (they must be equal, or the write stops with
+the version where they diverge), and only the rest are appended. An interrupted replay thus
+ends with the same log as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
+
+from ledger.errors import LedgerError
+from ledger.events import Event
+from ledger.projection import CohortState
+from ledger.snapshot import FORMAT, encode_state
+
+FLUSH_EVERY = 50_000
+"""Events buffered before an append: one transaction each, far from the store's chunk size."""
+SNAPSHOT_EVERY = 200_000
+"""A long cohort stores a snapshot of its state at the first flush after this many events
+since its last one, so a read of a cohort still running folds at most about this many."""
+
+
+class EventSink(Protocol):
+    """Where a stream is written: an ``EventStore``, or anything that reads and appends like
+    one (a test's list). One that also has ``add_snapshot`` gets snapshots."""
+
+    def read(self, stream: str) -> Iterable[object]: ...
+
+    def append(
+        self, stream: str, events: Sequence[Event], expected_version: int | None = None
+    ) -> int: ...
+
+
+class StreamWriter:
+    """Appends a live state's recorded events to its stream, checking any already stored.
+
+    Events wait until ``FLUSH_EVERY`` of them do; a stepped replay that must show every step
+    at once calls ``flush`` itself after each save."""
+
+    def __init__(self, sink: EventSink | None, state: CohortState) -> None:
+        self.sink = sink
+        self.state = state
+        self.stream = state.cohort
+        self._stored: Iterator[object] | None = iter(sink.read(self.stream)) if sink else None
+        self.version = 0
+        """How many events of the stream exist: stored, matched, or waiting in ``pending``."""
+        self.pending: list[Event] = []
+        self.appended = 0
+        self.snapshot_at = 0
+
+    def save(self) -> None:
+        """Take every event the state recorded since the last save; append once enough wait."""
+        events = self.state.collect()
+        if self._stored is not None:
+            events = self._skip_stored(events)
+        self.version += len(events)
+        self.pending += events
+        if len(self.pending) >= FLUSH_EVERY:
+            self.flush()
+
+    def _skip_stored(self, events: list[Event]) -> list[Event]:
+        """The events past the stored prefix, after checking the ones inside it."""
+        stored = self._stored
+        assert stored is not None
+        for k, event in enumerate(events):
+            held = next(stored, None)
+            if held is None:
+                self._stored = None  # the stored prefix is used up: the rest are new
+                return events[k:]
+            self.version += 1
+            if held != event:
+                raise LedgerError(
+                    f"cohort {self.stream}: the stored log diverges from this replay at "
+                    f"version {self.version}; replay into a fresh database"
+                )
+        return []
+
+    def flush(self) -> None:
+        """Append what waits (one transaction), and a snapshot if one is due."""
+        if self.sink is not None and self.pending:
+            start = self.version - len(self.pending)
+            self.sink.append(self.stream, self.pending, expected_version=start)
+            self.appended += len(self.pending)
+            if self.version - self.snapshot_at >= SNAPSHOT_EVERY:
+                self.snapshot(closing=False)
+        self.pending = []
+
+    def snapshot(self, *, closing: bool) -> None:
+        """Store the state's image at the current version (a rerun finds it already there).
+        Called right after a flush, when the store holds every event up to ``version`` and the
+        state is their fold (see the module doc)."""
+        # a sink that keeps only events (a test's, or a replay into memory) keeps no snapshots
+        add_snapshot = getattr(self.sink, "add_snapshot", None)
+        if add_snapshot is not None:
+            add_snapshot(
+                self.stream, self.version, encode_state(self.state), fmt=FORMAT, closing=closing
+            )
+            self.snapshot_at = self.version
