@@ -278,9 +278,7 @@ class CohortRunner:
             state_digest=state.digest(),
         )
         state.record(closed)
-        writer.save()
-        writer.flush()
-        writer.snapshot(closing=True)
+        writer.close()
         yield Step("close", closed.ts, writer.version)
         return CohortRun(self.cohort, state, writer.version, writer.appended)
 

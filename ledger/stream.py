@@ -61,13 +61,16 @@ class StreamWriter:
 
     def save(self) -> None:
         """Take every event the state recorded since the last save; append once enough wait."""
+        self._take()
+        if len(self.pending) >= FLUSH_EVERY:
+            self.flush()
+
+    def _take(self) -> None:
         events = self.state.collect()
         if self._stored is not None:
             events = self._skip_stored(events)
         self.version += len(events)
         self.pending += events
-        if len(self.pending) >= FLUSH_EVERY:
-            self.flush()
 
     def _skip_stored(self, events: list[Event]) -> list[Event]:
         """The events past the stored prefix, after checking the ones inside it."""
@@ -86,15 +89,24 @@ class StreamWriter:
                 )
         return []
 
-    def flush(self) -> None:
-        """Append what waits (one transaction), and a snapshot if one is due."""
+    def flush(self, *, periodic: bool = True) -> None:
+        """Append what waits (one transaction), and a snapshot if one is due (and
+        ``periodic``)."""
         if self.sink is not None and self.pending:
             start = self.version - len(self.pending)
             self.sink.append(self.stream, self.pending, expected_version=start)
             self.appended += len(self.pending)
-            if self.version - self.snapshot_at >= SNAPSHOT_EVERY:
+            if periodic and self.version - self.snapshot_at >= SNAPSHOT_EVERY:
                 self.snapshot(closing=False)
         self.pending = []
+
+    def close(self) -> None:
+        """Save and append the rest, then store the closing snapshot. A periodic snapshot due
+        at the same version is not taken: a version holds one snapshot, and the last one of a
+        closed cohort must say it closed it."""
+        self._take()
+        self.flush(periodic=False)
+        self.snapshot(closing=True)
 
     def snapshot(self, *, closing: bool) -> None:
         """Store the state's image at the current version (a rerun finds it already there).

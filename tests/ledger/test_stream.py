@@ -113,6 +113,21 @@ def test_snapshots_follow_the_flush_after_each_interval(
     assert decode_state(taken[0].state).marks == {"m": [0.3, 0.7]}  # the fold up to version 4
 
 
+def test_the_closing_snapshot_takes_the_place_of_a_periodic_one_due_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ledger.stream, "FLUSH_EVERY", 4)
+    monkeypatch.setattr(ledger.stream, "SNAPSHOT_EVERY", 3)
+    with EventStore.open(tmp_path / "log.db") as store:
+        state = CohortState("c")
+        writer = StreamWriter(store, state)
+        for event in (opened(), mark(1), mark(2), mark(3)):
+            state.record(event)
+        writer.close()  # 4 events, a full batch, and a periodic snapshot due at version 4 too
+        taken = store.snapshots("c")
+    assert [(s.version, s.closing) for s in taken] == [(4, True)]
+
+
 def test_a_sink_without_snapshots_gets_none() -> None:
     sink, state = Sink(), CohortState("c")
     writer = StreamWriter(sink, state)
