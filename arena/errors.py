@@ -14,7 +14,8 @@ here, once:
   (``RunStopped``); and ``strategies.llm.client.LLMError``, a model that cannot be asked at all
   (kept apart from ``StrategyError`` on purpose: the loader reports an agent whose constructor
   raises it as that agent's fault, naming it);
-- :class:`ArenaError`: arena's own (a backtest that cannot start, a local model server that
+- :class:`ArenaError`: arena's own (cohort settings or run options that do not validate,
+  ``arena.settings.SettingsError``; a backtest that cannot start; a local model server that
   cannot be run).
 
 The CLI's edge (``arena.cli.LazyGroup.invoke``, through :func:`domain_errors`) turns any of
