@@ -223,7 +223,12 @@ class StepApp(App[None]):
         to and fro costs no fold. A live replay's new events clear them (the view counts the
         events read so far, and the stop at the old end becomes a decision's)."""
         key = (cut, agent)
-        view = self._views.pop(key, None) or build_view(self.timeline, cut, agent)
+        view = self._views.pop(key, None)
+        if view is None:
+            # the standings are every agent's: another agent's view at this cut has them
+            other = next((v for (c, _), v in self._views.items() if c == cut), None)
+            standings = other.standings if other is not None else None
+            view = build_view(self.timeline, cut, agent, standings)
         self._views[key] = view
         if len(self._views) > VIEWS_KEPT:
             del self._views[next(iter(self._views))]
@@ -251,8 +256,7 @@ class StepApp(App[None]):
         decision.border_title = f"{view.agent}'s decision"
         decision.show_text(panels.decision(view))
         self.query_one("#portfolio").border_title = f"{view.agent}'s portfolio at this instant"
-        lines = panels.portfolio(view)
-        self.query_one("#portfolio", Lines).show(None, len(lines), lines.__getitem__)
+        self.query_one("#portfolio", Lines).show(None, *panels.portfolio(view))
         board = self.query_one("#board", Lines)
         heading, standings = panels.leaderboard(view)
         board.show(heading, len(standings), standings.__getitem__)

@@ -6,6 +6,7 @@ show the same words for the same cut; every figure says what it is (whose, value
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from rich.markup import escape
@@ -161,22 +162,28 @@ def decision(view: View) -> Text:
     return Text.from_markup("\n".join(lines))
 
 
-def portfolio(view: View) -> list[Text]:
+def portfolio(view: View) -> tuple[int, Callable[[int], Text]]:
     """Cash, positions at the cut's marked prices, total and Brier over resolved bets, then
-    one line per position: an agent may hold hundreds."""
+    one line per position: how many lines, and line ``k`` made when asked (an agent may hold
+    hundreds of positions, and a screen shows a few)."""
     p = view.portfolio
     brier = "—" if p.brier is None else f"{p.brier:.4f}"
-    lines = [
+    head = [
         Text(f"{'cash':<19}{money(p.cash):>15}"),
         Text(f"{'positions (marked)':<19}{money(p.positions_value):>15}"),
         Text(f"{'total':<19}{money(p.total_value):>15}", style="bold"),
         Text(f"{'Brier (n resolved)':<19}{f'{brier} ({p.n_resolved})':>15}"),
     ]
-    for market, side, shares, cost, value in p.positions:
-        line = Text(f"{shares:,.0f} {side} {market}: {money(value)}", no_wrap=True)
-        line.append(f" (cost {money(cost)})", style="dim")
-        lines.append(line)
-    return lines
+
+    def line(k: int) -> Text:
+        if k < len(head):
+            return head[k]
+        market, side, shares, cost, value = p.positions[k - len(head)]
+        text = Text(f"{shares:,.0f} {side} {market}: {money(value)}", no_wrap=True)
+        text.append(f" (cost {money(cost)})", style="dim")
+        return text
+
+    return len(head) + len(p.positions), line
 
 
 def leaderboard(view: View) -> tuple[Text, list[Text]]:

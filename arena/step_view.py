@@ -149,8 +149,12 @@ SINCE_SCAN = 20_000
 read a whole log when an agent's last decision is a million events back."""
 
 
-def build_view(timeline: Timeline, cut: int, agent: str) -> View:
-    """The view of ``agent`` at ``cut`` (0 shows the cohort before anything happened)."""
+def build_view(
+    timeline: Timeline, cut: int, agent: str, standings: list[AgentStanding] | None = None
+) -> View:
+    """The view of ``agent`` at ``cut`` (0 shows the cohort before anything happened);
+    ``standings``, when given, are those of another agent's view at the same cut (they are
+    every agent's, so switching agents need not rank them again)."""
     state = timeline.state_at(cut)
     events = timeline.events
     at = timeline.last_decision(agent, cut)
@@ -199,7 +203,11 @@ def build_view(timeline: Timeline, cut: int, agent: str) -> View:
         orders=orders,
         since=since,
         portfolio=portfolio(state, agent),
-        standings=cohort_standings(state) if state.books else [],
+        standings=standings
+        if standings is not None
+        else cohort_standings(state)
+        if state.books
+        else [],
         calls=calls,
         usage=usage,
         prompts=timeline.prompts,
