@@ -10,6 +10,8 @@ step, a mark every 50 steps), read back from SQLite as ``arena step`` reads them
   and switch agent. ``unbound_key_to_screen`` is the same for a key bound to nothing: what the
   pilot and Textual's event loop cost by themselves. ``view`` is the projection alone
   (``build_view``) at cuts past the middle.
+* ``live``: a live replay of the embedded sample (four built-in agents) stepped to each next
+  decision instant, as ``arena step`` without a DB steps it (``bench_live``).
 * ``step_back``: 1 M events, 200 markets, 5 agents. After one pass to the end (which leaves a
   checkpoint every ``CHECKPOINT_EVERY`` events), the time to show the view at decisions picked
   at random across the log, in random order: restore the nearest checkpoint, fold the rest,
@@ -32,6 +34,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -148,4 +151,41 @@ def bench_step_back(n_events: int = 1_000_000, samples: int = 40, seed: int = 0)
         "open": {"read_s": round(read, 2), "index_s": round(index, 2)},
         "first_pass_to_end_s": round(first_pass, 2),
         "to_any_decision": _timed(back),
+    }
+
+
+def bench_live(
+    agents: Sequence[str] = ("favourite", "contrarian", "random", "hold"),
+) -> dict[str, Any]:
+    """A live replay of the embedded sample stepped decision by decision, as ``arena step``
+    without a DB does: ask the replay's process for the next decision, read the log up to the
+    version it reports, extend the timeline and project the view. ``cpu`` is this process's
+    share (reading and projecting); the replay's own work is in ``wall``."""
+    from arena.cohort import CohortConfig
+    from arena.step_live import LiveRun, LogTail
+    from replays.samples import sample_path
+
+    config = CohortConfig(
+        start=datetime(2024, 9, 1, tzinfo=UTC), agents={name: name for name in agents}
+    )
+    steps: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = Clock()
+        run = LiveRun(sample_path(), config, Path(tmp) / "live.db")
+        try:
+            tail = LogTail(run.db, run.cohort)
+            line = Timeline(tail.read(run.advance("open").version), run.cohort)
+            started = clock.read()
+            while not run.closed:
+                clock = Clock()
+                line.extend(tail.read(run.advance("decision").version))
+                build_view(line, len(line.events), agents[0])
+                steps.append(clock.read())
+        finally:
+            run.stop()
+    return {
+        "agents": len(agents),
+        "events": len(line.events),
+        "start_s": {"cpu": round(started[0], 2), "wall": round(started[1], 2)},
+        "step": _timed(steps),
     }

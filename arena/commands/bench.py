@@ -275,16 +275,21 @@ def llm(
               help="Events of the log stepped back through.")  # fmt: skip
 @json_option
 def step(markets: int, agents: int, events: int, as_json: bool) -> None:
-    """arena step's answer to a key: the redraw (Textual, headless) and stepping back far.
+    """arena step's answer to a key: the redraw (Textual, headless), a live replay's next
+    decision, and stepping back far.
 
     \b
     Example:
       arena bench step --json
     """
-    from arena.bench.step_bench import bench_redraw, bench_step_back
+    from arena.bench.step_bench import bench_live, bench_redraw, bench_step_back
 
     def work() -> dict[str, Any]:
-        return {"redraw": bench_redraw(markets, agents), "step_back": bench_step_back(events)}
+        return {
+            "redraw": bench_redraw(markets, agents),
+            "live": bench_live(),
+            "step_back": bench_step_back(events),
+        }
 
     figures = _measured("step", work, as_json)
     for name, part in (figures or {}).items():

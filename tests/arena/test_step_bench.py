@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from arena.bench.step_bench import bench_redraw, bench_step_back
+from arena.bench.step_bench import bench_live, bench_redraw, bench_step_back
 from arena.commands.bench import bench
 
 TIMED = {"cpu", "wall"}
@@ -34,6 +34,13 @@ def test_step_back_samples_decisions_across_the_log() -> None:
     assert set(figures["open"]) == {"read_s", "index_s"}
 
 
+def test_live_steps_the_sample_to_its_close_one_decision_instant_at_a_time() -> None:
+    figures = bench_live(("favourite", "hold"))
+    # the sample's cohort from 2024-09-01 decides weekly, 11 times (to 2024-11-10), then closes
+    assert figures["step"]["cpu"]["samples"] == figures["step"]["wall"]["samples"] == 12
+    assert figures["events"] > 100
+
+
 def test_the_command_prints_the_figures_as_json() -> None:
     args = ["step", "--markets", "8", "--agents", "2", "--events", "6000", "--json"]
     result = CliRunner().invoke(bench, args)
@@ -41,3 +48,4 @@ def test_the_command_prints_the_figures_as_json() -> None:
     out = json.loads(result.output)
     assert out["redraw"]["key_to_screen"]["cpu"]["samples"] == 40
     assert out["step_back"]["to_any_decision"]["wall"]["samples"] == 40
+    assert out["live"]["step"]["cpu"]["samples"] == 12
