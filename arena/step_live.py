@@ -63,9 +63,15 @@ class Request:
     until: tuple[str, ...]
 
 
-def _serve(conn: Connection, tape_path: str, settings: RunSettings, db: str) -> None:
+def _serve(
+    conn: Connection, tape_path: str, settings: RunSettings, db: str, output: str | None
+) -> None:
     """The child: build the runner (a bad tape or agent is the first answer), then walk its
-    steps on request. Any error ends the child after it has been sent as a line."""
+    steps on request. Any error ends the child after it has been sent as a line. With
+    ``output``, what the plugins print goes to that file instead of the terminal, where it
+    would scribble over the screen."""
+    if output is not None:
+        _divert(output)
     from ledger.anchor import write_head
     from ledger.store import EventStore
     from replays.tapefile import load_tape
@@ -86,6 +92,19 @@ def _serve(conn: Connection, tape_path: str, settings: RunSettings, db: str) -> 
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         with contextlib.suppress(BrokenPipeError, OSError):
             conn.send(("error", message))
+
+
+def _divert(output: str) -> None:
+    """Point this process's stdout and stderr (the descriptors, so C code's writes too) at
+    ``output``, appended to."""
+    import os
+    import sys
+
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+        os.dup2(fd, stream.fileno())
+    os.close(fd)
 
 
 def _walk(conn: Connection, steps: Iterator[Any]) -> None:
@@ -109,14 +128,22 @@ def _walk(conn: Connection, steps: Iterator[Any]) -> None:
 class LiveRun:
     """The parent's handle on the child: start it, move it on, stop it."""
 
-    def __init__(self, tape_path: Path, settings: RunSettings | CohortConfig, db: Path) -> None:
+    def __init__(
+        self,
+        tape_path: Path,
+        settings: RunSettings | CohortConfig,
+        db: Path,
+        output: Path | None = None,
+    ) -> None:
+        """Start the replay's process; ``output`` takes what its plugins print (the screen
+        owns the terminal)."""
         if isinstance(settings, CohortConfig):
             settings = RunSettings(cohort=settings)
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(
             target=_serve,
-            args=(child, str(tape_path), settings, str(db)),
+            args=(child, str(tape_path), settings, str(db), str(output) if output else None),
             name="arena-step-replay",
             daemon=True,
         )

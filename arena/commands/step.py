@@ -269,7 +269,9 @@ def step(
     if interactive:
         _tui_app()  # the extra's absence is an error before the replay starts
     settings = RunSettings(cohort=config, options=cohort.options)
-    live = LiveRun(cohort.tape, settings, live_db or Path("arena.db"))
+    log = live_db or Path("arena.db")
+    output = log.with_name(log.name + ".step-output.txt") if interactive else None
+    live = LiveRun(cohort.tape, settings, log, output)
     try:
         tail = LogTail(live.db, live.cohort)
         timeline = Timeline(tail.read(live.advance("open").version), live.cohort)

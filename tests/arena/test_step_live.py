@@ -405,3 +405,35 @@ def test_a_plugin_that_hangs_leaves_the_screen_usable_and_q_quits(
     assert time.monotonic() - began < 60  # not the plugin's ten minutes
     # the mark at +0 is a step of its own, committed on the way; the decisions never finished
     assert stored(run.db) == 5
+
+
+PRINTS = """
+import sys
+from strategies.api import Decision, Strategy
+
+
+class Prints(Strategy):
+    def decide(self, view):
+        print("thinking about week", view.week)
+        print("and complaining", file=sys.stderr)
+        return Decision.hold("said so")
+"""
+
+
+def test_what_plugins_print_goes_to_the_output_file_not_the_screen(
+    folder: Path, tmp_path: Path
+) -> None:
+    plugin = tmp_path / "prints.py"
+    plugin.write_text(PRINTS)
+    cohort = config(folder).model_copy(update={"agents": {"p": f"{plugin}:Prints"}})
+    output = tmp_path / "live.db.step-output.txt"
+    run = LiveRun(folder / "hand.tape", cohort, tmp_path / "live.db", output)
+    try:
+        run.advance("decision")
+        run.advance("decision")
+    finally:
+        run.stop()
+    lines = output.read_text().splitlines()
+    assert sorted(lines) == sorted(
+        ["thinking about week 1", "and complaining", "thinking about week 2", "and complaining"]
+    )
