@@ -141,10 +141,10 @@ def test_the_view_holds_no_state_but_the_cut_and_the_agent(log: tuple[str, list[
 
 
 def test_arena_step_in_tmux_runs_to_the_end_and_shows_the_reports_totals(
-    arena: Arena, tmux: Tmux, db: Path, log: tuple[str, list[Event]]
+    tmux: Tmux, db: Path, log: tuple[str, list[Event]]
 ) -> None:
-    arena = Path(sys.executable).with_name("arena")
-    command = f"{shlex.quote(str(arena))} step {shlex.quote(str(db))} --agent s"
+    program = Path(sys.executable).with_name("arena")
+    command = f"{shlex.quote(str(program))} step {shlex.quote(str(db))} --agent s"
     env = {"TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
     tmux("new-session", "-d", "-s", "step", "-x", "80", "-y", "24",
          "env", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", command)  # fmt: skip

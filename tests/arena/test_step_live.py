@@ -58,9 +58,7 @@ def options(folder: Path, db: Path) -> list[str]:
 
 
 def replay_digest(arena: Arena, folder: Path, db: Path) -> str:
-    result = arena("replay", *options(folder, db), "--json")
-    assert result.exit_code == 0, result.output
-    return str(json.loads(result.output)["digest"])
+    return str(arena.json("replay", *options(folder, db))["digest"])
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +148,7 @@ def test_a_bad_tape_or_agent_is_a_one_line_error(
     late = [*options(folder, db)]
     late[3] = "2030-01-06"  # after the tape: nothing to decide
     assert "2030-01-06" in one_line_error(arena("step", *late, "--no-input"))
-    mixed = arena("step", str(db), "--tape", str(folder / "hand.tape"))
+    mixed = arena("step", db, "--tape", folder / "hand.tape")
     assert mixed.exit_code == 2 and "give one or the other" in mixed.output
 
 
@@ -170,9 +168,8 @@ def test_a_plugin_that_raises_is_a_recorded_hold(
     plugin = tmp_path / "raises.py"
     plugin.write_text(RAISES)
     db = tmp_path / "raises.db"
-    args = [*options(folder, db), "--agent", f"x={plugin}:Raises", "--json"]
-    result = arena("step", *args)
-    assert result.exit_code == 0, result.output
+    args = [*options(folder, db), "--agent", f"x={plugin}:Raises"]
+    arena.json("step", *args)
     with EventStore.open(db, readonly=True) as store:
         decisions = [e for e in store.read() if isinstance(e, DecisionMade) and e.agent == "x"]
     assert [d.action for d in decisions] == ["HOLD"] * 3
@@ -183,9 +180,8 @@ def test_piped_it_runs_the_replay_to_the_end_and_prints_the_frames(
     arena: Arena, folder: Path, tmp_path: Path, reference: tuple[str, list[Event]]
 ) -> None:
     db = tmp_path / "piped.db"
-    result = arena("step", *options(folder, db), "--json")
-    assert result.exit_code == 0, result.output
-    assert [f["decision"]["action"] for f in json.loads(result.output)] == ["BET", "SELL", "HOLD"]
+    frames = arena.json("step", *options(folder, db))
+    assert [f["decision"]["action"] for f in frames] == ["BET", "SELL", "HOLD"]
     with EventStore.open(db, readonly=True) as store:
         assert store.digest() == reference[0]
 
@@ -302,8 +298,8 @@ def sample_options(db: Path) -> list[str]:
 
 
 def start_in_tmux(tmux: Tmux, db: Path) -> None:
-    arena = Path(sys.executable).with_name("arena")
-    command = shlex.join([str(arena), "step", *sample_options(db)])
+    program = Path(sys.executable).with_name("arena")
+    command = shlex.join([str(program), "step", *sample_options(db)])
     env = {"TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
     tmux("new-session", "-d", "-s", "step", "-x", "80", "-y", "24",
          "env", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", command)  # fmt: skip
@@ -350,11 +346,10 @@ def test_in_tmux_quitting_midway_then_arena_replay_gives_the_uninterrupted_diges
     tmux("send-keys", "-t", "step", "q")
     wait_gone(tmux)
     cut = stored(db)
-    resumed = arena("replay", *sample_options(db), "--json")
-    whole = arena("replay", *sample_options(tmp_path / "whole.db"), "--json")
-    assert resumed.exit_code == 0 and whole.exit_code == 0, resumed.output + whole.output
+    resumed = arena.json("replay", *sample_options(db))
+    whole = arena.json("replay", *sample_options(tmp_path / "whole.db"))
     assert 0 < cut < stored(db)
-    assert json.loads(resumed.output)["digest"] == json.loads(whole.output)["digest"]
+    assert resumed["digest"] == whole["digest"]
 
 
 SLEEPS = """
