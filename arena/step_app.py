@@ -34,12 +34,12 @@ from textual.widgets import Footer, Input, Static
 from arena import step_panels as panels
 from arena.step_live import LiveError, LiveRun, LogTail
 from arena.step_view import View, build_view
-from arena.timeline import Stop, Timeline
+from arena.timeline import Timeline
 
 HELP = """\
 n  next decision of this agent      d / space  next decision (any agent)
 r  next resolution                  e / G      run to the end
-(stepping a live replay, these run the replay as far as needed: agents decide only then)
+(stepping a live replay, these and w run the replay as far as needed: agents decide then)
 p / b  step back                    g          first stop
 w  go to week N                     a / A      next / previous agent
 t  prompt and answer panel          /          search markets and transcript
@@ -287,9 +287,19 @@ class StepApp(App[None]):
     def go(self, kind: str, agent: str | None = None) -> None:
         """To the next stop of ``kind`` (and ``agent``) in the log read so far; past its end,
         a live replay is first run to the next step of that kind ("close": to its end)."""
-        found = self.timeline.following(self.cut, kind, agent) if kind != "close" else None
-        if found is not None:
-            self.move(found.cut)
+
+        def find() -> int | None:
+            found = self.timeline.following(self.cut, kind, agent) if kind != "close" else None
+            return found.cut if found is not None else None
+
+        self.reach(find, kind)
+
+    def reach(self, find: Callable[[], int | None], kind: str) -> None:
+        """To the cut ``find`` names in the log read so far; when it names none, a live replay
+        is run a step of ``kind`` at a time until it does (or the replay ends), else the end."""
+        cut = find()
+        if cut is not None:
+            self.move(cut)
         elif self.live is None or self.live[0].closed or self.status.startswith("stopped"):
             self.move(len(self.timeline.events))
         elif self.running:
@@ -297,28 +307,27 @@ class StepApp(App[None]):
         else:
             self.running = True
             self.redraw()
-            self.run_worker(self._advance(kind, agent), group="live", exclusive=True)
+            self.run_worker(self._advance(find, kind), group="live", exclusive=True)
 
-    async def _advance(self, kind: str, agent: str | None) -> None:
+    async def _advance(self, find: Callable[[], int | None], kind: str) -> None:
         """Ask the replay for steps until one brings the stop wanted (an agent that sat the
         cohort out never decides: its next decision is the end), reading the log after each."""
         assert self.live is not None
         run, tail = self.live
-        found: Stop | None = None
+        cut: int | None = None
         try:
-            while found is None and not run.closed:
+            while cut is None and not run.closed:
                 position = await asyncio.to_thread(run.advance, kind)
                 events = await asyncio.to_thread(tail.read, position.version)
                 self.timeline.extend(events)
                 self._views.clear()
-                if kind != "close":
-                    found = self.timeline.following(self.cut, kind, agent)
+                cut = find()
         except LiveError as exc:
             self.status = f"stopped: {exc}"
             self.notify(str(exc), severity="error", timeout=30)
         finally:
             self.running = False
-        self.move(found.cut if found is not None else len(self.timeline.events))
+        self.move(cut if cut is not None else len(self.timeline.events))
 
     def live_status(self) -> str:
         """The replay's state for the header: running, where it stands, finished or stopped."""
@@ -378,8 +387,14 @@ class StepApp(App[None]):
             self.search = value
             self.redraw()
             return
-        cut = self.timeline.week_stop(int(value), self.agent) if value.isdigit() else None
-        if cut is None:
-            self.notify(f"no decision in week {value!r}", severity="warning")
-        else:
-            self.move(cut)
+        if not value.isdigit():
+            self.notify(f"no week {value!r}", severity="warning")
+            return
+        week = int(value)
+        cut = self.timeline.week_stop(week, self.agent)
+        read = max((s.week for s in self.timeline.stops if s.kind == "decision"), default=0)
+        if cut is None and (self.live is None or self.live[0].closed or week <= read):
+            self.notify(f"no decision in week {week}", severity="warning")
+            return
+        # live, a later week is run to: each decision instant until one in that week
+        self.reach(lambda: self.timeline.week_stop(week, self.agent), "decision")
