@@ -18,7 +18,8 @@ Cohorts that never closed are named (an interrupted replay leaves one; so does a
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -66,29 +67,29 @@ def write_snapshots(store: EventStore, result: VerifyResult) -> int:
 def verify_store(store: EventStore, head: str | None = None) -> VerifyResult:
     """Raise IntegrityError(seq=first bad event) if the log is not what the runs wrote.
 
-    The chain is checked in a second process while this one folds (for a log big enough to pay
-    for starting one), so the two cost the time of the slower, not of both. A broken chain is
-    reported before anything the fold found, as it is the more basic fault.
+    For a log big enough to pay for starting processes, the chain is checked in child
+    processes, one seq range each, and SQLite's check of the file's structure runs on a thread
+    of its own (it releases the GIL), while this thread folds: the three cost about the time
+    of the slowest, not of all. Faults are reported by kind, the most basic first: a damaged
+    file, then a broken chain, then what the fold found.
     """
-    damage = store.damage()
-    if damage is not None:
-        raise IntegrityError(f"{store.path}: the SQLite file is damaged: {damage}")
     snapshots = store.snapshots()
-    due: dict[int, list[Snapshot]] = defaultdict(list)
-    for snapshot in snapshots:
-        due[snapshot.seq].append(snapshot)
     last_seq = store.last_seq()
+    positions = {s.seq: (store.event_at(s.seq), store.type_at(s.seq)) for s in snapshots}
     fold_error: LedgerError | None = None
-    with _chain_checker(store, last_seq) as chain:
+    with _chain_checker(store, last_seq) as chain, _damage_checker(store, last_seq) as damage:
         try:
-            ledger, closed = _checking_fold(store, due, last_seq)
+            ledger, closed = _checking_fold(store, snapshots, positions, last_seq)
         except LedgerError as exc:
             fold_error = exc
+        found = damage()
+        if found is not None:
+            raise IntegrityError(f"{store.path}: the SQLite file is damaged: {found}")
         checked = chain()
     if fold_error is not None:
         raise fold_error
     for snapshot in (s for s in snapshots if s.seq > checked):
-        _check_position(store, snapshot, checked)  # past the end: names the cut
+        _check_position(store, snapshot, positions[snapshot.seq][0], checked)  # names the cut
     expected, source = (head, "--head") if head else (read_head(store.path), "head file")
     if expected:
         problem = head_problem(store, expected)
@@ -106,129 +107,256 @@ def verify_store(store: EventStore, head: str | None = None) -> VerifyResult:
     )
 
 
+_decoder: msgspec.json.Decoder[list[FoldEvent]] = msgspec.json.Decoder(list[FoldEvent])
 _positioned: msgspec.json.Decoder[list[tuple[int, int, FoldEvent]]] = msgspec.json.Decoder(
     list[tuple[int, int, FoldEvent]]
 )
 
+Position = tuple[tuple[str, int, bytes] | None, str | None]
+"""What the log holds at a snapshot's seq: ``EventStore.event_at`` and ``type_at`` there."""
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """Events ``after`` < version <= ``through`` of one stream, and the snapshots taken at its
+    end (the fold stops there to compare them)."""
+
+    stream: str
+    after: int
+    through: int | None
+    snapshots: list[Snapshot]
+
+
+class _Misfit(Exception):
+    """An event the checking fold refused; the caller finds its seq (it reads without them)."""
+
+    def __init__(self, event: object, what: str) -> None:
+        super().__init__(what)
+        self.event = event
+        self.what = what
+
+
+def _segments(store: EventStore, snapshots: list[Snapshot]) -> Iterator[_Segment]:
+    """Every stream, cut at the versions its snapshots were taken after."""
+    at: dict[str, dict[int, list[Snapshot]]] = defaultdict(lambda: defaultdict(list))
+    for snapshot in snapshots:
+        at[snapshot.stream][snapshot.version].append(snapshot)
+    for stream in store.streams():
+        after = 0
+        for version in sorted(at[stream]):
+            yield _Segment(stream, after, version, at[stream][version])
+            after = version
+        yield _Segment(stream, after, None, [])
+
 
 def _checking_fold(
-    store: EventStore, due: dict[int, list[Snapshot]], last_seq: int
+    store: EventStore, snapshots: list[Snapshot], positions: dict[int, Position], last_seq: int
 ) -> tuple[Ledger, int]:
-    """Fold every event that changes state, in log order, each checked against the state the
-    ones before it built; returns the projections and how many closes matched their digest.
+    """Fold every event that changes state, stream by stream, each checked against the state
+    the ones before it built; returns the projections and how many closes matched their digest.
 
     It reads the log as the fast rebuild does (pages decoded in one call, ``OrderPlaced`` and
-    types without a handler left out by SQLite) with each event's seq and stream, and calls
-    the fold's handlers directly: the same fold the live run used, with the checks inline.
+    types without a handler left out by SQLite, the next page read on a thread), one stream at
+    a time in version order, so every event's stream is known without reading it per row; a
+    stream stops at each of its snapshots' versions to compare them with the fold there. The
+    seq of a refused event is found only then, by reading its segment again with positions.
+    A cohort's fold depends on its own stream alone, so the order of streams changes nothing;
+    when several streams hold faults, the one with the first seq is reported.
     """
-    keys = store.stream_keys()
     ledger = Ledger()
     cohorts = ledger.cohorts
-    handlers = HANDLERS
     closed = 0
-    current, stream = -1, ""
-    state = CohortState("")
-    pages = store.payload_arrays(skip=IGNORED_BY_FOLD, positions=True)
+    faults: list[IntegrityError] = []
+    broken: set[str] = set()
+    segment: _Segment | None = None
+    done = 0  # events of the segment folded before this page
     with cycle_collector_paused():
-        for page in read_ahead(pages):
+        for page_segment, page in read_ahead(_pages(store, snapshots)):
+            if page_segment is not segment:
+                segment, done = page_segment, 0
+            stream = segment.stream
+            if stream in broken:
+                continue
             try:
-                rows = _positioned.decode(page)
+                events = _decoder.decode(page)
             except msgspec.MsgspecError as exc:
-                raise unreadable(store, None, exc) from None
-            for seq, stream_id, event in rows:
-                if stream_id != current:
-                    current, stream = stream_id, keys.get(stream_id, f"#{stream_id}")
-                    state = cohorts.get(stream) or cohorts.setdefault(stream, CohortState(stream))
-                if event.cohort != stream:
-                    raise _bad(store, seq, f"claims cohort {event.cohort} in stream {stream}")
-                if state.closed is not None:
-                    raise _bad(store, seq, f"follows the close of cohort {stream}")
-                kind = type(event)
-                if isinstance(event, OrderFilled):  # the common case inline; _check_trade words it
-                    book = state.books.get(event.agent)
-                    if (
-                        book is None
-                        or abs(book.cash - event.cash_before) > TOLERANCE
-                        or (
-                            event.kind != "buy" and (event.market, event.side) not in book.positions
-                        )
-                    ):
-                        _check_trade(store, seq, state, event)
-                elif isinstance(event, PositionSettled | PositionRefunded):
-                    _check_trade(store, seq, state, event)
-                try:
-                    handlers[kind](state, event)
-                except (KeyError, ValueError, TypeError) as exc:
-                    raise _bad(store, seq, f"does not fit the events before it: {exc}") from None
-                if isinstance(event, CohortClosed) and event.state_digest:
-                    closed += 1
-                    if state.digest() != event.state_digest:
-                        raise _bad(
-                            store,
-                            seq,
-                            f"closes cohort {stream}, which rebuilds to a different state than "
-                            "the run recorded at its close",
-                        )
-                if seq in due:
-                    _check_snapshots(store, due[seq], state, kind is CohortClosed, last_seq)
+                raise unreadable(store, [stream], exc) from None
+            state = cohorts.get(stream)
+            if state is None:
+                if not events and not segment.snapshots:
+                    continue  # a stream of events the fold skips only: no cohort state
+                state = cohorts[stream] = CohortState(stream)
+            try:
+                closed += _fold_page(state, events)
+                if page is _END:
+                    _check_snapshots(store, segment.snapshots, state, positions, last_seq)
+            except _Misfit as misfit:
+                index = done + next(i for i, e in enumerate(events) if e is misfit.event)
+                faults.append(_bad(store, _seq_of(store, segment, index), misfit.what))
+                broken.add(stream)
+            except IntegrityError as exc:
+                faults.append(exc)
+                broken.add(stream)
+            done += len(events)
+    if faults:
+        raise min(faults, key=lambda e: e.seq or 0)
     return ledger, closed
 
 
+_END = b"[]"
+"""The page that ends a segment, after its last page of events."""
+
+
+def _pages(
+    store: EventStore, snapshots: list[Snapshot]
+) -> Generator[tuple[_Segment, bytes], None, None]:
+    """Each segment's pages of folded events, then ``_END``, so the fold knows where to
+    compare the segment's snapshots."""
+    for segment in _segments(store, snapshots):
+        for page in store.payload_arrays(
+            segment.stream,
+            skip=IGNORED_BY_FOLD,
+            after_version=segment.after,
+            through_version=segment.through,
+        ):
+            yield segment, page
+        yield segment, _END
+
+
+def _fold_page(state: CohortState, events: list[FoldEvent]) -> int:
+    """Fold one page of one stream with the checks inline; returns how many closes matched
+    their recorded digest. Raises _Misfit for the first event that does not fit."""
+    handlers = HANDLERS
+    stream = state.cohort
+    closed = 0
+    for event in events:
+        if event.cohort != stream:
+            raise _Misfit(event, f"claims cohort {event.cohort} in stream {stream}")
+        if state.closed is not None:
+            raise _Misfit(event, f"follows the close of cohort {stream}")
+        if isinstance(event, OrderFilled):  # the common case inline; _check_trade words it
+            book = state.books.get(event.agent)
+            if (
+                book is None
+                or abs(book.cash - event.cash_before) > TOLERANCE
+                or (event.kind != "buy" and (event.market, event.side) not in book.positions)
+            ):
+                _check_trade(state, event)
+        elif isinstance(event, PositionSettled | PositionRefunded):
+            _check_trade(state, event)
+        try:
+            handlers[type(event)](state, event)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise _Misfit(event, f"does not fit the events before it: {exc}") from None
+        if isinstance(event, CohortClosed) and event.state_digest:
+            closed += 1
+            if state.digest() != event.state_digest:
+                raise _Misfit(
+                    event,
+                    f"closes cohort {stream}, which rebuilds to a different state than the run "
+                    "recorded at its close",
+                )
+    return closed
+
+
+def _seq_of(store: EventStore, segment: _Segment, index: int) -> int:
+    """The seq of the segment's ``index``-th folded event (on the way to an error only)."""
+    seen = 0
+    for page in store.payload_arrays(
+        segment.stream,
+        skip=IGNORED_BY_FOLD,
+        after_version=segment.after,
+        through_version=segment.through,
+        positions=True,
+    ):
+        rows = _positioned.decode(page)
+        if index < seen + len(rows):
+            return rows[index - seen][0]
+        seen += len(rows)
+    raise AssertionError("the refused event is in its segment")
+
+
 def _check_trade(
-    store: EventStore,
-    seq: int,
-    state: CohortState,
-    event: OrderFilled | PositionSettled | PositionRefunded,
+    state: CohortState, event: OrderFilled | PositionSettled | PositionRefunded
 ) -> None:
     """A fill must start from the cash the log implies; a sale or payout must find the
     position it names."""
     book = state.books.get(event.agent)
     if book is None:
-        raise _bad(store, seq, f"trades for an unknown agent {event.agent}")
+        raise _Misfit(event, f"trades for an unknown agent {event.agent}")
     buy = isinstance(event, OrderFilled) and event.kind == "buy"
     if isinstance(event, OrderFilled) and abs(book.cash - event.cash_before) > TOLERANCE:
-        raise _bad(
-            store,
-            seq,
-            f"starts a fill from cash {event.cash_before} but the log implies {book.cash}",
+        raise _Misfit(
+            event, f"starts a fill from cash {event.cash_before} but the log implies {book.cash}"
         )
     if not buy and (event.market, event.side) not in book.positions:
-        raise _bad(store, seq, "names a position that is not open")
+        raise _Misfit(event, "names a position that is not open")
 
 
 def _check_snapshots(
-    store: EventStore, snapshots: list[Snapshot], state: CohortState, closing: bool, last: int
+    store: EventStore,
+    snapshots: list[Snapshot],
+    state: CohortState,
+    positions: dict[int, Position],
+    last: int,
 ) -> None:
+    if not snapshots:
+        return
+    image = encode_state(state)
     for snapshot in snapshots:
-        _check_position(store, snapshot, last)
-        if snapshot.closing != closing:
-            kind = "a closing record" if snapshot.closing else "not a closing record"
+        at, kind = positions[snapshot.seq]
+        _check_position(store, snapshot, at, last)
+        if snapshot.closing != (kind == "CohortClosed"):
+            what = "a closing record" if snapshot.closing else "not a closing record"
             raise _bad_snapshot(
-                store, snapshot, f"is {kind}, but event {snapshot.seq} says otherwise"
+                store, snapshot, f"is {what}, but event {snapshot.seq} says otherwise"
             )
+        if snapshot.state == image:
+            continue
         try:  # through a decode, so both sides hold the log's types (an int volume is 500.0)
-            image = encode_state(decode_state(snapshot.state))
+            same = encode_state(decode_state(snapshot.state)) == image
         except SnapshotError as exc:
             raise _bad_snapshot(store, snapshot, f"is unreadable: {exc}") from None
-        if image != encode_state(state):
+        if not same:
             raise _bad_snapshot(store, snapshot, "disagrees with the fold of the log there")
 
 
 _PARALLEL_FROM = 200_000
-"""Events from which the chain is checked in a second process: starting one costs about
-0.1-0.2 s, what checking 100-200k links costs."""
+"""Events from which the chain is checked in child processes and the file's structure on a
+thread: starting a process costs about 0.1-0.2 s, what checking 100-200k links costs."""
 
 
 @contextmanager
 def _chain_checker(store: EventStore, last_seq: int) -> Iterator[Callable[[], int]]:
     """A function that returns how many links the chain check verified (or raises its
-    IntegrityError); started in a child process before the fold when the log is big."""
+    IntegrityError); started in child processes before the fold when the log is big."""
     yield store.verify_chain if last_seq < _PARALLEL_FROM else chain.start(store)
 
 
-def _check_position(store: EventStore, snapshot: Snapshot, last_seq: int) -> None:
-    """What needs no fold: the row is whole and of this arena's format, and its position still
-    holds the event and chain hash it was taken at (a cut or re-chained log fails here)."""
+@contextmanager
+def _damage_checker(store: EventStore, last_seq: int) -> Iterator[Callable[[], str | None]]:
+    """A function that returns SQLite's first complaint about the file (``EventStore.damage``)
+    or None; for a big log it runs on a thread with a connection of its own, since SQLite
+    releases the GIL while it walks the file (0.7 CPU-s for a million events)."""
+    if last_seq < _PARALLEL_FROM:
+        yield store.damage
+        return
+
+    def check() -> str | None:
+        with EventStore.open(store.path, readonly=True) as own:
+            return own.damage()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-damage") as worker:
+        found = worker.submit(check)
+        yield found.result
+
+
+def _check_position(
+    store: EventStore, snapshot: Snapshot, at: tuple[str, int, bytes] | None, last_seq: int
+) -> None:
+    """What needs no fold: the row is whole and of this arena's format, and its position
+    (``at``, what the log holds at its seq) still holds the event and chain hash it was taken
+    at (a cut or re-chained log fails here)."""
     if not snapshot.intact():
         raise _bad_snapshot(store, snapshot, "is damaged (its hash does not match it)")
     if snapshot.format != FORMAT:
@@ -239,7 +367,7 @@ def _check_position(store: EventStore, snapshot: Snapshot, last_seq: int) -> Non
         raise _bad_snapshot(
             store, snapshot, f"is past the log's end at seq {last_seq}: events were cut"
         )
-    if store.event_at(snapshot.seq) != (snapshot.stream, snapshot.version, snapshot.chain_hash):
+    if at != (snapshot.stream, snapshot.version, snapshot.chain_hash):
         raise _bad_snapshot(
             store,
             snapshot,

@@ -26,12 +26,15 @@ import gc
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from typing import TypeVar
 
 import msgspec
 
 from ledger.errors import LedgerError
 from ledger.projection import HANDLERS, IGNORED_BY_FOLD, CohortState, FoldEvent, Ledger
 from ledger.store import EventStore
+
+T = TypeVar("T")
 
 _page_decoder: msgspec.json.Decoder[list[FoldEvent]] = msgspec.json.Decoder(list[FoldEvent])
 
@@ -96,14 +99,14 @@ def unreadable(
     return LedgerError(f"{store.path}: the log holds an unreadable event ({exc})")
 
 
-def read_ahead(pages: Generator[bytes, None, None]) -> Iterator[bytes]:
+def read_ahead(pages: Generator[T, None, None]) -> Iterator[T]:
     """``pages``, with the next one fetched on a worker thread while the caller folds this one.
 
     One fetch is in flight at a time, so the store's connection is still used by one thread at
     a time. If the caller stops early, the fetch in flight finishes before ``pages`` is closed.
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-read-ahead") as worker:
-        ahead: Future[bytes | None] = worker.submit(next, pages, None)
+        ahead: Future[T | None] = worker.submit(next, pages, None)
         try:
             while (page := ahead.result()) is not None:
                 ahead = worker.submit(next, pages, None)

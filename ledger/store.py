@@ -276,6 +276,7 @@ class EventStore:
         skip: Iterable[str] = (),
         after_version: int = 0,
         *,
+        through_version: int | None = None,
         positions: bool = False,
     ) -> Generator[bytes, None, None]:
         """The log (or one stream) as JSON arrays of the payloads of up to ``batch`` events each,
@@ -287,8 +288,9 @@ class EventStore:
         encoder writes the tag first), so a type is a range of payload text that SQLite tests
         with a byte comparison, without parsing JSON. A page whose events are all skipped is
         not yielded. With a ``stream``, ``after_version`` starts after that version of it (the
-        tail after a snapshot). With ``positions`` each element is ``[seq, stream_id, payload]``
-        instead of the payload, for a fold that must name where it is (``arena verify``).
+        tail after a snapshot) and ``through_version`` ends at that one (a snapshot's). With
+        ``positions`` each element is ``[seq, stream_id, payload]`` instead of the payload,
+        for a fold that must name where it is (``arena verify``'s, on the way to an error).
         """
         key: tuple[int, ...] = ()
         low = 0
@@ -301,6 +303,8 @@ class EventStore:
                 return
             key = (found[0][0],)
             where, end = "stream_id = ? AND version > ? AND version <= ?", self._version_of(key[0])
+            if through_version is not None:
+                end = min(end, through_version)
             order, low = "version", after_version
         bounds: list[str] = []
         for name in sorted(set(skip)):
@@ -315,7 +319,7 @@ class EventStore:
         )  # as a BLOB: bytes without touching the connection's text_factory, which other
         # queries use while this generator is suspended (verify looks up snapshots mid-fold)
         for first in range(low, end, batch):
-            (joined,) = self._fetch(sql, (*key, first, first + batch, *bounds))[0]
+            (joined,) = self._fetch(sql, (*key, first, min(first + batch, end), *bounds))[0]
             if joined:
                 yield b"[" + joined + b"]"
 
@@ -423,39 +427,65 @@ class EventStore:
         """Every stream's key by its id (``payload_arrays(positions=True)`` names streams so)."""
         return self._stream_keys()
 
-    def verify_chain(self) -> int:
-        """Recompute every link of the hash chain; return how many rows were checked.
+    def verify_chain(self, after: int = 0, through: int | None = None) -> int:
+        """Recompute every link of the hash chain (or of the events with ``after`` < seq <=
+        ``through``); return how many rows were checked.
 
         Raises IntegrityError carrying the first bad seq: the first row whose hash does not
         match its contents and its predecessor's hash, that follows a hole in ``seq``, whose
         stream is unknown, or that is not the next version of its stream.
+
+        A range starts from the stored hash at ``after`` and, for each stream's first row in
+        it, from its previous version's being at or before ``after``; so the ranges of a log,
+        each checked on its own (``verify`` checks them in parallel processes), prove what one
+        pass over the whole log proves, and the earliest seq any of them names is the one it
+        names: versions are unique per stream, so a row whose previous version lies in an
+        earlier range follows the last of its stream there; a hole is named by the row after
+        it, in whichever range that is.
         """
         framings = {
             stream_id: key.encode() + b"\x00" for stream_id, key in self._stream_keys().items()
         }
+        through = self.last_seq() if through is None else through
         sql = (
             "SELECT seq, stream_id, version, CAST(payload AS BLOB), hash"
-            f" FROM events WHERE seq > ? ORDER BY seq LIMIT {_PAGE}"
+            f" FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT {_PAGE}"
         )
         versions: dict[int, int] = {}
         sha256 = hashlib.sha256
-        prev = GENESIS
-        last = 0
-        while page := self._fetch(sql, (last,)):
+        prev = self._hash_at(after) if after else GENESIS
+        last = after
+        while page := self._fetch(sql, (last, through)):
             for seq, stream_id, version, payload, row_hash in page:
-                if seq != last + 1:
+                if seq != last + 1 or prev is None:
                     raise self._broken(seq, "does not link to its predecessor")
                 framing = framings.get(stream_id)
                 if framing is None:
                     raise self._broken(seq, f"names an unknown stream id {stream_id}")
-                if version != versions.get(stream_id, 0) + 1:
+                if version != versions.get(stream_id, 0) + 1 and not (
+                    stream_id not in versions and self._follows(stream_id, version, after)
+                ):
                     raise self._broken(seq, f"breaks its stream's version order ({version})")
                 prev = sha256(prev + framing + payload).digest()
                 if row_hash != prev:
                     raise self._broken(seq, "was altered (hash mismatch)")
                 versions[stream_id] = version
                 last = seq
-        return last
+        return last - after
+
+    def _hash_at(self, seq: int) -> bytes | None:
+        rows = self._fetch("SELECT hash FROM events WHERE seq = ?", (seq,))
+        return bytes(rows[0][0]) if rows else None
+
+    def _follows(self, stream_id: int, version: int, after: int) -> bool:
+        """Whether ``version`` of the stream may be the first of it after seq ``after``: its
+        previous version is at or before ``after`` (an index lookup, once per stream)."""
+        if version == 1 or not after:
+            return version == 1
+        rows = self._fetch(
+            "SELECT seq FROM events WHERE stream_id = ? AND version = ?", (stream_id, version - 1)
+        )
+        return bool(rows) and rows[0][0] <= after
 
     def check_links(self, stream: str, after_version: int = 0) -> int:
         """Check the chain links of one stream's events after ``after_version``; return how
@@ -506,6 +536,11 @@ class EventStore:
             (seq,),
         )
         return (rows[0][0], rows[0][1], bytes(rows[0][2])) if rows else None
+
+    def type_at(self, seq: int) -> str | None:
+        """The type of the event at global ``seq``, or None if there is none."""
+        rows = self._fetch("SELECT payload ->> '$.type' FROM events WHERE seq = ?", (seq,))
+        return str(rows[0][0]) if rows else None
 
     def seq_of_hash(self, row_hash: bytes) -> int | None:
         """The seq of the event whose chain hash is ``row_hash`` (a full scan: error paths)."""

@@ -269,3 +269,50 @@ def test_the_chain_checked_in_a_child_process_names_the_same_seq(
     with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
         verify_store(store)
     assert caught.value.seq == 9 and "event 9 was altered (hash mismatch)" in str(caught.value)
+
+
+def test_the_chain_checked_in_several_ranges_names_the_same_seq(
+    log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big log's chain is cut into ranges, each checked by a process of its own; a broken
+    link in any of them is named as the single pass names it, the others counted whole."""
+    import arena.verify
+    from ledger import chain
+
+    monkeypatch.setattr(arena.verify, "_PARALLEL_FROM", 0)
+    monkeypatch.setattr(chain, "MIN_RANGE", 10)
+    with EventStore.open(log, readonly=True) as store:
+        last = store.last_seq()
+        assert len(chain.ranges(last, 3)) == 3
+        start = chain.start(store, 3)
+        assert start() == last
+    _tamper(log, "DELETE FROM events WHERE seq = 40")
+    with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+        chain.start(store, 3)()
+    assert caught.value.seq == 41 and "event 41 does not link to its predecessor" in str(
+        caught.value
+    )
+
+
+def test_faults_in_two_cohorts_are_reported_at_the_first_seq(tmp_path: Path) -> None:
+    """``verify`` folds stream by stream (in key order); when two cohorts hold faults, the one
+    reported is the first in the log, whichever stream it is in."""
+    from ledger.events import CohortOpened, DecisionMade
+
+    def opened(cohort: str) -> CohortOpened:
+        return CohortOpened(cohort=cohort, ts=0, start=0, rules="v1", cash=100.0,
+                            agents=["x"], decision_cadence="1w", mark_cadence="1d")  # fmt: skip
+
+    def stranger(cohort: str) -> DecisionMade:  # an agent the cohort never opened
+        return DecisionMade(cohort=cohort, ts=1, agent="y", week=1, action="HOLD")
+
+    db = tmp_path / "two.db"
+    with EventStore.open(db) as store:
+        store.append("b", [opened("b")])
+        store.append("a", [opened("a")])
+        store.append("b", [stranger("b")])  # seq 3
+        store.append("a", [stranger("a")])  # seq 4, in the stream folded first
+    with EventStore.open(db, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+        verify_store(store)
+    assert caught.value.seq == 3
+    assert "event 3 does not fit the events before it" in str(caught.value)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ledger import chain
 from ledger import store as store_module
 from ledger.errors import ConcurrencyError, IntegrityError, LedgerError
 from ledger.events import ENCODER, EVENT_TYPES, AnyEvent, Event, Marked, OrderPlaced
@@ -229,25 +230,26 @@ def _tamper(db: Path, statement: str) -> None:
     conn.close()
 
 
-# streams a (id 1) and b (id 2); a holds seqs 1, 2 and b seqs 3, 4, 5
-@pytest.mark.parametrize(
-    ("statement", "bad_seq"),
-    [
-        ("UPDATE events SET payload = replace(payload, '0.5', '0.6') WHERE seq = 3", 3),
-        ("UPDATE events SET payload = json_set(payload, '$.ts', 99) WHERE seq = 2", 2),
-        ("UPDATE events SET version = 9 WHERE seq = 1", 1),
-        ("UPDATE events SET version = 4 WHERE seq = 4", 4),  # b reads 1, 4, 3
-        ("DELETE FROM events WHERE seq = 2", 3),
-        ("DELETE FROM events WHERE seq = 1", 2),
-        ("UPDATE events SET hash = zeroblob(32) WHERE seq = 5", 5),
-        # the last event moved to the end of the other stream: versions still count up (a: 1,
-        # 2, 3), so only the hash, which covers the stream key, can tell
-        ("UPDATE events SET stream_id = 1, version = 3 WHERE seq = 5", 5),
-        ("UPDATE streams SET key = 'c' WHERE id = 2", 3),
-        ("UPDATE events SET stream_id = 7 WHERE seq = 4", 4),
-        ("UPDATE events SET seq = 9 WHERE seq = 5", 9),
-    ],
-)
+# streams a (id 1) and b (id 2); a holds seqs 1, 2 and b seqs 3, 4, 5; each edit, and the
+# first seq a check must name
+ALTERATIONS = [
+    ("UPDATE events SET payload = replace(payload, '0.5', '0.6') WHERE seq = 3", 3),
+    ("UPDATE events SET payload = json_set(payload, '$.ts', 99) WHERE seq = 2", 2),
+    ("UPDATE events SET version = 9 WHERE seq = 1", 1),
+    ("UPDATE events SET version = 4 WHERE seq = 4", 4),  # b reads 1, 4, 3
+    ("DELETE FROM events WHERE seq = 2", 3),
+    ("DELETE FROM events WHERE seq = 1", 2),
+    ("UPDATE events SET hash = zeroblob(32) WHERE seq = 5", 5),
+    # the last event moved to the end of the other stream: versions still count up (a: 1,
+    # 2, 3), so only the hash, which covers the stream key, can tell
+    ("UPDATE events SET stream_id = 1, version = 3 WHERE seq = 5", 5),
+    ("UPDATE streams SET key = 'c' WHERE id = 2", 3),
+    ("UPDATE events SET stream_id = 7 WHERE seq = 4", 4),
+    ("UPDATE events SET seq = 9 WHERE seq = 5", 9),
+]
+
+
+@pytest.mark.parametrize(("statement", "bad_seq"), ALTERATIONS)
 def test_verify_chain_finds_the_first_altered_event(db: Path, statement: str, bad_seq: int) -> None:
     with EventStore.open(db) as store:
         store.append("a", [marked(1), marked(2)])
@@ -258,6 +260,36 @@ def test_verify_chain_finds_the_first_altered_event(db: Path, statement: str, ba
         store.verify_chain()
     assert caught.value.seq == bad_seq
     assert f"event {bad_seq} " in str(caught.value)
+
+
+@pytest.mark.parametrize(("statement", "bad_seq"), ALTERATIONS)
+@pytest.mark.parametrize("cut", [1, 2, 3, 4])
+def test_the_chain_checked_in_two_ranges_names_the_same_first_event(
+    db: Path, statement: str, bad_seq: int, cut: int
+) -> None:
+    """``verify`` checks a big log's chain in seq ranges, each in a process of its own: every
+    range starts from the hash stored before it, and the earliest seq any range names is the
+    one a single pass names; an unaltered range passes and counts its rows."""
+    with EventStore.open(db) as store:
+        store.append("a", [marked(1), marked(2)])
+        store.append("b", [marked(3), placed(4), marked(5)])
+        assert store.verify_chain(0, cut) + store.verify_chain(cut, 5) == 5
+    _tamper(db, statement)
+    named = []
+    with EventStore.open(db, readonly=True) as store:
+        for after, through in [(0, cut), (cut, store.last_seq())]:
+            try:
+                store.verify_chain(after, through)
+            except IntegrityError as exc:
+                named.append(exc.seq)
+    assert min(named) == bad_seq
+
+
+def test_chain_ranges_cover_the_log_once() -> None:
+    assert chain.ranges(0, 4) == [(0, 0)]
+    assert chain.ranges(150_000, 4) == [(0, 150_000)]  # too small to split
+    assert chain.ranges(1_000_001, 2) == [(0, 500_000), (500_000, 1_000_001)]
+    assert chain.ranges(1_000_000, 64) == [(k * 100_000, (k + 1) * 100_000) for k in range(10)]
 
 
 def test_chain_links_rows_with_link_hash(db: Path) -> None:
