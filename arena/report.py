@@ -23,7 +23,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from arena.cohort import VOLUME_FINAL
 from ledger.events import CohortOpened
 from ledger.intervals import DRAWS, MethodChoice
 from ledger.leaderboard import (
@@ -124,7 +123,13 @@ def stated_beliefs(state: CohortState) -> dict[str, dict[str, object]]:
 def universe_volume(opened: CohortOpened) -> str:
     """Which volume chose (and ranks) the cohort's universe; logs from before it was recorded
     were all chosen by final volume."""
-    return str(opened.settings.get("universe_by", VOLUME_FINAL))
+    chosen = opened.settings.get("universe_by")
+    if chosen is None:
+        # imported here: arena.cohort brings pydantic and the tapes, a fifth of a report's time
+        from arena.cohort import VOLUME_FINAL
+
+        chosen = VOLUME_FINAL
+    return str(chosen)
 
 
 def cohort_settings(state: CohortState) -> dict[str, Any]:
