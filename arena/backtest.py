@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,8 @@ from arena.replay import CohortDone, replay_cohorts
 from arena.report import IntervalSettings, interval_info, iso_utc, universe_volume
 from arena.settings import DEFAULT_OPTIONS, RunOptions, cohort_configs
 from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_returns
-from ledger.projection import BrierRow
+from ledger.projection import BrierRow, CohortState
+from ledger.restore import load
 from ledger.store import EventStore
 from replays.tape import Tape
 from strategies.loader import AgentSpec, build_strategy
@@ -170,12 +172,15 @@ def plan_backtest(
 
 @dataclass
 class BacktestResult:
-    """A finished backtest: its plan, every cohort folded from the log, and the log's digest."""
+    """A finished backtest: its plan, every cohort's state read from the log (each restored
+    from its closing snapshot, checked, like a report's), and the log's digest. ``note`` says
+    when a snapshot could not be used and the log was folded instead."""
 
     plan: BacktestPlan
-    records: list[CohortRecord]
+    states: list[CohortState]
     digest: str
     db: Path
+    note: str | None = None
 
     @property
     def agent_names(self) -> list[str]:
@@ -183,7 +188,14 @@ class BacktestResult:
 
     def brier_rows(self, agent: str) -> list[BrierRow]:
         """The agent's scored buys over every cohort, in cohort order."""
-        return [row for r in self.records for row in r.state.books[agent].brier_rows]
+        return [row for state in self.states for row in state.books[agent].brier_rows]
+
+    @cached_property
+    def records(self) -> list[CohortRecord]:
+        """Every cohort folded mark by mark for its equity curves: only the HTML page draws
+        them, so only it pays for a fold of every event."""
+        with EventStore.open(self.db, readonly=True) as store:
+            return [fold_cohort(store, state.cohort) for state in self.states]
 
 
 def run_backtest(
@@ -193,14 +205,15 @@ def run_backtest(
     *,
     on_done: Callable[[CohortDone], None] | None = None,
 ) -> BacktestResult:
-    """Replay every cohort of the plan into ``db`` as ``options`` say, then fold them from
-    the log."""
+    """Replay every cohort of the plan into ``db`` as ``options`` say, then read them back as
+    a report does (``ledger.restore.load``: each closing snapshot, checked, and any tail)."""
     done = replay_cohorts(plan.tape_path, plan.cohorts, db, options, on_done=on_done)
     cohorts = [d.cohort for d in done]
     with EventStore.open(db, readonly=True) as store:
-        records = [fold_cohort(store, cohort) for cohort in cohorts]
+        loaded = load(store, cohorts)
         digest = store.digest(streams=cohorts)
-    return BacktestResult(plan, records, digest, db)
+    states = [loaded.ledger.cohorts[cohort] for cohort in cohorts]
+    return BacktestResult(plan, states, digest, db, loaded.note())
 
 
 # -- results as data -----------------------------------------------------------------------------
@@ -211,9 +224,9 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
     plan = result.plan
     names = result.agent_names
     cohorts = []
-    for record in result.records:
+    for state in result.states:
         agents = {}
-        for s in cohort_standings(record.state):
+        for s in cohort_standings(state):
             agents[s.agent] = {
                 "return_pct": s.return_pct,
                 "brier": s.brier,
@@ -229,15 +242,15 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
             }
         cohorts.append(
             {
-                "cohort": record.state.cohort,
-                "start": iso_utc(record.start),
-                "markets": len(record.state.markets),
-                "universe_by": universe_volume(opened) if (opened := record.state.opened) else None,
-                "decisions_stopped": stopped.reason if (stopped := record.state.stopped) else None,
+                "cohort": state.cohort,
+                "start": iso_utc(state.opened.start) if state.opened else None,
+                "markets": len(state.markets),
+                "universe_by": universe_volume(opened) if (opened := state.opened) else None,
+                "decisions_stopped": stopped.reason if (stopped := state.stopped) else None,
                 "agents": {name: agents[name] for name in names},
             }
         )
-    states = [r.state for r in result.records]
+    states = result.states
     board = {row.agent: msgspec.to_builtins(row) for row in leaderboard(states)}
     summary = {name: {k: v for k, v in board[name].items() if k != "agent"} for name in names}
     paired = {

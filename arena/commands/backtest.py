@@ -145,6 +145,8 @@ def backtest(
     with progress:
         task = progress.add_task("cohorts", total=len(plan.cohorts))
         result = run_backtest(plan, db, cohort.options, on_done=lambda _: progress.advance(task))
+    if result.note:
+        click.echo(f"note: {result.note}", err=True)
     data = results_data(result)
     if report_dir is not None:
         try:

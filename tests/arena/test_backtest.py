@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
+import sqlite3
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -24,6 +26,8 @@ from arena.equity import CohortRecord, mean_equity
 from ledger.events import CohortOpened
 from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, CohortState
+from ledger.restore import load
+from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tapefile import load_tape
 from tests.conftest import Arena
@@ -191,6 +195,28 @@ def test_rerun_into_the_same_db_resumes_to_the_same_result(
     arena: Arena, data: dict[str, Any], workdir: Path
 ) -> None:
     assert arena.json("backtest", "favourite", *SMALL, "--jobs", "1", "--db", data["db"]) == data
+
+
+def test_figures_are_read_from_the_closing_snapshots_and_a_bad_one_is_folded_around(
+    arena: Arena, data: dict[str, Any], tmp_path: Path
+) -> None:
+    """A backtest reads its cohorts back as a report does: each from its closing snapshot,
+    checked. A damaged one is skipped with one note, and the log's fold gives the same JSON."""
+    db = tmp_path / "copy.db"
+    shutil.copy(data["db"], db)
+    with EventStore.open(db, readonly=True) as store:
+        assert load(store).restored == store.streams()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("DROP TRIGGER snapshots_no_update")
+    conn.execute(
+        "UPDATE snapshots SET state = replace(state, '\"cash\":', '\"cash\": ') WHERE id = 1"
+    )
+    conn.close()
+    result = arena("backtest", "favourite", *SMALL, "--jobs", "1", "--db", db, "--json")
+    assert result.exit_code == 0, result.output
+    assert _without_db(json.loads(result.stdout)) == _without_db(data)
+    (note,) = result.stderr.strip().splitlines()
+    assert note.startswith("note: snapshot 1 (cohort ") and "folded the log instead" in note
 
 
 def test_a_plugin_file_trades_as_strategy(arena: Arena, tmp_path: Path) -> None:
