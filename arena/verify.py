@@ -88,8 +88,10 @@ def verify_store(store: EventStore, head: str | None = None) -> VerifyResult:
         checked = chain()
     if fold_error is not None:
         raise fold_error
-    for snapshot in (s for s in snapshots if s.seq > checked):
-        _check_position(store, snapshot, positions[snapshot.seq][0], checked)  # names the cut
+    streams = set(ledger.cohorts)
+    for snapshot in snapshots:
+        if snapshot.seq > checked or snapshot.stream not in streams:  # the fold never got there:
+            _check_position(store, snapshot, positions[snapshot.seq][0], checked)  # names why
     expected, source = (head, "--head") if head else (read_head(store.path), "head file")
     if expected:
         problem = head_problem(store, expected)

@@ -435,13 +435,12 @@ class EventStore:
         match its contents and its predecessor's hash, that follows a hole in ``seq``, whose
         stream is unknown, or that is not the next version of its stream.
 
-        A range starts from the stored hash at ``after`` and, for each stream's first row in
-        it, from its previous version's being at or before ``after``; so the ranges of a log,
-        each checked on its own (``verify`` checks them in parallel processes), prove what one
-        pass over the whole log proves, and the earliest seq any of them names is the one it
-        names: versions are unique per stream, so a row whose previous version lies in an
-        earlier range follows the last of its stream there; a hole is named by the row after
-        it, in whichever range that is.
+        A range starts from the stored hash at ``after`` and, for each stream, from its highest
+        version at or before ``after``; so the ranges of a log, each checked on its own
+        (``verify`` checks them in parallel processes), prove what one pass over the whole log
+        proves, and the earliest seq any of them names is the one it names (the earlier ranges
+        prove the rows before ``after`` count 1, 2, 3, ..., so their highest version is the
+        last; a hole is named by the row after it, in whichever range that is).
         """
         framings = {
             stream_id: key.encode() + b"\x00" for stream_id, key in self._stream_keys().items()
@@ -462,9 +461,9 @@ class EventStore:
                 framing = framings.get(stream_id)
                 if framing is None:
                     raise self._broken(seq, f"names an unknown stream id {stream_id}")
-                if version != versions.get(stream_id, 0) + 1 and not (
-                    stream_id not in versions and self._follows(stream_id, version, after)
-                ):
+                if after and stream_id not in versions:
+                    versions[stream_id] = self._last_version(stream_id, after)
+                if version != versions.get(stream_id, 0) + 1:
                     raise self._broken(seq, f"breaks its stream's version order ({version})")
                 prev = sha256(prev + framing + payload).digest()
                 if row_hash != prev:
@@ -477,15 +476,13 @@ class EventStore:
         rows = self._fetch("SELECT hash FROM events WHERE seq = ?", (seq,))
         return bytes(rows[0][0]) if rows else None
 
-    def _follows(self, stream_id: int, version: int, after: int) -> bool:
-        """Whether ``version`` of the stream may be the first of it after seq ``after``: its
-        previous version is at or before ``after`` (an index lookup, once per stream)."""
-        if version == 1 or not after:
-            return version == 1
-        rows = self._fetch(
-            "SELECT seq FROM events WHERE stream_id = ? AND version = ?", (stream_id, version - 1)
+    def _last_version(self, stream_id: int, seq: int) -> int:
+        """The stream's highest version at or before ``seq`` (0 if none): where a range that
+        starts after ``seq`` must go on from (one covering-index scan per stream and range)."""
+        return self._scalar(
+            "SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ? AND seq <= ?",
+            (stream_id, seq),
         )
-        return bool(rows) and rows[0][0] <= after
 
     def check_links(self, stream: str, after_version: int = 0) -> int:
         """Check the chain links of one stream's events after ``after_version``; return how

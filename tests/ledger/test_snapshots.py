@@ -192,6 +192,27 @@ def test_a_stale_snapshot(arena: Arena, log: Path) -> None:
     assert json.loads(arena("report", log, "--json").stdout) == _full_fold_report(log)
 
 
+def test_a_snapshot_of_a_stream_the_log_does_not_hold(log: Path) -> None:
+    """A copy of a closing snapshot moved to a stream id no stream has: whole (its hash covers
+    its place in the chain, not its stream), but taken after no event of it. ``verify`` folds
+    stream by stream, so it must still reach this one and name it."""
+    snapshot_id, seq, _ = _closing(log)[0]
+    conn = sqlite3.connect(log, isolation_level=None)
+    cursor = conn.execute(
+        "INSERT INTO snapshots (stream_id, version, seq, chain_hash, closing, format, state, hash)"
+        " SELECT 99, version, seq, chain_hash, closing, format, state, hash FROM snapshots"
+        " WHERE id = ?",
+        (snapshot_id,),
+    )
+    conn.close()
+    with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+        verify_store(store)
+    assert caught.value.seq == seq
+    assert f"snapshot {cursor.lastrowid} (cohort #99, seq {seq}) no longer matches" in str(
+        caught.value
+    )
+
+
 def test_an_old_log_without_snapshots_reads_and_gets_them_from_verify(
     arena: Arena, log: Path
 ) -> None:
