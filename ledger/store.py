@@ -134,7 +134,7 @@ class EventStore:
                     conn.execute(pragma)
             ensure_schema(conn, path, create=create and not readonly)
             _check_not_truncated(conn, path)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a damaged name or meta value
             conn.close()
             raise LedgerError(f"{path}: not a readable arena event log ({exc})") from exc
         except LedgerError:
