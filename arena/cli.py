@@ -18,6 +18,7 @@ import click
 COMMANDS: dict[str, str] = {
     "score": "arena.commands.score:score",
     "lab": "arena.commands.lab:lab",
+    "diffusion": "arena.commands.diffusion:diffusion",
     "tapes": "arena.commands.tapes:tapes",
     "replay": "arena.commands.replay:replay",
     "report": "arena.commands.report:report",
@@ -37,6 +38,8 @@ SUMMARIES: dict[str, str] = {
     "score": "Score resolved forecasts: Brier, log loss, ECE, Murphy, trading P/L and Kelly, "
     "and more when the file has the columns for it.",
     "lab": "forecastbench's synthetic experiments on parity markets, checked against theory.",
+    "diffusion": "The market diffusion forecaster: train it on resolved markets, evaluate it on "
+    "later ones.",
     "tapes": "Import, inspect and validate price tapes.",
     "replay": "Replay cohorts of a tape with trading agents into an event log.",
     "report": "The leaderboard across cohorts (mean return with a 95% interval that says how it "

@@ -158,6 +158,7 @@ class CohortRunner:
         self.ids = tuple(tape.markets[m].id for m in self.universe)
         self.index = {mid: j for j, mid in enumerate(self.ids)}
         self.meta = tuple(self._meta(m) for m in self.universe)
+        self._paths: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._prepare_prices()
 
     def _meta(self, m: int, resolved: bool = False) -> MarketMeta:
@@ -398,10 +399,21 @@ class CohortRunner:
                 winner=r.winner,
                 resolved_ts=r.ts,
                 last_price=self.tape.price_at(info.id, r.ts),
+                history=self._path(m, r.ts),
+                volume_history=info.volume_history,
             )
             for m, info in enumerate(self.tape.markets)
             if (r := self.tape.resolutions.get(info.id)) is not None and r.ts < start
         )
+
+    def _path(self, m: int, resolved_ts: int) -> tuple[np.ndarray, np.ndarray]:
+        """Market ``m``'s price points up to its resolution, read-only: made once per cohort
+        and shared by every agent, since none can write through them."""
+        found = self._paths.get(m)
+        if found is None:
+            times, values = self.tape.history(m, resolved_ts)
+            found = self._paths[m] = (frozen(np.asarray(times)), frozen(np.asarray(values)))
+        return found
 
     def _stop_on(self, name: str, ts: int, ask: Callable[[Any], T], arg: Any) -> T:
         """``ask(arg)``; a ``RunStopped`` from the agent's code stops the run, naming it."""

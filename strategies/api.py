@@ -316,12 +316,19 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedMarket:
-    """A market that resolved before the cohort started, for strategies that learn."""
+    """A market that resolved before the cohort started, for strategies that learn.
+
+    ``history`` is its price path up to its resolution, ``(times, prices)`` with one column
+    per outcome in outcome order, read-only; ``volume_history`` its volume points ``(t,
+    volume)`` as the tape recorded them (each known from its instant on). Both end before the
+    cohort starts, so learning from them cannot see the cohort's future."""
 
     meta: MarketMeta
     winner: str | None
     resolved_ts: int
     last_price: tuple[float, ...] | None
+    history: tuple[np.ndarray, np.ndarray] | None = None
+    volume_history: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

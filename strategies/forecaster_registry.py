@@ -44,7 +44,7 @@ BUILTINS: dict[str, str] = {
     "market": "strategies.forecasters:MarketForecaster",
     "extremized": "strategies.forecasters:ExtremizedForecaster",
     "llm": "strategies.llm.forecast:LLMForecaster",
-    "diffusion": "strategies.forecasters:DiffusionForecaster",
+    "diffusion": "strategies.market_diffusion.forecaster:DiffusionForecaster",
     "file": "strategies.forecasters:FileForecaster",
 }
 

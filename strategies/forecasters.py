@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,15 +20,10 @@ import pydantic
 
 from ledger.metrics import asymmetric_extremize
 from strategies.api import (
-    Context,
-    MarketMeta,
     MarketsView,
-    ResolvedMarket,
     StrategyError,
-    Trace,
     View,
 )
-from strategies.diffusion import DEFAULTS, ORIGINS, DiffusionConfig, T, fit_and_forecast
 from strategies.forecaster_registry import (
     ForecasterSettings,
     RegisteredForecaster,
@@ -40,7 +34,6 @@ DEFAULT_COLUMN = "pred_prob"
 ID_COLUMN = "market_id"
 DAY = 86_400
 MIN_SPREAD_POINTS = 2
-MIN_TRAINING_MARKETS = 10
 
 
 class MarketForecaster(RegisteredForecaster):
@@ -128,132 +121,6 @@ class FileForecaster(PredictionsForecaster, RegisteredForecaster):
     def from_settings(cls, arg: str, settings: pydantic.BaseModel) -> FileForecaster:
         assert isinstance(settings, cls.Settings)
         return cls(arg, settings.column)
-
-
-def yes_label(market: ResolvedMarket) -> int | None:
-    """1 if a binary market resolved YES, 0 if NO, None if it was voided or is not binary.
-    The winner's name compares case-insensitively, as at settlement (NO may be listed first)."""
-    if not market.meta.is_binary or market.winner is None:
-        return None
-    winner = market.winner.casefold()
-    return 1 if winner == "yes" else 0 if winner == "no" else None
-
-
-class DiffusionForecaster(PredictionsForecaster, RegisteredForecaster):
-    """forecastbench's logit diffusion forecaster (``strategies.diffusion``), trained once per
-    cohort on the binary markets that resolved before it started, conditioned on the question.
-
-    A market's question is its only feature, so the forecast of a market is fixed for the whole
-    cohort: it is computed at setup for every binary market of the universe. The seed is the
-    ``seed`` setting, or else drawn from the agent's own generator, so a cohort always trains the
-    same model; the log names the seed. With fewer than 10 resolved markets, or only one
-    outcome among them, there is nothing to learn a difference from: no forecast, and the
-    decision's reasoning says so.
-    """
-
-    class Settings(ForecasterSettings):
-        """The model's size and training (``strategies.diffusion.DiffusionConfig``), and the
-        seed. The defaults train in about a second; forecastbench's own are
-        ``hidden=256&steps=2000&batch=256&lr=0.0002`` (depth 3, 32 sample steps and 16 samples
-        are the same in both)."""
-
-        hidden: int = pydantic.Field(
-            default=DEFAULTS.hidden,
-            ge=1,
-            description=f"hidden width (forecastbench: {ORIGINS.hidden})",
-        )
-        depth: int = pydantic.Field(
-            default=DEFAULTS.depth,
-            ge=1,
-            description=f"hidden layers (forecastbench: {ORIGINS.depth})",
-        )
-        steps: int = pydantic.Field(
-            default=DEFAULTS.steps,
-            ge=1,
-            description=f"training steps (forecastbench: {ORIGINS.steps})",
-        )
-        batch: int = pydantic.Field(
-            default=DEFAULTS.batch,
-            ge=1,
-            description=f"rows per training step (forecastbench: {ORIGINS.batch})",
-        )
-        lr: float = pydantic.Field(
-            default=DEFAULTS.lr,
-            gt=0,
-            description=f"AdamW learning rate (forecastbench: {ORIGINS.lr:g})",
-        )
-        sample_steps: int = pydantic.Field(
-            default=DEFAULTS.sample_steps,
-            ge=2,
-            le=T,
-            description=f"DDIM steps per sample (forecastbench: {ORIGINS.sample_steps})",
-        )
-        mc: int = pydantic.Field(
-            default=DEFAULTS.mc,
-            ge=1,
-            description=f"samples averaged per forecast (forecastbench: {ORIGINS.mc})",
-        )
-        seed: int | None = pydantic.Field(
-            default=None,
-            ge=0,
-            description="training and sampling seed; unset = from the agent's generator",
-        )
-
-        def config(self) -> DiffusionConfig:
-            return DiffusionConfig(
-                hidden=self.hidden, depth=self.depth, steps=self.steps, batch=self.batch,
-                lr=self.lr, sample_steps=self.sample_steps, mc=self.mc,
-            )  # fmt: skip
-
-    @classmethod
-    def from_settings(cls, arg: str, settings: pydantic.BaseModel) -> DiffusionForecaster:
-        assert isinstance(settings, cls.Settings)
-        if arg:
-            raise StrategyError(f"forecaster diffusion takes no argument (got {arg!r})")
-        return cls(settings.config(), settings.seed)
-
-    def __init__(self, config: DiffusionConfig = DEFAULTS, seed: int | None = None):
-        super().__init__({})
-        self.config = config
-        self.seed = seed
-        self.abstain: str | None = "not set up: it trains at the start of a cohort"
-        self.summary: str | None = None
-
-    def setup(self, context: Context) -> None:
-        seed = self.seed if self.seed is not None else int(context.rng.integers(2**31))
-        self.fit(context.resolved_before, context.universe, seed)
-
-    def fit(
-        self, resolved: Sequence[ResolvedMarket], universe: Sequence[MarketMeta], seed: int
-    ) -> None:
-        """Trains on ``resolved`` and forecasts every binary market of ``universe``."""
-        rows = [(m.meta.question, y) for m in resolved if (y := yes_label(m)) is not None]
-        n_yes = sum(y for _, y in rows)
-        self.predictions, self._aligned, self.summary = {}, None, None
-        if len(rows) < MIN_TRAINING_MARKETS or n_yes in (0, len(rows)):
-            self.abstain = (
-                f"diffusion has nothing to learn from: {len(rows)} binary market(s) resolved "
-                f"before the cohort, {n_yes} YES (it needs {MIN_TRAINING_MARKETS} or more, "
-                "with both outcomes)"
-            )
-            return
-        binary = [m for m in universe if m.is_binary]
-        questions, labels = zip(*rows, strict=True)
-        p, loss = fit_and_forecast(
-            questions, labels, [m.question for m in binary], self.config, seed
-        )
-        self.predictions = {m.id: float(pm) for m, pm in zip(binary, p, strict=True)}
-        self.abstain = None
-        c = self.config
-        self.summary = (
-            f"diffusion: {len(rows)} markets ({n_yes} YES), hidden {c.hidden}, depth {c.depth}, "
-            f"{c.steps} steps of {c.batch}, lr {c.lr:g}, {c.sample_steps} sample steps, "
-            f"mc {c.mc}, seed {seed}, final loss {loss:.4f}"
-        )
-
-    def trace(self) -> Trace | None:
-        """The trained model, named for the log (None when there is none)."""
-        return None if self.summary is None else Trace(model=self.summary)
 
 
 def _probability(raw: Any, table: Table, row: int, column: str) -> float:

@@ -335,3 +335,36 @@ def lab(n: int, repeats: int, as_json: bool) -> None:
     from arena.bench.lab_bench import bench_lab
 
     _run("lab parity", lambda: bench_lab(n, repeats), as_json)
+
+
+@bench.command(name="diffusion")
+@click.option("--markets", type=click.IntRange(min=2), default=20_000, show_default=True,
+              help="Synthetic resolved markets to train on (one row each).")  # fmt: skip
+@click.option("--steps", type=click.IntRange(min=1), default=2_000, show_default=True,
+              help="Training steps.")  # fmt: skip
+@click.option("--batch", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Rows per training step.")  # fmt: skip
+@click.option("--forecast-markets", type=click.IntRange(min=1), default=500, show_default=True,
+              help="Markets forecast at once.")  # fmt: skip
+@click.option("--mc", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Sampler runs per forecast.")  # fmt: skip
+@click.option("--sample-steps", type=click.IntRange(2, 64), default=32, show_default=True,
+              help="DDIM steps per sampler run.")  # fmt: skip
+@json_option
+def diffusion(
+    markets: int, steps: int, batch: int, forecast_markets: int, mc: int, sample_steps: int,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """The market diffusion model: training on 20,000 markets for 2,000 steps of batch 256
+    (target: under 2 minutes) and forecasting 500 markets with 16 sampler runs of 32 steps
+    (target: under 1 s), in CPU and wall seconds.
+
+    \b
+    Example:
+      arena bench diffusion --json
+    """
+    import arena.lab  # noqa: F401  (one BLAS thread, where numpy is not loaded yet)
+    from arena.bench.diffusion_bench import bench_diffusion
+
+    figures = lambda: bench_diffusion(markets, steps, batch, forecast_markets, mc, sample_steps)  # noqa: E731
+    _run("market diffusion", figures, as_json)
