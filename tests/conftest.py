@@ -20,6 +20,10 @@ and weekly decisions fall on 0, +7d and +14d.
 
 from __future__ import annotations
 
+# isort: off
+import arena.lab  # one BLAS thread, set before numpy loads (see arena.lab)
+
+# isort: on
 import json
 import sqlite3
 from collections.abc import Iterator

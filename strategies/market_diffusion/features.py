@@ -99,7 +99,8 @@ def _volumes_at(history: tuple[tuple[int, float], ...], instants: np.ndarray) ->
 
 
 def _log_days(seconds: np.ndarray) -> np.ndarray:
-    return np.log1p(np.maximum(seconds, 0) / DAY) / LOG_DAYS_SCALE
+    days: np.ndarray = np.log1p(np.maximum(seconds, 0) / DAY) / LOG_DAYS_SCALE
+    return days
 
 
 def conditions(

@@ -31,6 +31,7 @@ Where we go beyond pm_difftrain, and why:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import zipfile
@@ -45,6 +46,7 @@ from ledger.metrics import alr_to_simplex
 from strategies.api import StrategyError
 from strategies.diffusion import (
     ALPHA_BAR,
+    EMBED_DIM,
     LOGIT_SCALE,
     SAMPLE_SEED_OFFSET,
     Denoiser,
@@ -54,7 +56,6 @@ from strategies.diffusion import (
 )
 from strategies.market_diffusion.features import (
     CATEGORY_DIM,
-    EMBED_DIM,
     PRICE_CLIP,
     PRICE_FEATURES,
     condition_dim,
@@ -202,7 +203,7 @@ class MarketModel:
             for name, value in denoiser.params.items():
                 arrays[f"m{m}/{name}"] = value
         with path.open("wb") as handle:
-            np.savez(handle, **arrays)
+            np.savez(handle, allow_pickle=False, **arrays)
 
     @classmethod
     def load(cls, path: Path) -> MarketModel:
@@ -283,8 +284,7 @@ def market_prior(x: np.ndarray, t: np.ndarray | int, weights: np.ndarray) -> np.
     """E[ε | x_t] when x₀ is outcome k's target point v_k with probability ``weights[:, k]``:
     the posterior over the points, w_k ∝ q_k·exp(−|x_t − √ᾱ_t·v_k|²/(2(1 − ᾱ_t))), gives
     x̂₀ = Σ w_k·v_k and ε = (x_t − √ᾱ_t·x̂₀)/√(1 − ᾱ_t). x is (n, m − 1), in x's dtype."""
-    m = weights.shape[1]
-    vertices = np.array([label_coordinates(k, m) for k in range(m)])  # (m, m − 1)
+    vertices = _vertices(weights.shape[1])
     ab = np.asarray(ALPHA_BAR[t], dtype=np.float64).reshape(-1, 1)
     xs = np.asarray(x, dtype=np.float64)
     d2 = ((xs[:, None, :] - np.sqrt(ab)[:, :, None] * vertices[None]) ** 2).sum(axis=2)
@@ -292,8 +292,16 @@ def market_prior(x: np.ndarray, t: np.ndarray | int, weights: np.ndarray) -> np.
     logits -= logits.max(axis=1, keepdims=True)
     w = np.exp(logits)
     w /= w.sum(axis=1, keepdims=True)
-    eps = (xs - np.sqrt(ab) * (w @ vertices)) / np.sqrt(1.0 - ab)
+    eps: np.ndarray = (xs - np.sqrt(ab) * (w @ vertices)) / np.sqrt(1.0 - ab)
     return eps.astype(x.dtype, copy=False)
+
+
+@functools.cache
+def _vertices(m: int) -> np.ndarray:
+    """The m outcomes' target points, (m, m − 1), read-only (the sampler asks every step)."""
+    points = np.array([label_coordinates(k, m) for k in range(m)])
+    points.setflags(write=False)
+    return points
 
 
 def _training_prior(
@@ -311,7 +319,8 @@ def _with_prior(
     net: Callable[[np.ndarray, int], np.ndarray], weights: np.ndarray
 ) -> Callable[[np.ndarray, int], np.ndarray]:
     def predict(x: np.ndarray, t: int) -> np.ndarray:
-        return net(x, t) + market_prior(x, t, weights)
+        eps: np.ndarray = net(x, t) + market_prior(x, t, weights)
+        return eps
 
     return predict
 
