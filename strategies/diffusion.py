@@ -36,17 +36,19 @@ Where we differ, and why:
   0.29 and 0.13 with batches of 128). With ±1 targets x₆₃ has variance ᾱ + (1 − ᾱ) = 1, the
   sampler starts where training was, and the same four runs forecast above 0.996 and below
   0.005.
-* **The condition is a hashed bag of words**, not MiniLM: no model can be downloaded here and
+* **Text becomes a hashed bag of words**, not MiniLM: no model can be downloaded here and
   we add no dependency. Words and word bigrams of the question (pm_difftrain adds the
   description, which a cohort's markets do not carry) are hashed (blake2b, so the same
   text gives the same vector in every process, unlike Python's ``hash``) into ``EMBED_DIM``
   signed buckets and L2-normalised, as pm_difftrain normalises its sentence embeddings. Markets
-  whose questions share words get similar conditions; that is all the model can learn from.
+  whose questions share words get similar conditions. The market forecaster
+  (``strategies.market_diffusion``) conditions on these words and on the market's price path.
 * Computation is in float64 (torch's is float32): the finite-difference gradient check needs it,
-  and the schedule matches origins' float32 values to 1e-7.
+  and the schedule matches origins' float32 values to 1e-7. Sampling may run in float32
+  (``Denoiser.as_float32``).
 * Only η = 0 is implemented: it is the only value origins uses, and it makes the forecast a
   function of the seed alone.
-* The defaults are smaller (``DiffusionConfig``) so a cohort trains in about a second on a small
+* The defaults are smaller (``DiffusionConfig``) so a cohort trains in seconds on a small
   machine; ``ORIGINS`` holds forecastbench's (30 to 45 s on two slow cores).
 """
 

@@ -72,7 +72,7 @@ class EdgeSettings(TraderSettings):
     forecaster: str = pydantic.Field(
         default="extremized",
         description=f"NAME[:ARG], one of {', '.join(BUILTIN_FORECASTERS)} or a plugin's "
-        "(market, extremized, llm[:MODEL], diffusion, file:PATH.csv|.jsonl)",
+        "(market, extremized, llm[:MODEL], diffusion[:MODEL.npz], file:PATH.csv|.jsonl)",
     )
 
     @pydantic.model_validator(mode="before")
