@@ -56,7 +56,6 @@ from strategies.diffusion import (
 )
 from strategies.market_diffusion.features import (
     CATEGORY_DIM,
-    PRICE_CLIP,
     PRICE_FEATURES,
     condition_dim,
     label_coordinates,
@@ -272,10 +271,16 @@ def _for_outcomes(progress: Progress, m: int) -> Callable[[int, float], None]:
     return report
 
 
+WEIGHT_CLIP = 1e-6
+"""The prior takes a price as it is, clipped only so that its logarithm is finite
+(forecastbench's logit clip). The features clip at 1e-3; clipping the prior there too made a
+price of 0.0005 a forecast of 0.001, and the sign rule bought YES on the difference."""
+
+
 def market_weights(prices: np.ndarray) -> np.ndarray:
-    """Market prices (n, m) as the prior's probabilities: clipped as the features clip them,
-    then scaled to sum to 1."""
-    clipped = np.clip(np.asarray(prices, dtype=np.float64), PRICE_CLIP, 1.0 - PRICE_CLIP)
+    """Market prices (n, m) as the prior's probabilities: clipped to [1e-6, 1 − 1e-6], then
+    scaled to sum to 1."""
+    clipped = np.clip(np.asarray(prices, dtype=np.float64), WEIGHT_CLIP, 1.0 - WEIGHT_CLIP)
     weights: np.ndarray = clipped / clipped.sum(axis=1, keepdims=True)
     return weights
 
