@@ -21,7 +21,7 @@ and weekly decisions fall on 0, +7d and +14d.
 from __future__ import annotations
 
 # isort: off
-import arena.lab  # one BLAS thread, set before numpy loads (see arena.lab)
+import arena.lab as _one_blas_thread  # noqa: F401  (set before numpy loads: see arena.lab)
 
 # isort: on
 import json

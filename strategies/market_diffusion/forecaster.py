@@ -126,7 +126,7 @@ class DiffusionForecaster(RegisteredForecaster):
         bad one fails when the agent is built (its training settings would be ignored, so
         giving any is an error)."""
         assert isinstance(settings, cls.Settings)
-        training = settings.model_fields_set - {"seed"}
+        training = settings.model_fields_set & (set(cls.Settings.model_fields) - {"seed"})
         if arg and training:
             raise StrategyError(
                 f"forecaster diffusion:{arg} reads a trained model: {', '.join(sorted(training))} "

@@ -34,12 +34,12 @@ from strategies.builtin.extremized import Extremized
 from strategies.builtin.price_side import Contrarian
 from strategies.forecaster_registry import build_forecaster
 from strategies.forecasters import (
-    DiffusionForecaster,
     ExtremizedForecaster,
     FileForecaster,
     MarketForecaster,
 )
 from strategies.loader import BUILTINS, build_strategy
+from strategies.market_diffusion.forecaster import DiffusionForecaster
 
 T = 1_725_148_800  # 2024-09-01 00:00 UTC
 DAY = 86_400

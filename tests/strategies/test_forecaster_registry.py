@@ -20,8 +20,9 @@ from strategies import forecaster_registry
 from strategies.api import StrategyError
 from strategies.builtin.edge import Sign
 from strategies.forecaster_registry import build_forecaster, forecaster_class, joined_settings
-from strategies.forecasters import DiffusionForecaster, FileForecaster
+from strategies.forecasters import FileForecaster
 from strategies.loader import build_strategy
+from strategies.market_diffusion.forecaster import DiffusionForecaster
 from tests.conftest import hand_config
 
 PLUGIN = '''
@@ -146,10 +147,10 @@ def test_every_builtin_forecaster_is_registered_with_its_settings() -> None:
         "file",
     ]
     assert forecaster_registry.usage().startswith(
-        "market, extremized, llm[:MODEL], diffusion, file:PATH.csv|.jsonl"
+        "market, extremized, llm[:MODEL], diffusion[:MODEL.npz], file:PATH.csv|.jsonl"
     )
     assert set(forecaster_class("diffusion").Settings.model_fields) == {
-        "hidden", "depth", "steps", "batch", "lr", "sample_steps", "mc", "seed",
+        "hidden", "depth", "steps", "batch", "lr", "sample_steps", "mc", "per_market", "seed",
     }  # fmt: skip
     assert set(forecaster_class("file").Settings.model_fields) == {"column"}
     assert forecaster_class("llm").trader_defaults == {"min_edge": 0.01}

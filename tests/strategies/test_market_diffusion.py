@@ -270,3 +270,10 @@ def test_an_agent_reads_a_model_file_by_name(tmp_path: Path) -> None:
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(StrategyError, match=r"bad\.npz: not a model file"):
         build_strategy(f"sign?forecaster=diffusion:{tmp_path / 'bad.npz'}")
+
+
+def test_a_model_file_takes_no_training_settings(tmp_path: Path) -> None:
+    file = tmp_path / "m.npz"
+    zero_model().save(file)
+    with pytest.raises(StrategyError, match="hidden, steps apply only to a model trained at setup"):
+        build_strategy(f"sign?forecaster=diffusion:{file}&steps=10&hidden=8")

@@ -156,3 +156,13 @@ def test_lab(arena: Arena) -> None:
     assert (out["experiment"], out["n"], out["checks_ok"]) == ("parity", 1000, True)
     assert out["experiment_seconds_best"] <= out["experiment_seconds_median"]
     assert out["rows_per_second"] == 1000 / out["experiment_seconds_best"]
+
+
+def test_diffusion(arena: Arena) -> None:
+    out = arena.json("bench", "diffusion", "--markets", "40", "--steps", "3", "--batch", "8",
+                     "--forecast-markets", "5", "--mc", "2", "--sample-steps", "4")  # fmt: skip
+    assert (out["training_markets"], out["steps"], out["batch"]) == (40, 3, 8)
+    assert (out["forecast_markets"], out["mc"], out["sample_steps"]) == (5, 2, 4)
+    assert (out["hidden"], out["depth"]) == (128, 3)
+    timed = [k for k in out if k.endswith("_seconds")]
+    assert len(timed) == 5 and all(out[k] >= 0 for k in timed)

@@ -89,3 +89,12 @@ def test_resolved_paths_skip_voided_and_open_markets(tmp_path: Path) -> None:
                    Resolution(market="b", ts=T0 + 2 * DAY, winner=None)]  # fmt: skip
     found = list(resolved_paths(Tape.from_series(markets, series, resolutions)))
     assert [p.id for p in found] == ["a"] and found[0].winner_index() == 0
+
+
+def test_a_bad_model_file_is_one_line(tmp_path: Path, arena: Arena) -> None:
+    tape = small_tape(tmp_path / "t.tape")
+    (tmp_path / "m.npz").write_bytes(b"PK\x03\x04 not really")
+    result = arena("diffusion", "eval", "--model", tmp_path / "m.npz", "--tape", tape)
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: model file ") and "not a model file" in result.output
+    assert result.output.count("\n") == 1
