@@ -277,3 +277,27 @@ def test_a_model_file_takes_no_training_settings(tmp_path: Path) -> None:
     zero_model().save(file)
     with pytest.raises(StrategyError, match="hidden, steps apply only to a model trained at setup"):
         build_strategy(f"sign?forecaster=diffusion:{file}&steps=10&hidden=8")
+
+
+def test_each_outcome_count_gets_its_own_network() -> None:
+    binary = [path(k, T0 + 6 * DAY, "Yes" if k % 2 else "No", 0.05) for k in range(4)]
+    times = T0 + DAY * np.arange(4, dtype=np.int64)
+    prices = np.tile([0.5, 0.3, 0.2], (4, 1))
+    colours = ("Red", "Blue", "Green")
+    winners = ("Red", "blue", "GREEN")
+    facts = [MarketFacts(f"three {k}", None, None) for k in range(6)]
+    end = T0 + 5 * DAY
+    three = [
+        ResolvedPath(f"t{k}", facts[k], colours, times, prices, winners[k % 3], end)
+        for k in range(6)
+    ]
+    data = training_set([*binary, *three], 2**62, per_market=3)
+    assert data.markets == {2: 4, 3: 6}
+    assert data.conditions[3].shape == (18, condition_dim(3))
+    assert data.targets[3].shape == (18, 2) and data.prices[3].shape == (18, 3)
+    # "blue" won market t1, matched whatever its case: its target is outcome 1's point
+    assert data.targets[3][3] == pytest.approx(label_coordinates(1, 3))
+    model = MarketModel.fit(data, TINY, 0)
+    assert model.outcome_counts() == [2, 3]
+    p = model.forecast(3, data.conditions[3][:2], data.prices[3][:2])
+    assert p.shape == (2, 3) and p.sum(axis=1) == pytest.approx(1.0)
