@@ -35,7 +35,8 @@ from arena.cohort import (
 )
 from arena.equity import CohortRecord, fold_cohort
 from arena.errors import ArenaError
-from arena.replay import CohortDone, replay_cohorts
+from arena.recorded import CohortDone
+from arena.replay import replay_cohorts
 from arena.report import IntervalSettings, interval_info, iso_utc, universe_volume
 from arena.settings import DEFAULT_OPTIONS, RunOptions, cohort_configs
 from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_returns
@@ -43,7 +44,8 @@ from ledger.projection import BrierRow, CohortState
 from ledger.restore import load
 from ledger.store import EventStore
 from replays.tape import Tape
-from strategies.loader import AgentSpec, build_strategy
+from strategies.api import StrategyError
+from strategies.loader import build_strategy, name_specs
 
 STRATEGY = "strategy"
 """The name the backtested strategy trades under, whatever its spec: paths and query strings
@@ -94,14 +96,12 @@ class BacktestPlan:
 
 def backtest_agents(strategy: str, against: Sequence[str]) -> dict[str, str]:
     """Agent name -> spec: the strategy as ``strategy``, then each comparison agent by its
-    kind; a kind named twice (or ``strategy``) is a BacktestError."""
-    agents = {STRATEGY: strategy}
-    for spec in against:
-        kind = AgentSpec.parse(spec).kind
-        if kind in agents:
-            raise BacktestError(f"--against names {kind!r} twice (or as the strategy's name)")
-        agents[kind] = spec
-    return agents
+    kind, by its settings where two share a kind (``sign-B_100``), or as the user named it
+    (``NAME=SPEC``; ``strategies.loader.name_specs``); two with one name are a BacktestError."""
+    try:
+        return {STRATEGY: strategy, **name_specs(against, taken=[STRATEGY])}
+    except StrategyError as exc:
+        raise BacktestError(f"--against: {exc}") from None
 
 
 def default_starts(tape: Tape, universe: int, decision_cadence: str = "weekly") -> list[datetime]:

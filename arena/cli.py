@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "bench": "arena.commands.bench:bench",
     "step": "arena.commands.step:step",
     "backtest": "arena.commands.backtest:backtest",
+    "sweep": "arena.commands.sweep:sweep",
     "strategies": "arena.commands.strategies:strategies",
     "strategy": "arena.commands.strategy:strategy",
     "cassette": "arena.commands.cassette:cassette",
@@ -50,9 +51,11 @@ SUMMARIES: dict[str, str] = {
     "export": "Write a run's fills, positions, decisions, Brier rows and stated beliefs as "
     "CSV (and Parquet), a predictions file for 'arena score', and SQLite tables.",
     "bench": "Measure speed: ledger appends and reads, the replay peer workload, tapes, "
-    "plugins, LLM agents, the lab.",
+    "plugins, LLM agents, the lab, sweeps on local cores and Ray.",
     "step": "Step through a run one decision at a time: a finished log, or a replay as it runs.",
     "backtest": "Backtest STRATEGY against baseline agents over many weekly cohorts.",
+    "sweep": "Sweep STRATEGY's settings over many weekly cohorts, against shared comparison "
+    "agents.",
     "strategies": "List the built-in and installed strategies with their settings.",
     "strategy": "Work with strategy plugins.",
     "cassette": "Write every model question a log holds (each with all of its attempts) as a "

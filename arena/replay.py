@@ -1,52 +1,29 @@
-"""Replaying many cohorts into one store, in parallel across CPU cores.
+"""Replaying many cohorts into one log, on any engine, with the same log every time.
 
-Each cohort is its own stream, so workers never contend for a stream version; the store
-serialises their appends (and the global hash chain) with SQLite's write lock. Workers get the
-tape's path rather than the tape, so nothing large crosses a process boundary.
+Each cohort is its own stream. An engine (``arena.engines``: this machine's cores, or a Ray
+cluster) replays the cohorts wherever it likes and hands back each one's recording; this driver
+alone writes the log, appending the recordings in the order of ``configs`` as soon as each one's
+predecessors are in. So the hash chain, the head recorded beside the log and every digest are
+the same for one worker or many, for ``local`` or ``ray``, and from one run to the next.
 
-Workers start with one BLAS thread each (unless the environment already says how many): the
-workers already fill the cores, and a BLAS pool per worker on top of them oversubscribes the
-machine. Training the diffusion forecaster at forecastbench's sizes in two workers on two
-cores took 19.5 s each with OpenBLAS's default threads and 3.5 s with one.
+``skip_finished`` makes a run resumable at the level of cohorts: a cohort the log already holds
+complete (through its closing snapshot) is not replayed again. Without it a finished cohort is
+replayed and checked against the log, event by event, as ``arena replay`` always has.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from arena.cohort import CohortConfig
+from arena.engines import CohortWork, LocalEngine, make_engine
+from arena.recorded import CohortDone, RecordedCohort, deliver, finished
 from arena.runner import CohortRunner
 from arena.settings import DEFAULT_OPTIONS, RunOptions, RunSettings
 from ledger.anchor import write_head
 from ledger.store import EventStore
-from replays.tape import Tape
 from replays.tapefile import load_tape
-
-
-@dataclass(frozen=True)
-class CohortDone:
-    """What a finished cohort reports back: its stream and how much it wrote."""
-
-    cohort: str
-    events: int
-    appended: int
-
-
-def run_cohort(tape: Tape, settings: RunSettings, db: Path) -> CohortDone:
-    runner = CohortRunner(tape, settings)
-    with EventStore.open(db) as store:
-        run = runner.run(store)
-    return CohortDone(run.cohort, run.events, run.appended)
-
-
-def _worker(tape_path: str, settings: RunSettings, db: str) -> CohortDone:
-    return run_cohort(load_tape(tape_path), settings, Path(db))
 
 
 def replay_cohorts(
@@ -55,53 +32,43 @@ def replay_cohorts(
     db: Path,
     options: RunOptions = DEFAULT_OPTIONS,
     *,
+    skip_finished: bool = False,
     on_done: Callable[[CohortDone], None] | None = None,
 ) -> list[CohortDone]:
-    """Replay every cohort, each run as ``options`` say (in ``options.workers`` processes);
-    results come back in the order of ``configs``. The head the log is left at is recorded
-    beside it (``ledger.anchor``), for ``arena verify`` to check later."""
-    EventStore.open(db).close()  # create the schema once, before workers race to do it
-    runs = [RunSettings(cohort=config, options=options) for config in configs]
+    """Replay every cohort, each run as ``options`` say (on ``options.engine``, with
+    ``options.jobs`` workers); results come back in the order of ``configs``. The head the log
+    is left at is recorded beside it (``ledger.anchor``), for ``arena verify`` to check later."""
     results: dict[int, CohortDone] = {}
-    jobs = options.workers(len(runs))
-    if jobs <= 1:
-        tape = load_tape(tape_path)
-        for k, settings in enumerate(runs):
-            results[k] = run_cohort(tape, settings, db)
+    with EventStore.open(db) as store:  # creates the schema before any worker starts
+        if skip_finished:
+            tape_hash = load_tape(tape_path).hash
+            for k, config in enumerate(configs):
+                if (done := finished(store, config.cohort_id(tape_hash))) is not None:
+                    results[k] = done
+        todo = [k for k in range(len(configs)) if k not in results]
+        for k in sorted(results):
             if on_done:
                 on_done(results[k])
-    else:
-        context = multiprocessing.get_context("spawn")
-        with (
-            one_blas_thread_per_worker(),
-            ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool,
-        ):
-            futures = {
-                pool.submit(_worker, str(tape_path), settings, str(db)): k
-                for k, settings in enumerate(runs)
-            }
-            for future in as_completed(futures):
-                k = futures[future]
-                results[k] = future.result()
+        engine = make_engine(options, len(todo))
+        if isinstance(engine, LocalEngine) and engine.in_process:
+            tape = load_tape(tape_path) if todo else None
+            for k in todo:
+                assert tape is not None
+                run = CohortRunner(tape, RunSettings(cohort=configs[k], options=options)).run(store)
+                results[k] = CohortDone(run.cohort, run.events, run.appended)
                 if on_done:
                     on_done(results[k])
-    with EventStore.open(db, readonly=True) as store:
+        elif todo:
+            waiting: dict[int, Callable[[], RecordedCohort]] = {}
+            order = iter(todo)
+            nxt = next(order, None)
+            work = CohortWork(tape_path, options)
+            for j, fetch in engine.run(work, [configs[k] for k in todo]):
+                waiting[todo[j]] = fetch
+                while nxt is not None and nxt in waiting:
+                    results[nxt] = deliver(store, waiting.pop(nxt)())
+                    if on_done:
+                        on_done(results[nxt])
+                    nxt = next(order, None)
         write_head(store)
     return [results[k] for k in range(len(configs))]
-
-
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-@contextmanager
-def one_blas_thread_per_worker() -> Iterator[None]:
-    """Spawned workers inherit the environment as it is when they start, and BLAS reads it
-    once, when numpy loads; so set it around the pool's life and put it back after."""
-    unset = [name for name in BLAS_THREAD_VARIABLES if name not in os.environ]
-    for name in unset:
-        os.environ[name] = "1"
-    try:
-        yield
-    finally:
-        for name in unset:
-            os.environ.pop(name, None)

@@ -6,8 +6,8 @@ Two kinds of setting, kept apart because only one of them may change the log:
   cadences, seed). Its hash, with the tape's, is the cohort id, so the same settings give the
   same id and the same log from the CLI and from Python alike.
 - :class:`RunOptions`: *how* cohorts run (the per-decision time limit, agents in worker
-  processes, how many cohorts at once). None of them enters a cohort id: an honest agent logs
-  the same bytes whatever they are.
+  processes, how many cohorts at once, on which engine). None of them enters a cohort id: an
+  honest agent logs the same bytes whatever they are.
 
 :class:`RunSettings` carries one cohort's pair to ``arena.runner.CohortRunner``, whole, in this
 process or in a spawned worker. Every default lives on these models, once; the CLI's options
@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 
@@ -60,6 +60,23 @@ class RunOptions(pydantic.BaseModel):
     jobs: int = pydantic.Field(
         default=0, ge=0, description="cohorts replayed at once (0: one per CPU core)"
     )
+    engine: Literal["local", "ray"] = pydantic.Field(
+        default="local",
+        description="where cohorts run: this machine's cores, or a Ray cluster (arena[ray]); "
+        "the log, its digest and head are the same either way",
+    )
+    address: str | None = pydantic.Field(
+        default=None,
+        description="the Ray cluster to join (auto: the one 'ray start' left here); unset, a "
+        "local Ray instance is started for the run",
+    )
+
+    @pydantic.field_validator("address")
+    @classmethod
+    def _address_for_ray(cls, value: str | None, info: pydantic.ValidationInfo) -> str | None:
+        if value and info.data.get("engine") != "ray":
+            raise ValueError("only with --engine ray")
+        return value
 
     def workers(self, cohorts: int) -> int:
         """Worker processes for ``cohorts`` cohorts: ``jobs``, or one per core, never more

@@ -307,13 +307,19 @@ def paired_returns(
     seed: int = 0,
 ) -> PairedDifference:
     """Agent ``a``'s return minus ``b``'s, cohort by cohort, with the interval of its mean by
-    the same method as ``leaderboard`` (both agents must be in every cohort)."""
+    the same method as ``leaderboard``.
+
+    The k-th cohort ``a`` traded in is paired with the k-th ``b`` traded in: the same cohort
+    when both are in every one, or, in a sweep that runs the comparison agents once per start
+    in cohorts of their own, the cohorts of the same start (same universe, same instants).
+    Pass ``interval`` explicitly then: ``auto`` would see the starts' markets twice."""
     states = _states(source)
-    diffs = []
+    returns: dict[str, list[float]] = {a: [], b: []}
     for state in states:
-        by_agent = {s.agent: s.return_pct for s in cohort_standings(state)}
-        diffs.append((by_agent[a], by_agent[b]))
-    t = paired_difference([x for x, _ in diffs], [y for _, y in diffs])
+        for standing in cohort_standings(state):
+            if standing.agent in returns:
+                returns[standing.agent].append(standing.return_pct)
+    t = paired_difference(returns[a], returns[b])
     if interval_method(states, interval) == "cohorts":
         return t
     return MarketResample(states, draws, seed).paired(a, b, t.mean)

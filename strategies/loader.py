@@ -12,7 +12,9 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -137,3 +139,47 @@ def build_strategy(spec: str) -> Strategy:
         raise
     except Exception as exc:  # a plugin's own __init__: its bug, reported as the spec's fault
         raise StrategyError(f"{parsed.kind}: {type(exc).__name__}: {exc}") from None
+
+
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def derived_name(spec: str, keys: Iterable[str] | None = None) -> str:
+    """An agent name made from a spec's kind, argument and settings: ``sign?B=100&min_edge=0``
+    is ``sign-B_100-min_edge_0`` (settings sorted by key, so their order in the spec does not
+    matter; ``keys`` keeps only those settings). A path's kind is its class name."""
+    parsed = AgentSpec.parse(spec)
+    parts = [parsed.kind.rpartition(":")[2] or parsed.kind]
+    if parsed.arg:
+        parts.append(Path(parsed.arg).name)
+    wanted = parsed.settings.keys() if keys is None else keys
+    parts += [f"{k}_{parsed.settings[k]}" for k in sorted(wanted) if k in parsed.settings]
+    return "-".join(_NOT_IN_NAMES.sub("_", part).strip("_") or "_" for part in parts)
+
+
+def name_specs(items: Sequence[str], taken: Iterable[str] = ()) -> dict[str, str]:
+    """``{name: spec}`` for agent specs given without names, or as ``NAME=SPEC``.
+
+    An unnamed spec is named by its kind, as it always was, unless two specs share that kind
+    (``sign?B=100`` beside ``sign?B=500``) or the kind is a path: then it is named by its
+    settings (:func:`derived_name`). ``taken`` are names already in use (a backtest's ``strategy``).
+    Two specs that still end up with one name raise StrategyError, saying to name them."""
+    named: list[tuple[str | None, str]] = []
+    for item in items:
+        head, sep, spec = item.partition("=")
+        if sep and head and spec and "?" not in head:  # NAME=SPEC; a bare spec's '=' is after '?'
+            named.append((head, spec))
+        else:
+            named.append((None, item))
+    kinds = [AgentSpec.parse(spec).kind for name, spec in named if name is None]
+    agents: dict[str, str] = {}
+    used = set(taken)
+    for name, spec in named:
+        if name is None:
+            kind = AgentSpec.parse(spec).kind
+            unique = kinds.count(kind) == 1 and _NOT_IN_NAMES.search(kind) is None
+            name = kind if unique else derived_name(spec)
+        if name in used or name in agents:
+            raise StrategyError(f"two agents are named {name!r}: name them, e.g. {name}2={spec}")
+        agents[name] = spec
+    return agents

@@ -204,3 +204,22 @@ def tmux() -> Iterator[Tmux]:
     server = Tmux()
     yield server
     server("kill-server")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[None]:
+    """A real Ray instance on this machine, started once for the whole session: two CPUs (the
+    machines have two cores), no dashboard, on 127.0.0.1, a small object store. ``--engine
+    ray`` uses the instance its process already has, so every Ray test shares this one."""
+    import ray
+
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        object_store_memory=256 << 20,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    yield
+    ray.shutdown()

@@ -20,18 +20,18 @@ from arena.report import BRIER_IMPLIED, beliefs_table
 from replays.tapefile import load_tape
 
 
-def _pct(x: float | None) -> str:
+def pct_cell(x: float | None) -> str:
     if x is None:
         return "—"
     colour = "green" if x > 0 else "red" if x < 0 else "white"
     return f"[{colour}]{x:+.2f}%[/]"
 
 
-def _num(x: float | None, fmt: str = "{:.4f}") -> str:
+def num_cell(x: float | None, fmt: str = "{:.4f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def _interval(low: float | None, high: float | None) -> str:
+def interval_cell(low: float | None, high: float | None) -> str:
     return "[—]" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}]"
 
 
@@ -48,7 +48,8 @@ def cohort_table(data: dict[str, Any]) -> Table:
         table.add_column(name, justify="right", no_wrap=True)
     for cohort in data["cohorts"]:
         cells = [
-            f"{_pct(a['return_pct'])} {_num(a['brier'], '{:.3f}')} {_num(a['win_rate'], '{:.0%}')}"
+            f"{pct_cell(a['return_pct'])} {num_cell(a['brier'], '{:.3f}')} "
+            f"{num_cell(a['win_rate'], '{:.0%}')}"
             for a in (cohort["agents"][name] for name in names)
         ]
         table.add_row(cohort["start"][:10], str(cohort["markets"]), *cells)
@@ -72,13 +73,15 @@ def summary_table(data: dict[str, Any]) -> Table:
         paired = ""
         if pair:
             mark = "[green]✓[/]" if pair["significant"] else "·"
-            paired = f"{_pct(pair['mean'])} {_interval(pair['ci_low'], pair['ci_high'])} {mark}"
+            ci = interval_cell(pair["ci_low"], pair["ci_high"])
+            paired = f"{pct_cell(pair['mean'])} {ci} {mark}"
+        ci = interval_cell(s["return_ci_low"], s["return_ci_high"])
         table.add_row(
             name,
-            f"{_pct(s['return_mean'])} {_interval(s['return_ci_low'], s['return_ci_high'])}",
-            _num(s["brier"]),
-            _num(s["bss"], "{:+.3f}"),
-            _num(s["win_rate"], "{:.1%}"),
+            f"{pct_cell(s['return_mean'])} {ci}",
+            num_cell(s["brier"]),
+            num_cell(s["bss"], "{:+.3f}"),
+            num_cell(s["win_rate"], "{:.1%}"),
             paired,
         )
     return table
@@ -96,7 +99,8 @@ def summary_table(data: dict[str, Any]) -> Table:
     "--against",
     default=",".join(DEFAULT_AGAINST),
     show_default=True,
-    help="Comma-separated agent specs to compare with, each named by its kind.",
+    help="Comma-separated agent specs to compare with, each named by its kind (by its "
+    "settings where two share a kind, e.g. sign-B_100), or NAME=SPEC.",
 )
 @click.option(
     "--db",
@@ -130,6 +134,7 @@ def backtest(
       arena backtest favourite
       arena backtest ./my.py:Mine --starts 2024-09-01..2024-10-27 --against hold,random
       arena backtest 'random?bets=4' --universe 50 --report out/ --json
+      arena backtest sign --against 'hold,sign?B=100,sign?B=500' --engine ray
     """
     console = make_console(stderr=as_json)
     chosen = parse_starts(None, starts) if starts else None

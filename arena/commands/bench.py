@@ -53,7 +53,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 @click.group()
 def bench() -> None:
     """Measure speed: ledger appends and reads, the replay peer workload, tapes, plugins, LLM
-    agents, the lab.
+    agents, the lab, sweeps on local cores and Ray.
 
     \b
     Examples:
@@ -162,6 +162,37 @@ def replay(
         _show(f"{name} (same tape, same run)", theirs, False)
     for note in notes:
         click.echo(note)
+
+
+@bench.command()
+@click.option(
+    "--settings",
+    type=click.IntRange(1, 10),
+    default=7,
+    show_default=True,
+    help="Settings of the sweep (each adds one cohort-run per start).",
+)
+@click.option(
+    "--starts",
+    type=click.IntRange(min=1),
+    default=25,
+    show_default=True,
+    help="The sample's first full Sundays (7 settings + shared x 25 = 200 runs).",
+)
+@click.option("--jobs", type=int, default=0, help="Workers of either engine (default: cores).")
+@json_option
+def sweep(settings: int, starts: int, jobs: int, as_json: bool) -> None:
+    """A sweep on --engine local and on --engine ray (a local Ray instance, started first):
+    Ray's overhead; the cost of an extra setting with shared comparison agents; and the
+    figures a 10,000-cohort-run sweep on 16 nodes is estimated from (README).
+
+    \b
+    Example:
+      arena bench sweep --json
+    """
+    from arena.bench.sweep_bench import bench_sweep
+
+    _run("sweep (local vs ray)", lambda: bench_sweep(settings, starts, jobs), as_json)
 
 
 @bench.command()

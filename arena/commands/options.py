@@ -5,7 +5,8 @@ built from them, so a command declares the cohort settings once and receives the
 
 - :func:`cohort_options`: ``--tape``, the cohort settings (``--rules``, ``--cash``,
   ``--universe``, ``--decisions``, ``--marks``, ``--seed``) and the run options (``--jobs``,
-  ``--timeout``, ``--isolate``, ``--on-miss``), as one :class:`CohortChoice` named ``cohort``;
+  ``--timeout``, ``--isolate``, ``--on-miss``, ``--engine``, ``--address``), as one
+  :class:`CohortChoice` named ``cohort``;
 - :func:`agent_options`: ``--agent NAME=SPEC`` (repeatable) and ``--agents-file``, as
   ``agents`` (``{name: spec}``, the built-in line-up when neither is given);
 - :func:`start_options`: ``--start`` or ``--starts FROM..TO``, as ``starts`` (a list of
@@ -110,6 +111,13 @@ _COHORT_OPTIONS = (
     click.option("--isolate", is_flag=True, default=_default(RunOptions, "isolate"),
                  help="Run each agent's code in a worker process of its own (for plugins you "
                       "do not trust; the same log for honest ones, slower per decision)."),
+    click.option("--engine", type=click.Choice(["local", "ray"]),
+                 default=_default(RunOptions, "engine"), show_default=True,
+                 help="Where cohorts run: this machine's cores, or a Ray cluster (the extra "
+                      "arena[ray]). The log, its digest and head are the same either way."),
+    click.option("--address",
+                 help="With --engine ray: the cluster to join (auto: the one 'ray start' left "
+                      "here); without it a local Ray instance is started for the run."),
 )  # fmt: skip
 
 

@@ -68,6 +68,7 @@ def replay(
       arena replay
       arena replay --starts 2024-05-12..2024-11-03 --agent fav=favourite --agent h=hold
       arena replay --tape my.tape --start 2024-09-01 --agent me=./mine.py:Mine --json
+      arena replay --starts 2024-05-12..2024-11-03 --engine ray --address auto
     """
     console = make_console(stderr=as_json)
     for spec in agents.values():

@@ -292,7 +292,7 @@ def test_default_starts_are_the_full_universe_sundays() -> None:
     [
         (("nosuch",), "unknown strategy 'nosuch'"),
         (("favourite", "--against", "hold,nosuch"), "unknown strategy 'nosuch'"),
-        (("favourite", "--against", "hold,hold"), "'hold' twice"),
+        (("favourite", "--against", "hold,hold"), "two agents are named 'hold'"),
         (("favourite", "--starts", "2020-01-05..2020-01-12"), "no open, priced market"),
         (("favourite", "--decisions", "sometimes"), "decision_cadence: cadence 'sometimes'"),
         (("favourite", "--cash", "-1"), "cash: Input should be greater than 0"),

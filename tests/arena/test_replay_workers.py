@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from arena.replay import BLAS_THREAD_VARIABLES, one_blas_thread_per_worker
+from arena.engines import BLAS_THREAD_VARIABLES, one_blas_thread_per_worker
 
 
 def _environment_of_a_spawned_process(names: tuple[str, ...]) -> dict[str, str | None]:
