@@ -21,7 +21,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 from arena.cohort import CohortConfig
 from arena.errors import ArenaError
@@ -29,8 +29,6 @@ from arena.recorded import RecordedCohort, record_cohort
 from arena.settings import DEFAULT_OPTIONS, RunOptions, RunSettings
 from replays.tape import Tape
 from replays.tapefile import load_tape
-
-EngineName = Literal["local", "ray"]
 
 Finished = tuple[int, Callable[[], RecordedCohort]]
 """A cohort that finished: its index among those asked for, and how to fetch its recording
@@ -54,9 +52,6 @@ class CohortWork:
 
 class Engine(Protocol):
     """Runs cohorts and yields each recording once it is made, in completion order."""
-
-    name: EngineName
-    jobs: int
 
     def run(self, work: CohortWork, configs: Sequence[CohortConfig]) -> Iterator[Finished]: ...
 
@@ -84,7 +79,6 @@ class LocalEngine:
     nothing to gain from a worker, and a large cohort's events are never all held at once."""
 
     jobs: int = 1
-    name: EngineName = "local"
 
     @property
     def in_process(self) -> bool:

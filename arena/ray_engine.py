@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.cohort import CohortConfig
-from arena.engines import CohortWork, EngineError, EngineName, Finished
+from arena.engines import CohortWork, EngineError, Finished
 from arena.recorded import RecordedCohort, record_cohort
 from arena.settings import RunSettings
 from replays.tape import Tape
@@ -77,7 +77,6 @@ class RayEngine:
 
     address: str | None = None
     jobs: int = 0
-    name: EngineName = "ray"
 
     def run(self, work: CohortWork, configs: Sequence[CohortConfig]) -> Iterator[Finished]:
         try:
