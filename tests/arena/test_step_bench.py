@@ -3,12 +3,8 @@ says it took (speed itself is the bench's to report, never a test's)."""
 
 from __future__ import annotations
 
-import json
-
-from click.testing import CliRunner
-
 from arena.bench.step_bench import bench_live, bench_redraw, bench_step_back
-from arena.commands.bench import bench
+from tests.conftest import Arena
 
 TIMED = {"cpu", "wall"}
 FIGURES = {"best_ms", "median_ms", "worst_ms", "samples"}
@@ -41,11 +37,8 @@ def test_live_steps_the_sample_to_its_close_one_decision_instant_at_a_time() -> 
     assert figures["events"] > 100
 
 
-def test_the_command_prints_the_figures_as_json() -> None:
-    args = ["step", "--markets", "8", "--agents", "2", "--events", "6000", "--json"]
-    result = CliRunner().invoke(bench, args)
-    assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+def test_the_command_prints_the_figures_as_json(arena: Arena) -> None:
+    out = arena.json("bench", "step", "--markets", "8", "--agents", "2", "--events", "6000")
     assert out["redraw"]["key_to_screen"]["cpu"]["samples"] == 40
     assert out["step_back"]["to_any_decision"]["wall"]["samples"] == 40
     assert out["live"]["step"]["cpu"]["samples"] == 12

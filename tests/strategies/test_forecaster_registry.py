@@ -3,15 +3,12 @@ that adds one by entry point, as a strategy plugin adds strategies."""
 
 from __future__ import annotations
 
-import json
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from arena.cli import cli
 from arena.runner import CohortRunner
 from ledger.events import DecisionMade, OrderFilled
 from ledger.store import EventStore
@@ -23,7 +20,7 @@ from strategies.forecaster_registry import build_forecaster, forecaster_class, j
 from strategies.forecasters import FileForecaster
 from strategies.loader import build_strategy
 from strategies.market_diffusion.forecaster import DiffusionForecaster
-from tests.conftest import hand_config
+from tests.conftest import Arena, hand_config
 
 PLUGIN = '''
 import numpy as np
@@ -128,10 +125,8 @@ def test_broken_and_shadowing_plugins(plugin: Path) -> None:
     assert isinstance(build_strategy("sign?forecaster=diffusion"), Sign)  # the rest still work
 
 
-def test_arena_strategies_lists_a_plugin_forecasters_settings(plugin: Path) -> None:
-    result = CliRunner().invoke(cli, ["strategies", "--json"])
-    assert result.exit_code == 0, result.output
-    sign = next(e for e in json.loads(result.output) if e["name"] == "sign")
+def test_arena_strategies_lists_a_plugin_forecasters_settings(arena: Arena, plugin: Path) -> None:
+    sign = next(e for e in arena.json("strategies") if e["name"] == "sign")
     rows = {(s["forecaster"], s["name"]): s for s in sign["settings"]}
     assert rows[("oracle", "p")]["description"] == "oracle: the one forecast"
     assert rows[("oracle", "p")]["default"] == 0.9
