@@ -90,6 +90,7 @@ def test_a_hung_worker_is_stopped_restarted_and_recorded(favourite_alone: list[A
     assert of_agent(events, "fav") == favourite_alone
 
 
+@pytest.mark.slow  # a segfaulting worker restarted at every decision: seconds of waiting
 def test_a_crashed_worker_is_a_recorded_hold(favourite_alone: list[AnyEvent]) -> None:
     events = replay({"bad": Crashes()}, isolate=True, timeout=30.0)
     made = decisions(events, "bad")

@@ -19,6 +19,8 @@ import textwrap
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 ARENA = Path(sys.executable).parent / "arena"
 SECTION = re.compile(r"<!-- walkthrough:start -->(.*?)<!-- walkthrough:end -->", re.S)
@@ -62,6 +64,7 @@ def run(argv: list[str], cwd: Path, path: list[Path]) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow  # every README walkthrough command as a process, a pip install stood in for
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     argvs = commands()
     assert [a[:2] for a in argvs] == [

@@ -62,6 +62,7 @@ def test_fair_tape_prices_are_fair() -> None:
     assert len({r.ts for r in tape.resolutions.values()}) == 1
 
 
+@pytest.mark.slow  # 100 tapes replayed for a coverage rate
 def test_the_t_interval_undercovers_and_the_market_bootstrap_covers() -> None:
     """100 fair tapes × 4 weekly cohorts of 30 markets. The t interval takes four echoes of one
     set of outcomes for four experiments: it covers 21 of these 100. The market bootstrap covers

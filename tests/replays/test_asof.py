@@ -121,6 +121,7 @@ def covered_tapes(draw: st.DrawFn) -> tuple[Tape, list[int], np.ndarray]:
     return Tape(markets, offsets, times, prices, {}), chosen, instants
 
 
+@pytest.mark.slow  # 300 generated tapes
 @settings(max_examples=300, deadline=None)
 @given(covered_tapes())
 def test_the_universe_walk_equals_the_precomputed_tables(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from arena.bench.canned_llm import CannedLLM
 from arena.bench.llm_bench import AGENT_ANSWER
 from replays.synthetic import anchored_walk_tape
@@ -52,6 +54,7 @@ def test_tapes(arena: Arena) -> None:
     assert all(is_number(out[k]) and out[k] > 0 for k in ("load_seconds", "peak_rss_mb", "file_mb"))
 
 
+@pytest.mark.slow  # the benchmark itself, at its fixed universe sizes
 def test_strategies(arena: Arena) -> None:
     out = arena.json("bench", "strategies")
     assert set(out) == {

@@ -145,6 +145,7 @@ def test_help_has_an_example(arena: Arena) -> None:
     assert result.exit_code == 0 and "arena strategy new cheapskate" in result.output
 
 
+@pytest.mark.slow  # pytest in a fresh process on the generated plugin
 def test_the_generated_test_passes_as_generated(plugin: Path) -> None:
     # No pip install: the generated pyproject puts the package on pytest's path itself.
     done = subprocess.run(
