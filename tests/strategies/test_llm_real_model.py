@@ -46,6 +46,7 @@ def run(arena: Arena, tape: Path, db: Path) -> dict[str, object]:
     return out
 
 
+@pytest.mark.slow  # two minutes of a 135M model answering on one thread
 def test_a_cohort_against_the_real_model_is_logged_whole_and_replays_offline(
     arena: Arena, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
