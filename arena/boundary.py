@@ -41,13 +41,14 @@ import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from datetime import timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import msgspec
 import numpy as np
 
 from ledger.events import BetIntent, ModelCall, SellIntent
 from ledger.rules import RuleSet
+from replays.tape import spans
 from strategies.api import (
     Context,
     Decision,
@@ -59,6 +60,10 @@ from strategies.api import (
     Trace,
     View,
 )
+
+if TYPE_CHECKING:
+    from replays.asof import AsOf
+    from replays.tape import Tape
 
 MAX_AMOUNT = 1e12
 """The largest dollar amount a bet may ask for: far beyond any cash, far below overflow."""
@@ -102,48 +107,67 @@ def frozen(array: np.ndarray) -> np.ndarray:
     return flat if array.ndim == 1 else flat.reshape(array.shape)
 
 
+class Layout(NamedTuple):
+    """The universe's series as the tape stores them: market ``j`` has ``lengths[j]`` points
+    of ``widths[j]`` prices each (YES alone for a binary market, whose NO is 1 − YES) and, if
+    binary, YES in outcome column ``yes_column[j]`` (-1 for any other market)."""
+
+    lengths: tuple[int, ...]
+    widths: tuple[int, ...]
+    yes_column: tuple[int, ...]
+
+    @classmethod
+    def of(cls, tape: Tape, universe: Sequence[int]) -> Layout:
+        markets = [tape.markets[m] for m in universe]
+        return cls(
+            tuple(len(tape.times(m)) for m in universe),
+            tuple(info.stored_columns for info in markets),
+            tuple(info.yes_column if info.is_binary else -1 for info in markets),
+        )
+
+
 class Past(NamedTuple):
     """The universe's price points up to the instant being decided, read-only.
 
     A tuple (its fields cannot be rebound) of arrays over a read-only memory map, filled by a
     ``PastWriter`` as time passes: market ``j``'s visible points are rows
-    ``starts[j] : starts[j] + visible[j]`` of ``times`` and of ``values`` (its first
-    ``widths[j]`` columns; NO derived as 1 − YES for a binary market); ``priced[j]`` says
-    whether the tape still covers it (else its price now is unknown).
+    ``starts[j] : starts[j] + visible[j]`` of ``times``, and their prices ``widths[j]`` a point
+    from element ``price_starts[j]`` of ``prices`` on, as the tape stores them.
     """
 
     times: np.ndarray
-    values: np.ndarray
+    prices: np.ndarray
     visible: np.ndarray
-    priced: np.ndarray
     starts: tuple[int, ...]
+    price_starts: tuple[int, ...]
     widths: tuple[int, ...]
-
-    def prices(self, j: int) -> tuple[float, ...] | None:
-        """Every outcome's latest price of market ``j``, or None before its first point and
-        past the tape's coverage of it (where no price is known)."""
-        n = int(self.visible[j])
-        if n == 0 or not self.priced[j]:
-            return None
-        return tuple(float(x) for x in self.values[self.starts[j] + n - 1, : self.widths[j]])
+    yes_column: tuple[int, ...]
 
     def history(self, j: int, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(times, values)`` of market ``j`` up to ``t``: copies the caller owns."""
+        """``(times, values)`` of market ``j`` up to ``t``, every outcome's price in outcome
+        order (a binary market's NO derived as 1 − YES): copies the caller owns."""
         a = self.starts[j]
         times = self.times[a : a + int(self.visible[j])]
         end = int(np.searchsorted(times, t, side="right"))
-        return times[:end].copy(), self.values[a : a + end, : self.widths[j]].copy()
+        width, first = self.widths[j], self.price_starts[j]
+        stored = self.prices[first : first + end * width].reshape(end, width)
+        side = self.yes_column[j]
+        if side < 0:
+            return times[:end].copy(), stored.copy()
+        yes = stored[:, 0]
+        return times[:end].copy(), np.column_stack((yes, 1.0 - yes) if side == 0 else
+                                                   (1.0 - yes, yes))  # fmt: skip
 
 
 class Delta(NamedTuple):
-    """Points that became visible: their rows in ``Past`` and their contents, plus the new
-    counts. What an isolated worker receives to keep its own ``Past`` up to date."""
+    """The points of each market from its ``since``-th to before its ``until``-th, their times
+    and stored prices, market after market: what moves a ``Past`` on (an isolated worker's
+    too) from ``since`` visible points to ``until``."""
 
-    rows: np.ndarray
+    since: np.ndarray
+    until: np.ndarray
     times: np.ndarray
-    values: np.ndarray
-    visible: np.ndarray
-    priced: np.ndarray
+    prices: np.ndarray
 
 
 def _shared_map(size: int) -> tuple[mmap.mmap, mmap.mmap]:
@@ -161,88 +185,156 @@ def _shared_map(size: int) -> tuple[mmap.mmap, mmap.mmap]:
         os.close(fd)
 
 
+def _carve(source: mmap.mmap, sizes: Sequence[int]) -> list[np.ndarray]:
+    """Times (int64), prices (float64) and counts (int64) laid end to end over ``source``."""
+    arrays, at = [], 0
+    for size, dtype in zip(sizes, (np.int64, np.float64, np.int64), strict=True):
+        arrays.append(np.frombuffer(source, dtype=dtype, count=size, offset=at))
+        at += size * 8
+    return arrays
+
+
 class PastWriter:
-    """Owns the writable side of a ``Past`` and moves it forward, never back.
+    """Owns the writable side of a ``Past`` and moves it forward, never back. It holds no
+    point before its instant has come: each ``Delta`` brings the points that have arrived.
+    Plugins get ``past``, never this object."""
 
-    ``source`` (the full series, future included) stays here; only ``advance`` copies points
-    across, once their instant has come. Plugins get ``past``, never this object.
-    """
-
-    def __init__(self, lengths: Sequence[int], widths: Sequence[int]) -> None:
-        n = len(lengths)
-        self.lengths = np.asarray(lengths, dtype=np.int64)
-        starts = np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64)
-        self.starts = starts
-        total, width = int(self.lengths.sum()), max(widths, default=1)
-        sizes = (total * 8, total * width * 8, n * 8, n * 8)
-        self._write, read = _shared_map(sum(sizes))
-        self._maps = (self._write, read)
-        views = []
-        for source in (self._write, read):
-            at, arrays = 0, []
-            for size, dtype, shape in zip(
-                sizes,
-                (np.int64, np.float64, np.int64, np.int64),
-                ((total,), (total, width), (n,), (n,)),
-                strict=True,
-            ):  # fmt: skip
-                arrays.append(np.frombuffer(source, dtype=dtype, count=size // 8, offset=at))
-                arrays[-1] = arrays[-1].reshape(shape)
-                at += size
-            views.append(arrays)
-        self._times, self._values, self._count, self._priced = views[0]
-        times, values, visible, priced = views[1]
+    def __init__(self, layout: Layout) -> None:
+        lengths = np.asarray(layout.lengths, dtype=np.int64)
+        self._widths = np.asarray(layout.widths, dtype=np.int64)
+        sizes = lengths * self._widths
+        self._starts = np.cumsum(lengths) - lengths
+        self._price_starts = np.cumsum(sizes) - sizes
+        counts = (int(lengths.sum()), int(sizes.sum()), lengths.size)
+        self._maps = _shared_map(sum(counts) * 8)
+        self._times, self._prices, self._visible = _carve(self._maps[0], counts)
+        times, prices, visible = _carve(self._maps[1], counts)
         self.past = Past(
-            times, values, visible, priced,
-            tuple(int(s) for s in starts), tuple(int(w) for w in widths),
+            times, prices, visible,
+            tuple(self._starts.tolist()), tuple(self._price_starts.tolist()),
+            layout.widths, layout.yes_column,
         )  # fmt: skip
-        self.source: tuple[np.ndarray, np.ndarray] | None = None
-        self.arrival = self.arrival_times = np.empty(0, np.int64)
-        self.shown = 0
-
-    def load(self, times: Sequence[np.ndarray], values: Sequence[np.ndarray]) -> None:
-        """Keep the full series (in this writer only) for ``advance`` to copy from, in the
-        order the points arrive: the points an instant reveals are then one contiguous slice
-        (read without a cache miss per market), and only their writes into ``past`` scatter."""
-        total, width = self._values.shape
-        src_values = np.full((total, width), np.nan)
-        for a, v in zip(self.starts, values, strict=True):
-            src_values[a : a + v.shape[0], : v.shape[1]] = v
-        flat_times = np.concatenate(times).astype(np.int64) if times else np.empty(0, np.int64)
-        self.arrival = np.argsort(flat_times, kind="stable")
-        self.arrival_times = flat_times[self.arrival]
-        self.source = (self.arrival_times, src_values[self.arrival])
-        self.shown = 0
-
-    def delta(self, since: int, until: int, count: np.ndarray, priced: np.ndarray) -> Delta:
-        """The points that arrive between positions ``since`` and ``until`` of the arrival
-        order, and the counts of visible points (and which markets are priced) after them."""
-        assert self.source is not None
-        cut = slice(since, until)
-        source_times, source_values = self.source
-        return Delta(self.arrival[cut], source_times[cut], source_values[cut], count, priced)
-
-    def until(self, ts: int) -> int:
-        """How many points (in arrival order) have arrived by ``ts``."""
-        return int(np.searchsorted(self.arrival_times, ts, side="right"))
-
-    def apply(self, delta: Delta) -> None:
-        self._times[delta.rows] = delta.times
-        self._values[delta.rows] = delta.values
-        self._count[:] = delta.visible
-        self._priced[:] = delta.priced
-
-    def advance(self, ts: int, count: np.ndarray, priced: np.ndarray) -> None:
-        """Make every point up to ``ts`` visible: ``count[j]`` points of market ``j``, priced
-        where ``priced[j]``."""
-        until = self.until(ts)
-        self.apply(self.delta(self.shown, until, count, priced))
-        self.shown = until
 
     @property
-    def counts(self) -> tuple[np.ndarray, np.ndarray]:
-        """How many points of each market are visible now, and which are priced (copies)."""
-        return self._count.copy(), self._priced.astype(bool)
+    def visible(self) -> np.ndarray:
+        """How many points of each market are visible now (a copy)."""
+        return self._visible.copy()
+
+    def apply(self, delta: Delta) -> None:
+        if not np.array_equal(delta.since, self._visible):
+            raise ValueError("a Past moves on only from the points it already shows")
+        counts = delta.until - delta.since
+        self._times[spans(self._starts + delta.since, counts)] = delta.times
+        first = self._price_starts + delta.since * self._widths
+        self._prices[spans(first, counts * self._widths)] = delta.prices
+        self._visible[:] = delta.until
+
+
+class Quotes(NamedTuple):
+    """Every outcome's price of each market at the instant (``at`` is what
+    ``MarketsView.prices`` calls):
+    a binary market's from ``yes`` (NO = 1 − YES), any other's from its row of ``rows``
+    (``row[j]``; NaN where the market has no price now). Read-only, rebuilt each instant."""
+
+    yes: np.ndarray
+    rows: np.ndarray
+    row: tuple[int, ...]
+    widths: tuple[int, ...]
+    yes_column: tuple[int, ...]
+
+    def at(self, j: int) -> tuple[float, ...] | None:
+        """Every outcome's price of market ``j`` now, or None before its first point and past
+        the tape's coverage of it (where no price is known)."""
+        side = self.yes_column[j]
+        if side >= 0:
+            yes = float(self.yes[j])
+            if math.isnan(yes):
+                return None
+            return (yes, 1.0 - yes) if side == 0 else (1.0 - yes, yes)
+        prices = self.rows[self.row[j], : self.widths[j]]
+        return None if math.isnan(prices[0]) else tuple(float(x) for x in prices)
+
+
+_FEEDS: dict[int, PastFeed] = {}
+"""The running replays' feeds, by the number their ``History`` handles hold. Here, not in an
+attribute of anything a view holds: what a handle could reach through an attribute, a plugin
+walking its view could too, and a feed reaches the tape and its future. (Plugin code can read
+module state as it can walk ``gc.get_objects()`` to the tape: that is what ``--isolate`` is
+for.)"""
+
+_KEYS = itertools.count()
+
+
+class History(NamedTuple):
+    """During a run, ``of`` is what ``MarketsView.history`` calls: the shared ``Past``'s
+    history of a market, the ``Past`` built when first asked. A tuple holding a number, nothing
+    else: no plugin can rebind it or follow it to the tape."""
+
+    key: int
+
+    def of(self, j: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+        feed = _FEEDS.get(self.key)
+        if feed is None:
+            raise LookupError("this view's replay has ended; its history is no longer kept")
+        return feed.past().history(j, t)
+
+
+class PastFeed:
+    """The loop's side of ``Past``: how many points of each market have arrived, and the points
+    themselves read from the tape's flat columns when someone needs them (``Tape.points``).
+
+    The shared ``Past`` is built the first time a plugin reads a history, from every point
+    that has arrived by then, and moved on at each decision after that. A replay whose plugins
+    never read one (the view's arrays carry the instant's prices) holds no copy of the series:
+    its memory grows with the markets, not with markets × instants.
+    """
+
+    def __init__(self, tape: Tape, universe: Sequence[int]) -> None:
+        self._tape = tape
+        self._markets = np.asarray(universe, dtype=np.int64)
+        self.layout = Layout.of(tape, universe)
+        self.seen = np.zeros(self._markets.size, dtype=np.int64)
+        self.rows = np.empty((0, 1))
+        self._writer: PastWriter | None = None
+        self._lock = threading.Lock()  # a plugin's own threads may ask for history too
+
+    def advance(self, now: AsOf) -> None:
+        """The instant moved on to ``now``: its points have arrived."""
+        with self._lock:
+            if self._writer is not None:
+                self._writer.apply(self.delta(self._writer.visible, now.seen))
+            self.seen, self.rows = now.seen, now.rows
+
+    def delta(self, since: np.ndarray, until: np.ndarray | None = None) -> Delta:
+        """The points that arrived after ``since`` (counts per market) up to ``until``
+        (by default every point that has arrived)."""
+        until = self.seen if until is None else until
+        times, prices = self._tape.points(self._markets, since, until)
+        return Delta(since, until, times, prices)
+
+    @property
+    def built(self) -> bool:
+        """Whether a plugin has read a history yet (and the shared ``Past`` exists)."""
+        return self._writer is not None
+
+    def past(self) -> Past:
+        """The shared ``Past``, showing every point that has arrived."""
+        with self._lock:
+            if self._writer is None:
+                writer = PastWriter(self.layout)
+                writer.apply(self.delta(writer.visible))
+                self._writer = writer
+            return self._writer.past
+
+    @contextlib.contextmanager
+    def shown(self) -> Iterator[Callable[[int, int], tuple[np.ndarray, np.ndarray]]]:
+        """What views hand out for history (``History.of``), answering while the run lasts."""
+        key = next(_KEYS)
+        _FEEDS[key] = self
+        try:
+            yield History(key).of
+        finally:
+            del _FEEDS[key]
 
 
 # -- what a plugin may do while it runs ------------------------------------------------------
@@ -645,32 +737,45 @@ class Views:
     """Builds each agent's ``View`` at a decision instant.
 
     Shared by every agent at an instant, and writable by none: the prices, the open mask, the
-    market facts' arrays and ``past``. Each agent's own: its index and market facts (copied
-    once per cohort, so a plugin that rewrites them confuses only itself) and its shares (a
-    frozen copy at each decision).
+    market facts' arrays and the history handle. Each agent's own: its index and market facts
+    (copied once per cohort, so a plugin that rewrites them confuses only itself) and its
+    shares (a frozen copy at each decision).
     """
 
     def __init__(
         self,
         ids: tuple[str, ...],
         meta: tuple[MarketMeta, ...],
-        past: Past,
+        layout: Layout,
+        history: Callable[[int, int], tuple[np.ndarray, np.ndarray]],
         agents: Iterable[str],
         rules: RuleSet,
     ) -> None:
         self.ids = ids
-        self.past = past
+        self.history = history
         self.rules = rules
         self.index = {name: {m: j for j, m in enumerate(ids)} for name in agents}
         self.meta = {name: tuple(dataclasses.replace(m) for m in meta) for name in self.index}
         self.binary = frozen(np.array([m.is_binary for m in meta], dtype=bool))
         self.ts = 0
         self.yes = self.open = self.volume = self.binary
+        multi = itertools.count()
+        self._row = tuple(next(multi) if side < 0 else -1 for side in layout.yes_column)
+        self._layout = layout
+        self.quotes = self._quotes(np.empty((0, 1)))
 
-    def move_to(self, ts: int, yes: np.ndarray, open_mask: np.ndarray, volume: np.ndarray) -> None:
-        """Prices, open markets and volumes of the instant every agent now decides at."""
+    def _quotes(self, rows: np.ndarray) -> Quotes:
+        layout = self._layout
+        return Quotes(self.yes, frozen(rows), self._row, layout.widths, layout.yes_column)
+
+    def move_to(
+        self, ts: int, yes: np.ndarray, open_mask: np.ndarray, volume: np.ndarray, rows: np.ndarray
+    ) -> None:
+        """Prices, open markets and volumes of the instant every agent now decides at;
+        ``rows``: every outcome's price of the markets that are not binary (``AsOf.rows``)."""
         self.ts, self.yes, self.open = ts, frozen(yes), frozen(open_mask)
         self.volume = frozen(volume)
+        self.quotes = self._quotes(rows)
 
     def view(
         self, name: str, week: int, cash: float, shares: np.ndarray,
@@ -685,8 +790,8 @@ class Views:
             open_mask=self.open,
             volume=self.volume,
             binary=self.binary,
-            prices=self.past.prices,
-            history=self.past.history,
+            prices=self.quotes.at,
+            history=self.history,
         )
         return View(
             ts=self.ts,

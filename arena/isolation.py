@@ -31,6 +31,8 @@ from freezegun import freeze_time
 
 from arena.boundary import (
     Clock,
+    Layout,
+    PastFeed,
     PastWriter,
     Sandbox,
     Views,
@@ -75,7 +77,7 @@ class Isolated:
     def __init__(
         self,
         plugin: str | Strategy,
-        past: PastWriter,
+        past: PastFeed,
         market_facts: tuple[tuple[str, ...], tuple[MarketMeta, ...], RuleSet],
         seconds: float,
     ) -> None:
@@ -92,13 +94,12 @@ class Isolated:
         if _START == "forkserver":
             context.set_forkserver_preload(["arena.isolation"])
         self.conn, child = context.Pipe()
-        layout = (tuple(int(n) for n in self.past.lengths), self.past.past.widths)
         self.process = context.Process(
-            target=serve, args=(child, self.plugin, layout, self.facts), daemon=False
+            target=serve, args=(child, self.plugin, self.past.layout, self.facts), daemon=False
         )
         self.process.start()
         child.close()
-        self.since = 0
+        self.since = np.zeros(len(self.past.layout.lengths), dtype=np.int64)
 
     def close(self) -> None:
         self.conn.close()
@@ -148,19 +149,18 @@ class Isolated:
     def decide(self, view: View) -> tuple[Decision, str | None]:
         if self.broken:
             return Decision.hold(), self.broken
-        shown = self.past.shown
-        delta = self.past.delta(self.since, shown, *self.past.counts)
+        delta = self.past.delta(self.since)
         markets = view.markets
         message = (
             "decide", delta, view.ts, view.week, view.cash, markets.yes, markets.open,
-            markets.volume, view.shares, view.positions,
+            markets.volume, self.past.rows, view.shares, view.positions,
         )  # fmt: skip
         answer, error = self._exchange(message, self.seconds)
         if answer is None:  # a fresh worker took its place: set it up for the next decision
             failed = self._setup()
             self.broken = f"its worker could not be set up again: {failed}" if failed else None
             return Decision.hold(), error
-        self.since = shown
+        self.since = delta.until
         if answer.stopped is not None:
             raise RunStopped(answer.stopped)
         if answer.error is not None:
@@ -191,7 +191,7 @@ def _recheck(answer: Answer) -> tuple[tuple[Decision, str | None] | None, str | 
 def serve(
     conn: Connection,
     plugin: str | Strategy,
-    layout: tuple[tuple[int, ...], tuple[int, ...]],
+    layout: Layout,
     facts: tuple[tuple[str, ...], tuple[MarketMeta, ...], RuleSet],
 ) -> None:
     """The worker's loop: set up, then decide on each view sent, until the pipe closes.
@@ -200,10 +200,10 @@ def serve(
     ignores it. The time limit is the parent's to enforce."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     ids, meta, rules = facts
-    past = PastWriter(*layout)
+    past = PastWriter(layout)
     sandbox = Sandbox(0.0)
     strategy: Strategy | None = None
-    views = Views(ids, meta, past.past, ["agent"], rules)
+    views = Views(ids, meta, layout, past.past.history, ["agent"], rules)
     clock: Clock | None = None
     encoder = msgspec.json.Encoder()
     with sandbox.guarded():
@@ -228,11 +228,11 @@ def serve(
                     answer = Answer(stopped=str(exc))
                 conn.send_bytes(encoder.encode(answer))
                 continue
-            _, delta, ts, week, cash, yes, open_mask, volume, shares, positions = message
+            _, delta, ts, week, cash, yes, open_mask, volume, rows, shares, positions = message
             past.apply(delta)
             assert clock is not None and strategy is not None
             clock.move_to(ts)
-            views.move_to(ts, yes, open_mask, volume)
+            views.move_to(ts, yes, open_mask, volume, rows)
             view = views.view(
                 "agent", week, cash, np.asarray(shares), functools.partial(tuple, positions)
             )

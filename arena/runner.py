@@ -29,7 +29,7 @@ from arena.boundary import (
     Agent,
     Clock,
     InProcess,
-    PastWriter,
+    PastFeed,
     Sandbox,
     Views,
     frozen,
@@ -185,17 +185,9 @@ class CohortRunner:
             np.array([self.tape.markets[m].yes_column for m in self.universe], dtype=np.int64)
         )
 
-    def _past(self) -> PastWriter:
+    def _past(self) -> PastFeed:
         """The universe's series, for the boundary to reveal to agents as time passes."""
-        writer = PastWriter(
-            [len(self.tape.times(m)) for m in self.universe],
-            [len(meta.outcomes) for meta in self.meta],
-        )
-        writer.load(
-            [self.tape.times(m) for m in self.universe],
-            [self.tape.values(m) for m in self.universe],
-        )
-        return writer
+        return PastFeed(self.tape, self.universe)
 
     def _prices(self, now: AsOf, j: int) -> tuple[float, ...] | None:
         i = int(now.position[j])
@@ -248,13 +240,14 @@ class CohortRunner:
             state.record(self._listed(j))
         settled: set[int] = set()
         past = self._past()
-        views = Views(self.ids, self.meta, past.past, self.strategies, self.rules)
         sandbox = Sandbox(self.decision_timeout)
         with (
             freeze_time(datetime.fromtimestamp(start, UTC)) as frozen_time,
             sandbox.guarded(),
+            past.shown() as history,
             self._agents(sandbox, past) as agents,
         ):
+            views = Views(self.ids, self.meta, past.layout, history, self.strategies, self.rules)
             clock = Clock(frozen_time, start)
             deciding = self._setup(state, agents, start)
             yield saved("open", start)
@@ -266,7 +259,7 @@ class CohortRunner:
                     state.record(self._mark(self._walk.at(ts), ts, settled))
                 elif kind == DECISION:
                     now = self._walk.at(ts)
-                    past.advance(ts, now.seen, now.position >= 0)
+                    past.advance(now)
                     clock.move_to(ts)
                     self._decide(state, broker, views, deciding, now, ts)
                 else:
@@ -284,7 +277,7 @@ class CohortRunner:
         return CohortRun(self.cohort, state, writer.version, writer.appended)
 
     @contextmanager
-    def _agents(self, sandbox: Sandbox, past: PastWriter) -> Iterator[dict[str, Agent]]:
+    def _agents(self, sandbox: Sandbox, past: PastFeed) -> Iterator[dict[str, Agent]]:
         """Each agent's code, in this process or each in a worker of its own."""
         if not self.isolate:
             yield {name: InProcess(s, sandbox) for name, s in self.strategies.items()}
@@ -451,7 +444,7 @@ class CohortRunner:
         ts: int,
     ) -> None:
         open_mask = (ts < self.timeline.close) & ~np.isnan(now.yes)  # NaN also past coverage
-        views.move_to(ts, now.yes, open_mask, now.volume)
+        views.move_to(ts, now.yes, open_mask, now.volume, now.rows)
 
         def quote(market: str) -> tuple[float, ...] | None:
             j = self.index.get(market)
@@ -466,7 +459,7 @@ class CohortRunner:
                 views.yes,
                 views.binary,
                 self.yes_column,
-                views.past.prices,
+                views.quotes.at,
             )
             view = views.view(name, week, book.cash, state.shares(name), positions)
             decision, error = self._stop_on(name, ts, agent.decide, view)

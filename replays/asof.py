@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from replays.tape import spans
+
 if TYPE_CHECKING:
     from replays.tape import Tape
 
@@ -96,6 +98,21 @@ class PriceWalk:
         self.position = self._walk.position
         self.yes = np.full(chosen.shape, np.nan)
 
+    def rows(self, markets: np.ndarray, position: np.ndarray) -> np.ndarray:
+        """Every stored price of point ``position[k]`` of chosen market ``markets[k]``, one row
+        each, padded with NaN to the widest (a NaN row where the position is -1)."""
+        widths = self._width[markets]
+        out = np.full((markets.size, int(widths.max(initial=1))), np.nan)
+        if not markets.size:
+            return out
+        known = np.flatnonzero(position >= 0)
+        counts = widths[known]
+        firsts = np.cumsum(counts) - counts
+        column = np.arange(int(counts.sum())) - np.repeat(firsts, counts)
+        flat = spans(self._start[markets[known]] + position[known] * counts, counts)
+        out[np.repeat(known, counts), column] = self._prices[flat]
+        return out
+
     def advance(self, ts: int) -> None:
         """Walk to instant ``ts`` (never back): ``position`` and ``yes`` are then as of it."""
         moved = self._walk.advance(ts)
@@ -118,6 +135,9 @@ class AsOf:
     volume: np.ndarray
     seen: np.ndarray
     """Points at or before the instant per market, coverage or not: what its history shows."""
+    rows: np.ndarray
+    """Every outcome's price of each market that stores more than YES (``UniverseWalk.multi``
+    lists them), one row each, padded with NaN; a NaN row where ``position`` is -1."""
 
 
 class UniverseWalk:
@@ -136,6 +156,8 @@ class UniverseWalk:
         volume_times = np.array([t for t, _ in points], dtype=np.int64)
         self._volume_walk = AsOfWalk(volume_times, self._volume_start, ends)
         self._no_volume = _frozen(np.full(len(histories), np.nan))
+        widths = np.array([tape.markets[m].stored_columns for m in markets], dtype=np.int64)
+        self.multi = _frozen(np.flatnonzero(widths > 1))
 
     def at(self, ts: int) -> AsOf:
         """The universe as of ``ts`` (not earlier than the last instant asked for)."""
@@ -147,7 +169,10 @@ class UniverseWalk:
         if past.any():  # no price known past a market's coverage
             position[past] = -1
             yes[past] = np.nan
-        return AsOf(_frozen(position), _frozen(yes), self._volume_at(ts), _frozen(seen))
+        rows = self._prices.rows(self.multi, position[self.multi])
+        return AsOf(
+            _frozen(position), _frozen(yes), self._volume_at(ts), _frozen(seen), _frozen(rows)
+        )
 
     def _volume_at(self, ts: int) -> np.ndarray:
         if not self._volumes.size:

@@ -112,6 +112,28 @@ def canonical_meta(markets: Sequence[MarketInfo], resolutions: Mapping[str, Reso
     ).encode()
 
 
+def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices ``starts[k] .. starts[k] + lengths[k] - 1`` of every ``k``, in order: the
+    rows of many contiguous runs of a flat column, gathered with one fancy index."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.size and lengths.min() == lengths.max() == 1:  # one point each: a shared grid
+        return starts
+    ends = np.cumsum(lengths)
+    total = int(ends[-1]) if ends.size else 0
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(total, dtype=np.int64)
+
+
+def _merged(runs: list[np.ndarray]) -> np.ndarray:
+    """The distinct values of sorted ``runs``, sorted. A stable sort is timsort, which merges
+    the runs it finds (a quarter of the time ``np.union1d``'s quicksort takes on 500 series)."""
+    points = np.sort(np.concatenate(runs), kind="stable")
+    keep = np.empty(points.size, dtype=bool)
+    keep[:1] = True
+    np.not_equal(points[1:], points[:-1], out=keep[1:])
+    return points[keep]
+
+
 def _frozen(arr: np.ndarray, dtype: type) -> np.ndarray:
     """A read-only contiguous view (the caller's own array stays writable)."""
     view: np.ndarray = np.ascontiguousarray(arr, dtype=dtype).view()
@@ -270,6 +292,20 @@ class Tape:
         column: point ``i`` of ``markets[k]`` is at ``start[k] + i * width[k]``."""
         return self._price_offsets[markets], self._widths[markets]
 
+    def points(
+        self, markets: np.ndarray, since: np.ndarray, until: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Points ``since[k] <= i < until[k]`` of each ``markets[k]``, market after market:
+        their instants and their stored prices (``stored_columns`` per point, flat). Read
+        straight from the flat columns, so revealing an instant's new points to a replay's
+        plugins needs no copy of the series made beforehand."""
+        markets = np.asarray(markets, dtype=np.int64)
+        counts = np.asarray(until, dtype=np.int64) - since
+        times = self._times[spans(self._offsets[markets] + since, counts)]
+        widths = self._widths[markets]
+        prices = self._prices[spans(self._price_offsets[markets] + since * widths, counts * widths)]
+        return times, prices
+
     def asof_index(self, m: int, instants: np.ndarray) -> np.ndarray:
         """Index of the latest point at or before each instant, -1 where there is none."""
         idx = np.searchsorted(self.times(m), np.asarray(instants, dtype=np.int64), side="right")
@@ -280,7 +316,7 @@ class Tape:
         sorted. Merged a block of markets at a time, so the work space is a block's points
         plus the answer, never every point of the tape at once."""
         found = np.empty(0, dtype=np.int64)
-        block: list[np.ndarray] = []
+        block: list[np.ndarray] = [found]
         size = 0
         for m in markets:
             times = self.times(m)
@@ -289,11 +325,9 @@ class Tape:
             )
             size += block[-1].size
             if size >= _UNION_BLOCK:
-                found = np.union1d(found, np.concatenate(block))
-                block, size = [], 0
-        if block:
-            found = np.union1d(found, np.concatenate(block))
-        return found.astype(np.int64, copy=False)
+                found = _merged(block)
+                block, size = [found], 0
+        return _merged(block) if len(block) > 1 else found
 
     def price_at(self, market_id: str, t: int) -> tuple[float, ...] | None:
         """Outcome prices as of ``t`` (the last point at or before it); None before any point."""

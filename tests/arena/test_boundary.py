@@ -30,9 +30,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.boundary import (
+    _FEEDS,
     MAX_ORDERS,
     MAX_TEXT,
-    PastWriter,
+    PastFeed,
     checked,
     error_text,
 )
@@ -48,10 +49,12 @@ from ledger.events import (
     ModelCall,
     OrderFilled,
 )
+from replays.asof import UniverseWalk
 from replays.synthetic import random_walk_tape
 from replays.tape import MarketInfo, Resolution, Tape
 from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
 from tests.conftest import Arena
+from tests.replays.test_asof import covered_tapes
 
 DAY = 86_400
 T0 = 1_704_067_200  # Monday 2024-01-01
@@ -223,34 +226,74 @@ def test_history_asked_for_the_far_future_ends_at_the_instant() -> None:
     assert shown and all(last == ts for ts, last in shown if ts < T0 + 30 * DAY)
 
 
-@given(
-    lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5),
-    widths=st.data(),
-    cuts=st.lists(st.integers(0, 40), max_size=6),
-)
-@settings(max_examples=60, deadline=None)
+@given(case=covered_tapes(), first_read=st.integers(0, 12))
+@settings(max_examples=150, deadline=None)
 def test_past_shows_exactly_the_points_up_to_each_instant(
-    lengths: list[int], widths: st.DataObject, cuts: list[int]
+    case: tuple[Tape, list[int], np.ndarray], first_read: int
 ) -> None:
-    """For any series and any increasing instants, ``Past`` answers as the full series cut at
-    the instant would, and its memory holds no point after it."""
-    rng = np.random.default_rng(len(lengths))
-    w = [widths.draw(st.integers(1, 3)) for _ in lengths]
-    times = [np.sort(rng.choice(40, size=k, replace=False)).astype(np.int64) for k in lengths]
-    values = [rng.random((k, wj)) for k, wj in zip(lengths, w, strict=True)]
-    writer = PastWriter(lengths, w)
-    writer.load(times, values)
-    for ts in sorted(cuts):
-        count = np.array([int(np.searchsorted(t, ts, side="right")) for t in times])
-        writer.advance(ts, count, count > 0)
-        for j, (t, v) in enumerate(zip(times, values, strict=True)):
-            got_t, got_v = writer.past.history(j, ts)
-            np.testing.assert_array_equal(got_t, t[t <= ts])
-            np.testing.assert_array_equal(got_v, v[t <= ts])
-            expect = tuple(v[count[j] - 1]) if count[j] else None
-            assert writer.past.prices(j) == expect
-        hidden = {float(x) for t, v in zip(times, values, strict=True) for x in v[t > ts].ravel()}
-        assert not hidden & {float(x) for x in writer.past.values.ravel()}
+    """For any tape and increasing instants, history is the tape's series cut at the instant
+    however late the shared ``Past`` is first built; before that read there is no ``Past`` at
+    all, its memory never holds a point after the instant, and the handle answers nothing once
+    the run is over."""
+    tape, chosen, instants = case
+    feed, walk = PastFeed(tape, chosen), UniverseWalk(tape, chosen)
+    with feed.shown() as history:
+        for step, ts in enumerate(instants.tolist()):
+            feed.advance(walk.at(ts))
+            if step < first_read:
+                assert not feed.built
+                continue
+            for j, m in enumerate(chosen):
+                got_t, got_v = history(j, ts)
+                want_t, want_v = tape.history(m, ts)
+                np.testing.assert_array_equal(got_t, want_t)
+                np.testing.assert_array_equal(got_v, want_v)
+            assert feed.built
+            past, times, prices = feed.past(), [], []
+            for j, m in enumerate(chosen):  # the memory: points up to ts, zeros after them
+                n = int((tape.times(m) <= ts).sum())
+                assert past.visible[j] == n
+                stored = tape.yes(m) if tape.markets[m].is_binary else tape.values(m).ravel()
+                shown = stored[: n * past.widths[j]]
+                times.append(np.concatenate([tape.times(m)[:n], np.zeros(tape.times(m).size - n)]))
+                prices.append(np.concatenate([shown, np.zeros(stored.size - shown.size)]))
+            np.testing.assert_array_equal(past.times, np.concatenate(times))
+            np.testing.assert_array_equal(past.prices, np.concatenate(prices))
+    with pytest.raises(LookupError, match="replay has ended"):
+        history(0, int(instants[-1]))
+
+
+def test_a_replay_whose_plugins_read_no_history_builds_no_past(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shared ``Past`` (a second copy of the series by the end) exists only once a plugin
+    asks for a history: reading prices, positions and the arrays builds none."""
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("a Past was built though no plugin read a history")
+
+    monkeypatch.setattr("arena.boundary.PastWriter", refuse)
+    seen: list[tuple[float, ...] | None] = []
+
+    class Quoter(Strategy):
+        def decide(self, view: View) -> Decision:
+            seen.append(view.markets.prices(view.markets.ids[0]))
+            assert isinstance(view.positions, tuple)
+            return Decision.hold()
+
+    events = replay({"q": Quoter()})
+    assert not [e for e in events if isinstance(e, DecisionMade) and e.error]
+    assert [e for e in events if isinstance(e, OrderFilled)]  # fav traded on the same prices
+    assert len(seen) > 5 and all(quote is not None for quote in seen)
+    asked = [e for e in replay({"h": Historian()}) if isinstance(e, DecisionMade)]
+    asked = [e for e in asked if e.agent == "h"]
+    assert asked and all("no plugin read a history" in (e.error or "") for e in asked)
+
+
+class Historian(Strategy):
+    def decide(self, view: View) -> Decision:
+        view.markets.history(view.markets.ids[0])
+        return Decision.hold()
 
 
 # -- nothing shared can be written ---------------------------------------------------------------
@@ -267,8 +310,9 @@ def test_handed_out_arrays_cannot_be_made_writable() -> None:
             for array in arrays:
                 with pytest.raises(ValueError, match="WRITEABLE"):
                     array.setflags(write=True)
-            past = view.markets._history.__self__  # type: ignore[attr-defined]
-            for array in (past.times, past.values, past.visible):
+            view.markets.history("m0")  # builds the shared Past
+            past = _FEEDS[view.markets._history.__self__.key].past()  # type: ignore[attr-defined]
+            for array in (past.times, past.prices, past.visible):
                 with pytest.raises(ValueError, match="WRITEABLE"):
                     array.setflags(write=True)
             _times, values = view.markets.history("m0")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replays.asof import AsOfWalk, PriceWalk, UniverseWalk
-from replays.tape import MarketInfo, Tape
+from replays.tape import MarketInfo, Tape, spans
 
 
 @st.composite
@@ -138,5 +138,33 @@ def test_the_universe_walk_equals_the_precomputed_tables(
         np.testing.assert_array_equal(now.yes, first[row])
         np.testing.assert_array_equal(now.volume, volume[row])
         assert not (now.position.flags.writeable or now.yes.flags.writeable)
+        for k, j in enumerate(walk.multi.tolist()):  # every outcome of the non-binary markets
+            width = len(tape.markets[chosen[j]].outcomes)
+            i = int(rows[row, j])
+            quote = tape.point(chosen[j], i) if i >= 0 else (np.nan,) * width
+            np.testing.assert_array_equal(now.rows[k, :width], quote)
+            assert np.isnan(now.rows[k, width:]).all()
     for row, now in enumerate(kept):  # an earlier instant's arrays still show that instant
         np.testing.assert_array_equal(now.yes, first[row])
+
+
+def test_points_between_counts_come_from_the_flat_columns() -> None:
+    """a (binary): points at 1, 2, 3 priced .1 .2 .3; b (three-way): points at 2, 5 priced
+    (.1 .2 .7), (.3 .3 .4). a's points 1..3 and b's 0..1 are a's last two and b's first."""
+    markets = [
+        MarketInfo(id="a", question="?", outcomes=("Yes", "No")),
+        MarketInfo(id="b", question="?", outcomes=("X", "Y", "Z")),
+    ]
+    series = {
+        "a": (np.array([1, 2, 3]), np.array([0.1, 0.2, 0.3])),
+        "b": (np.array([2, 5]), np.array([[0.1, 0.2, 0.7], [0.3, 0.3, 0.4]])),
+    }
+    tape = Tape.from_series(markets, series, {})
+    times, prices = tape.points(np.array([0, 1]), np.array([1, 0]), np.array([3, 1]))
+    assert times.tolist() == [2, 3, 2]
+    assert prices.tolist() == [0.2, 0.3, 0.1, 0.2, 0.7]
+    times, prices = tape.points(np.array([1, 0]), np.array([1, 3]), np.array([2, 3]))
+    assert times.tolist() == [5] and prices.tolist() == [0.3, 0.3, 0.4]
+    assert spans(np.array([7, 0, 4]), np.array([1, 1, 1])).tolist() == [7, 0, 4]
+    assert spans(np.array([7, 0, 4]), np.array([2, 0, 3])).tolist() == [7, 8, 4, 5, 6]
+    assert spans(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
