@@ -448,7 +448,7 @@ class CohortRunner:
 
         def quote(market: str) -> tuple[float, ...] | None:
             j = self.index.get(market)
-            return None if j is None else self._prices(now, j)
+            return None if j is None else views.quotes.at(j)  # the prices the agents saw
 
         week = week_of(self.config.start_ts, ts)
         for name, agent in agents.items():

@@ -40,6 +40,7 @@ class AsOfWalk:
         if self._starts.shape != self._ends.shape or np.any(self._ends < self._starts):
             raise ValueError("each series needs a start at or before its end")
         self._position = np.full(self._starts.shape, -1, dtype=np.int64)
+        self._following = self._starts.copy()  # where each series' next point is in ``times``
         self._indices = np.arange(self._starts.size)
         self._indices.setflags(write=False)
         self._next = np.full(self._starts.shape, NEVER, dtype=np.int64)  # time of the next point
@@ -57,6 +58,7 @@ class AsOfWalk:
         if due.all():  # every series has a new point (a shared grid): whole-array steps
             moved = self._indices
             self._position += 1
+            self._following += 1
             self._refresh(slice(None))
             behind = np.flatnonzero(self._next <= ts)
         else:
@@ -64,18 +66,20 @@ class AsOfWalk:
             if not moved.size:
                 return moved
             self._position[moved] += 1
+            self._following[moved] += 1
             self._refresh(moved)
             behind = moved[self._next[moved] <= ts]
         for j in behind.tolist():  # passed more than one point: one binary search
             series = self._times[self._starts[j] : self._ends[j]]
             self._position[j] = int(np.searchsorted(series, ts, side="right")) - 1
+            self._following[j] = self._starts[j] + self._position[j] + 1
         if behind.size:
             self._refresh(behind)
         return moved
 
     def _refresh(self, series: np.ndarray | slice) -> None:
         """The time of each ``series``' next point after its cursor (NEVER past its end)."""
-        following = self._starts[series] + self._position[series] + 1
+        following = self._following[series]
         more = following < self._ends[series]
         if more.all():
             self._next[series] = self._times[following]
@@ -95,16 +99,17 @@ class PriceWalk:
         offsets, times, self._prices = tape.columns
         self._walk = AsOfWalk(times, offsets[chosen], offsets[chosen + 1])
         self._start, self._width = tape.first_column_layout(chosen)
+        self._one_column = bool((self._width == 1).all())  # binary only: no multiply per step
         self.position = self._walk.position
         self.yes = np.full(chosen.shape, np.nan)
 
     def rows(self, markets: np.ndarray, position: np.ndarray) -> np.ndarray:
         """Every stored price of point ``position[k]`` of chosen market ``markets[k]``, one row
         each, padded with NaN to the widest (a NaN row where the position is -1)."""
-        widths = self._width[markets]
-        out = np.full((markets.size, int(widths.max(initial=1))), np.nan)
         if not markets.size:
-            return out
+            return np.empty((0, 1))
+        widths = self._width[markets]
+        out = np.full((markets.size, int(widths.max())), np.nan)
         known = np.flatnonzero(position >= 0)
         counts = widths[known]
         firsts = np.cumsum(counts) - counts
@@ -117,7 +122,8 @@ class PriceWalk:
         """Walk to instant ``ts`` (never back): ``position`` and ``yes`` are then as of it."""
         moved = self._walk.advance(ts)
         if moved.size == self.yes.size:  # all moved, so every market has a point
-            self.yes[:] = self._prices[self._start + self.position * self._width]
+            at = self._start + (self.position if self._one_column else self.position * self._width)
+            np.take(self._prices, at, out=self.yes)
         elif moved.size:
             at = self._start[moved] + self.position[moved] * self._width[moved]
             self.yes[moved] = self._prices[at]
@@ -148,6 +154,7 @@ class UniverseWalk:
     def __init__(self, tape: Tape, markets: Sequence[int]) -> None:
         self._prices = PriceWalk(tape, markets)
         self._coverage = np.array([tape.coverage(m) for m in markets], dtype=np.int64)
+        self._covered = int(self._coverage.min(initial=NEVER))  # every market covered till then
         histories = [tape.markets[m].volume_history for m in markets]
         ends = np.cumsum([len(h) for h in histories], dtype=np.int64)
         self._volume_start = ends - [len(h) for h in histories]
@@ -165,8 +172,8 @@ class UniverseWalk:
         position = self._prices.position.copy()
         seen = position + 1
         yes = self._prices.yes.copy()
-        past = ts > self._coverage
-        if past.any():  # no price known past a market's coverage
+        if ts > self._covered:  # no price known past a market's coverage
+            past = ts > self._coverage
             position[past] = -1
             yes[past] = np.nan
         rows = self._prices.rows(self.multi, position[self.multi])
