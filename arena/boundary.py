@@ -47,6 +47,7 @@ import msgspec
 import numpy as np
 
 from ledger.events import BetIntent, ModelCall, SellIntent
+from ledger.live import PositionRecord
 from ledger.rules import RuleSet
 from replays.tape import spans
 from strategies.api import (
@@ -700,11 +701,6 @@ def _limited(
 
 
 # -- the view --------------------------------------------------------------------------------
-
-
-PositionRecord = tuple[str, str, str, int, float, float, float, int]
-"""An open position as the runner keeps it for views: id, market, side, outcome index, shares,
-cost, last fill price, and the market's index in the universe."""
 
 
 def priced_positions(
