@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -163,16 +164,17 @@ class CohortRunner:
 
     def _meta(self, m: int, resolved: bool = False) -> MarketMeta:
         """What an agent may know of market ``m`` at the start: its scheduled end, never when
-        it actually closed; its volume as of the start (final only for a market that had
-        already resolved by then, when final is what it was), else NaN."""
+        it actually closed; its volume as of the start where the tape records volume points,
+        else NaN, or the final volume for a market that had already resolved by then (with no
+        points to say otherwise, final is what it was)."""
         info = self.tape.markets[m]
-        start = self.config.start_ts
+        volume = self.tape.volume_as_of(m, self.config.start_ts)
         return MarketMeta(
             id=info.id,
             question=info.question,
             outcomes=tuple(info.outcomes),
             category=info.category,
-            volume=info.volume if resolved else self.tape.volume_as_of(m, start),
+            volume=info.volume if resolved and math.isnan(volume) else volume,
             end_ts=info.end_ts,
             is_binary=info.is_binary,
         )
@@ -385,7 +387,9 @@ class CohortRunner:
 
     def _resolved_before(self, start: int) -> tuple[ResolvedMarket, ...]:
         """The markets resolved before the start, built afresh for each agent: a plugin that
-        rewrites what it was given changes nothing another agent sees."""
+        rewrites what it was given changes nothing another agent sees. A recording may hold
+        volume points taken after the start (volume goes on being reported after resolution);
+        those are cut, like every other series an agent sees."""
         return tuple(
             ResolvedMarket(
                 meta=self._meta(m, resolved=True),
@@ -393,7 +397,7 @@ class CohortRunner:
                 resolved_ts=r.ts,
                 last_price=self.tape.price_at(info.id, r.ts),
                 history=self._path(m, r.ts),
-                volume_history=info.volume_history,
+                volume_history=tuple(p for p in info.volume_history if p[0] <= start),
             )
             for m, info in enumerate(self.tape.markets)
             if (r := self.tape.resolutions.get(info.id)) is not None and r.ts < start

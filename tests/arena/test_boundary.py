@@ -682,3 +682,43 @@ def test_a_model_call_of_the_wrong_types_is_refused_before_it_reaches_the_log() 
     fine = ModelCall(model="m", question="q", request="r", messages=[{"role": "user"}])
     decision, note = checked(Decision(trace=Trace(calls=(fine,), prompts={"d": "system"})))
     assert decision.trace == Trace(calls=(fine,), prompts={"d": "system"}) and note is None
+
+
+def test_markets_resolved_before_the_start_show_nothing_recorded_after_it() -> None:
+    """A market resolved before the start whose recording goes on after it: its price path
+    ends at its resolution, its volume points and its volume at the start, however late they
+    were taken (the final 900 was reported a day after the start)."""
+    start = 1_704_585_600  # Sunday 2024-01-07
+    day = 86_400
+    markets = [
+        MarketInfo(id="old", question="old?", outcomes=("Yes", "No"), volume=900,
+                   volume_history=((start - 5 * day, 100.0), (start, 400.0),
+                                   (start + day, 900.0))),
+        MarketInfo(id="live", question="live?", outcomes=("Yes", "No"), volume=50),
+    ]  # fmt: skip
+    series = {
+        "old": (np.array([start - 6 * day, start - 3 * day]), np.array([0.4, 0.9])),
+        "live": (np.array([start - day, start + day]), np.array([0.5, 0.6])),
+    }
+    resolutions = [
+        Resolution(market="old", ts=start - 2 * day, winner="Yes"),
+        Resolution(market="live", ts=start + 9 * day, winner="No"),
+    ]
+    tape = Tape.from_series(markets, series, resolutions, source="test")
+    seen: list[Context] = []
+
+    class Keeps(Strategy):
+        def setup(self, context: Context) -> None:
+            seen.append(context)
+
+        def decide(self, view: View) -> Decision:
+            return Decision.hold()
+
+    config = CohortConfig(start=start, agents={"k": "hold"}, universe=1, decision_cadence="weekly")
+    CohortRunner(tape, config, strategies={"k": Keeps()}).run(None)
+    [old] = seen[0].resolved_before
+    assert old.meta.id == "old"
+    assert old.volume_history == ((start - 5 * day, 100.0), (start, 400.0))
+    assert old.meta.volume == 400.0
+    assert old.history is not None
+    assert list(old.history[0]) == [start - 6 * day, start - 3 * day]
