@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import pkgutil
 import signal
 import sys
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from typing import Any
 
+import freezegun
 import msgspec
 import numpy as np
 from freezegun import freeze_time
+from freezegun.config import DEFAULT_IGNORE_LIST
 
 from arena.boundary import (
     Clock,
@@ -54,6 +57,21 @@ MAX_ANSWER = 16 * 2**20
 """Bytes read of one answer: a decision cut to the boundary's limits is a few MB at most."""
 
 _START = "forkserver" if sys.platform.startswith("linux") else "spawn"
+
+WORKER_CLOCK_IGNORES = [
+    *(name for name in DEFAULT_IGNORE_LIST if name != "multiprocessing"),
+    *(
+        f"multiprocessing.{module.name}"
+        for module in pkgutil.iter_modules(multiprocessing.__path__)
+        if module.name != "process"
+    ),
+]
+"""The modules whose calls get the real time in a worker, as freezegun's default gives them
+in-process, but for ``multiprocessing.process``. freezegun hands the real time to any call with
+an ignored module among its five nearest frames, and in a worker the process's own ``run``
+(``multiprocessing.process``) is the fifth frame from ``decide``: with the default list a plugin
+reading ``time.time()`` straight from ``decide`` got the wall clock under ``--isolate`` and the
+simulated instant in-process, so the same honest agent logged different bytes."""
 
 
 class Answer(msgspec.Struct, kw_only=True):
@@ -199,6 +217,7 @@ def serve(
     Ctrl-C reaches the whole process group; the parent decides what it means, so the worker
     ignores it. The time limit is the parent's to enforce."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    freezegun.configure(default_ignore_list=WORKER_CLOCK_IGNORES)
     ids, meta, rules = facts
     past = PastWriter(layout)
     sandbox = Sandbox(0.0)

@@ -105,3 +105,18 @@ def test_an_isolated_plugin_finds_nothing_of_the_run() -> None:
     assert "Tape" in here  # in-process, gc reaches everything: what --isolate is for
     apart = {d.reasoning for d in decisions(replay({"s": Searches()}, isolate=True), "s")}
     assert apart == {"found []"}
+
+
+class ReadsTheClock(Strategy):
+    """Reads every clock freezegun replaces, straight from ``decide`` (the shallowest call, where
+    a worker process's own frames are nearest): honest code computing time to a market's end."""
+
+    def decide(self, view: View) -> Decision:
+        clocks = (time.time(), time.monotonic(), time.perf_counter(), time.time_ns() / 1e9)
+        return Decision.hold(" ".join(f"{c - view.ts:.0f}" for c in clocks))
+
+
+def test_an_isolated_plugin_reads_the_simulated_clock_as_in_process() -> None:
+    here = {d.reasoning for d in decisions(replay({"c": ReadsTheClock()}), "c")}
+    apart = {d.reasoning for d in decisions(replay({"c": ReadsTheClock()}, isolate=True), "c")}
+    assert here == apart == {"0 0 0 0"}
