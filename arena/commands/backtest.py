@@ -14,7 +14,7 @@ from rich.table import Table
 from arena.backtest import DEFAULT_AGAINST, STRATEGY, plan_backtest, results_data, run_backtest
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import skipped_note
-from arena.console import make_console
+from arena.console import make_console, plugins_print_to_stderr
 from arena.html_report import write_report
 from arena.report import BRIER_IMPLIED, beliefs_table
 from replays.tapefile import load_tape
@@ -140,16 +140,19 @@ def backtest(
     chosen = parse_starts(None, starts) if starts else None
     tape = load_tape(cohort.tape)
     comparison = [spec.strip() for spec in against.split(",") if spec.strip()]
-    plan = plan_backtest(strategy, comparison, tape, cohort.tape, chosen, **cohort.settings)
     if db is None:
         db = Path(tempfile.mkdtemp(prefix="arena-backtest-")) / "backtest.db"
     progress = Progress(
         TextColumn("[bold]backtesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=make_console(stderr=True), transient=True, disable=as_json,
     )  # fmt: skip
-    with progress:
-        task = progress.add_task("cohorts", total=len(plan.cohorts))
-        result = run_backtest(plan, db, cohort.options, on_done=lambda _: progress.advance(task))
+    with plugins_print_to_stderr():
+        plan = plan_backtest(strategy, comparison, tape, cohort.tape, chosen, **cohort.settings)
+        with progress:
+            task = progress.add_task("cohorts", total=len(plan.cohorts))
+            result = run_backtest(
+                plan, db, cohort.options, on_done=lambda _: progress.advance(task)
+            )
     if result.note:
         click.echo(f"note: {result.note}", err=True)
     data = results_data(result)

@@ -20,7 +20,7 @@ from arena.cohort import (
     split_starts,
 )
 from arena.commands.options import CohortChoice, agent_options, cohort_options, start_options
-from arena.console import make_console
+from arena.console import make_console, plugins_print_to_stderr
 from arena.replay import replay_cohorts
 from arena.report import load_ledger, print_report, report_data, usage_line
 from ledger.anchor import format_head, head_path
@@ -71,23 +71,25 @@ def replay(
       arena replay --starts 2024-05-12..2024-11-03 --engine ray --address auto
     """
     console = make_console(stderr=as_json)
-    for spec in agents.values():
-        build_strategy(spec)  # fail fast, before any worker starts
-    configs = cohort.configs(starts, agents)
-    tape = load_tape(cohort.tape)
-    kept, skipped = split_starts(tape, starts, configs[0].universe, configs[0].decision_cadence)
-    if not kept:
-        raise click.ClickException(nothing_to_decide(tape, skipped))
-    configs = [c for c in configs if c.start in kept]
-    progress = Progress(
-        TextColumn("[bold]replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True, disable=as_json or len(configs) == 1,
-    )  # fmt: skip
-    with progress:
-        task = progress.add_task("cohorts", total=len(configs))
-        done = replay_cohorts(
-            cohort.tape, configs, db, cohort.options, on_done=lambda _: progress.advance(task)
-        )
+    with plugins_print_to_stderr():
+        for spec in agents.values():
+            build_strategy(spec)  # fail fast, before any worker starts
+        configs = cohort.configs(starts, agents)
+        tape = load_tape(cohort.tape)
+        kept, skipped = split_starts(tape, starts, configs[0].universe, configs[0].decision_cadence)
+        if not kept:
+            raise click.ClickException(nothing_to_decide(tape, skipped))
+        configs = [c for c in configs if c.start in kept]
+        progress = Progress(
+            TextColumn("[bold]replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=make_console(stderr=True), transient=True,
+            disable=as_json or len(configs) == 1,
+        )  # fmt: skip
+        with progress:
+            task = progress.add_task("cohorts", total=len(configs))
+            done = replay_cohorts(
+                cohort.tape, configs, db, cohort.options, on_done=lambda _: progress.advance(task)
+            )
     with EventStore.open(db, readonly=True) as store:
         cohorts = [d.cohort for d in done]
         ledger = load_ledger(store, cohorts)

@@ -15,7 +15,7 @@ from arena.backtest import DEFAULT_AGAINST
 from arena.commands.backtest import num_cell
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import skipped_note
-from arena.console import make_console
+from arena.console import make_console, plugins_print_to_stderr
 from arena.sweep import (
     parse_grid,
     plan_sweep,
@@ -162,15 +162,15 @@ def sweep(
         vs = list(DEFAULT_AGAINST)
     tape = load_tape(cohort.tape)
     chosen = parse_starts(None, starts) if starts else None
-    plan = plan_sweep(strategy, grid_of, vs, tape, cohort.tape, chosen, **settings)
-    configs = len(plan.configs())
     progress = Progress(
         TextColumn("[bold]sweeping"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=make_console(stderr=True), transient=True, disable=as_json,
     )  # fmt: skip
-    with progress:
-        task = progress.add_task("cohort-runs", total=configs)
-        result = run_sweep(plan, db, cohort.options, on_done=lambda _: progress.advance(task))
+    with plugins_print_to_stderr():
+        plan = plan_sweep(strategy, grid_of, vs, tape, cohort.tape, chosen, **settings)
+        with progress:
+            task = progress.add_task("cohort-runs", total=len(plan.configs()))
+            result = run_sweep(plan, db, cohort.options, on_done=lambda _: progress.advance(task))
     data = results_data(result)
     if as_json:
         click.echo(json.dumps(data, indent=2))
