@@ -13,7 +13,11 @@ the same log runs only the cohorts it does not hold complete (``replay_cohorts``
 
 Picking the best of many settings by its results flatters it: the winner's mean is biased up
 and its interval too narrow for having been chosen. The results say how many settings were
-tried, and name starts the sweep did not use, to confirm the winner on.
+tried, and name starts to confirm the winner on: starts the sweep did not use *and* whose
+markets it did not trade. A cohort runs until its markets resolve, so on a tape of long-lived
+markets every Sunday's cohort trades the same markets to the same outcomes (on the bundled
+sample, all 101); a backtest on the other Sundays would meet again the outcomes that picked
+the winner, and is no confirmation.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from urllib.parse import urlencode
 import msgspec
 
 from arena.backtest import default_starts, plan_backtest
-from arena.cohort import CohortConfig, Skipped
+from arena.cohort import CohortConfig, Skipped, select_universe
 from arena.errors import ArenaError
 from arena.recorded import CohortDone
 from arena.replay import replay_cohorts
@@ -172,6 +176,9 @@ class SweepPlan:
     offered: tuple[datetime, ...]
     """Every start the tape offers a full universe on (``backtest.default_starts``)."""
     skipped: tuple[Skipped, ...] = ()
+    independent: tuple[datetime, ...] = ()
+    """The offered starts the sweep does not use whose universe shares no market with a swept
+    cohort's: where the winner meets outcomes it was not picked on."""
 
     def _config(self, start: datetime, agents: dict[str, str]) -> CohortConfig:
         return CohortConfig(start=start, agents=agents, **self.cohort)
@@ -217,6 +224,7 @@ def plan_sweep(
     base = plan_backtest(strategy, against, tape, tape_path, starts, **cohort)
     shared = base.cohorts[0].model_dump(exclude={"start", "agents"})
     offered = default_starts(tape, shared["universe"], shared["decision_cadence"])
+    independent = _independent_starts(tape, offered, base.starts, shared["universe"])
     return SweepPlan(
         strategy=strategy,
         grid=grid,
@@ -228,7 +236,20 @@ def plan_sweep(
         cohort=shared,
         offered=tuple(offered),
         skipped=base.skipped,
+        independent=independent,
     )
+
+
+def _independent_starts(
+    tape: Tape, offered: Sequence[datetime], swept: Sequence[datetime], size: int
+) -> tuple[datetime, ...]:
+    """The offered starts not swept whose universe is disjoint from every swept one's."""
+
+    def universe(start: datetime) -> list[int]:
+        return select_universe(tape, int(start.timestamp()), size)
+
+    traded = {m for start in swept for m in universe(start)}
+    return tuple(s for s in offered if s not in swept and traded.isdisjoint(universe(s)))
 
 
 # -- running and results -------------------------------------------------------------------------
@@ -268,11 +289,12 @@ def run_sweep(
 
 
 def _held_out_range(plan: SweepPlan) -> str | None:
-    """The longest run of consecutive offered starts the sweep did not use, as FROM..TO."""
-    swept = set(plan.starts)
+    """The longest run of consecutive offered starts independent of the sweep (not used, no
+    market in common), as FROM..TO."""
+    independent = set(plan.independent)
     runs: list[list[datetime]] = [[]]
     for start in plan.offered:
-        if start in swept:
+        if start not in independent:
             runs.append([])
         else:
             runs[-1].append(start)
@@ -317,6 +339,7 @@ def results_data(result: SweepResult) -> dict[str, Any]:
             "paired_intervals": comparisons if plan.against else 0,
             "expected_false_exclusions": round(0.05 * comparisons, 2) if plan.against else 0,
             "held_out_starts": held,
+            "unused_starts": len(set(plan.offered) - set(plan.starts)),
             "confirm": _confirm_command(plan, best["spec"], held),
         },
         "digest": result.digest,
@@ -354,7 +377,15 @@ def selection_warning(data: Mapping[str, Any]) -> str:
             f"{s['expected_false_exclusions']:g} would exclude 0 by chance alone)"
         )
     if s["confirm"]:
-        return text + f". Confirm it on starts the sweep did not use: {s['confirm']}"
+        return (
+            text + f". Confirm it on starts whose markets the sweep did not trade: {s['confirm']}"
+        )
+    if s["unused_starts"]:
+        return text + (
+            f". The {s['unused_starts']} start(s) the sweep did not use trade markets it traded, "
+            "to the same outcomes, so they cannot confirm it: confirm it on another tape or a "
+            "later recording"
+        )
     return text + (
         ". Every start this tape offers was swept: confirm it on another tape or a later recording"
     )

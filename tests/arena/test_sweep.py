@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import Result
 from hypothesis import given, settings
@@ -26,11 +27,13 @@ from arena.sweep import (
     read_sweep_file,
     results_data,
     run_sweep,
+    selection_warning,
     settings_of,
 )
 from ledger.store import EventStore
 from replays.samples import sample_path
-from replays.tapefile import load_tape
+from replays.tape import MarketInfo, Resolution, Tape
+from replays.tapefile import load_tape, save_tape
 from strategies.api import StrategyError
 from strategies.loader import derived_name, name_specs
 from tests.conftest import Arena
@@ -198,12 +201,46 @@ def test_the_selection_warning_counts_what_was_tried(data: dict[str, Any]) -> No
     assert sel["paired_intervals"] == 4
     assert sel["expected_false_exclusions"] == 0.2
     # with ten markets the sample's full Sundays run 2024-03-24..2024-11-03; the sweep took
-    # three in September, leaving 23 before them and 7 after: the longer run is offered
-    assert sel["held_out_starts"] == "2024-03-24..2024-08-25"
-    assert sel["confirm"] == (
-        f"arena backtest '{best['spec']}' --starts 2024-03-24..2024-08-25 "
-        "--against 'hold,favourite'"
+    # three in September, and the other 30 trade some of its ten markets (all ten from
+    # 2024-04-07 on) to the same outcomes: none of them can confirm the winner
+    assert sel["unused_starts"] == 30
+    assert sel["held_out_starts"] is None and sel["confirm"] is None
+    assert selection_warning(data).endswith(
+        "The 30 start(s) the sweep did not use trade markets it traded, to the same outcomes, "
+        "so they cannot confirm it: confirm it on another tape or a later recording"
     )
+
+
+def two_eras_tape() -> Tape:
+    """Two markets priced weekly from 2024-01-07 to 2024-01-28 that resolve on 2024-02-04, and
+    two priced from 2024-02-04 to 2024-02-25 that resolve on 2024-03-03: a sweep of January's
+    Sundays leaves February's markets, and only those, to confirm on."""
+    start, week = 1_704_585_600, 7 * 86_400
+    markets, series, resolutions = [], {}, []
+    for mid, first, volume in (("e1", 0, 200), ("e2", 0, 100), ("l1", 4, 200), ("l2", 4, 100)):
+        markets.append(MarketInfo(id=mid, question=f"{mid}?", outcomes=("Yes", "No"),
+                                  volume=volume, open_ts=start + first * week))  # fmt: skip
+        times = np.array([start + (first + k) * week for k in range(4)], dtype=np.int64)
+        series[mid] = (times, np.array([0.3, 0.4, 0.6, 0.7]))
+        resolutions.append(Resolution(market=mid, ts=int(times[-1]) + week, winner="Yes"))
+    return Tape.from_series(markets, series, resolutions, source="two eras")
+
+
+def test_the_winner_is_confirmed_only_on_markets_the_sweep_did_not_trade(tmp_path: Path) -> None:
+    tape = tmp_path / "eras.tape"
+    save_tape(two_eras_tape(), tape)
+    data = run_json("favourite", "--grid", "stake=100,200", "--tape", tape, "--universe", "2",
+                    "--starts", "2024-01-07..2024-01-14", "--against", "hold", "--jobs", "1",
+                    "--db", tmp_path / "s.db")  # fmt: skip
+    sel = data["selection"]
+    # 2024-01-21 and 2024-01-28 are not swept but trade e1 and e2, as the swept cohorts did
+    assert sel["unused_starts"] == 6
+    assert sel["held_out_starts"] == "2024-02-04..2024-02-25"
+    assert sel["confirm"] == (
+        f"arena backtest '{sel['best_spec']}' --starts 2024-02-04..2024-02-25 --against 'hold' "
+        f"--tape {tape}"
+    )
+    assert "Confirm it on starts whose markets the sweep did not trade" in selection_warning(data)
 
 
 def test_the_table_and_warning_are_printed(workdir: Path) -> None:
@@ -213,7 +250,7 @@ def test_the_table_and_warning_are_printed(workdir: Path) -> None:
     out = result.output
     assert "stake=100" in out and "stake=400" in out and "− favourite" in out
     assert "best mean return of 2 setting(s) tried" in out
-    assert "2024-03-24..2024-08-25" in out
+    assert "cannot confirm it" in out
     assert "9 cohort-run(s) (0 run now, 9 already in the log)" in out  # the module's log
 
 
