@@ -19,6 +19,10 @@ What is tried again, and what is not:
   failed says so;
 * any other 4xx: never; it would only fail again.
 
+An answer or reasoning longer than ``MAX_KEPT`` characters is cut to it before it is kept, and
+such an answer is not read (its attempt has an ``error``): a server sending megabytes would
+otherwise put them into the log with every attempt, and a replay reads the answer the log kept.
+
 The API key lives only in the request header. Every text that is kept (answer, reasoning,
 error) is scrubbed of it first, since some providers quote the key back, in an error or even
 in an answer.
@@ -185,12 +189,14 @@ def read_body(payload: Any) -> dict[str, Any]:
         choice = payload["choices"][0]
         message = choice["message"]
     except (KeyError, IndexError, TypeError):
+        message = None
+    if not isinstance(message, dict):  # absent, null, or a bare string: no answer to read
         problem = provider_error(payload)
         if problem is not None:
             return {"error": f"HTTP 200 with an error: {problem}", "retry": True}
         return {"error": "the response has no choices[0].message", "retry": False}
     usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
-    content = message.get("content") if isinstance(message, dict) else None
+    content = message.get("content")
     reasoning = message.get("reasoning") or message.get("reasoning_content")
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     fields: dict[str, Any] = {
@@ -203,6 +209,12 @@ def read_body(payload: Any) -> dict[str, Any]:
     }
     if finish == "length":
         fields["error"] = "the answer was cut off at max_tokens (finish_reason length)"
+    answer, reasoning = fields["answer"], fields["reasoning"]
+    if len(answer) > MAX_KEPT:
+        fields["answer"] = answer[:MAX_KEPT]
+        fields["error"] = f"the answer is {len(answer):,} characters, over {MAX_KEPT:,}: not read"
+    if reasoning is not None and len(reasoning) > MAX_KEPT:
+        fields["reasoning"] = reasoning[:MAX_KEPT] + f" [cut: {len(reasoning):,} characters in all]"
     return fields
 
 
@@ -221,6 +233,11 @@ def retry_after(response: httpx.Response, now: Callable[[], float] = time.time) 
         return None
     return max(0.0, when.timestamp() - now())
 
+
+MAX_KEPT = 100_000
+"""Characters of an answer or of reasoning kept per attempt: the boundary's cap on a decision's
+texts (``arena.boundary.MAX_TEXT``), and over ten times the longest answer the agents ask for
+(2,048 tokens)."""
 
 SCHEMA_WORDS = ("response_format", "schema", "grammar", "parser", "structured", "json")
 """Words of a 400 that blames the structured-output request (llama.cpp: "Unable to generate

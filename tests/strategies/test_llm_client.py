@@ -173,3 +173,44 @@ def test_a_recorded_cassette_never_holds_the_key(server: FakeLLM, tmp_path: Path
     text = path.read_text()
     assert KEY not in text and "SECRET" not in text
     assert text.count("***") == 3  # the 401's message, the answer, the reasoning
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": [{"message": None, "finish_reason": "stop"}]},
+        {"choices": [{"message": "a bare string", "finish_reason": "stop"}]},
+        {"choices": [{"message": ["a", "list"]}]},
+        {"choices": [None]},
+        {"choices": None},
+        {"choices": []},
+    ],
+    ids=["null", "string", "list", "null-choice", "null-choices", "no-choices"],
+)
+def test_a_200_without_a_message_object_is_a_recorded_failed_call(
+    server: FakeLLM, body: dict[str, Any]
+) -> None:
+    """Garbage in a 200 is the call's error, not an exception that loses the transcript."""
+    server.queue(Reply(body=body))
+    answer = client(server.url).ask(QUESTION)
+    assert [(c.status, c.error) for c in answer.calls] == [
+        (200, "the response has no choices[0].message")
+    ]
+    assert len(server.received) == 1
+
+
+def test_an_answer_too_long_to_keep_is_cut_and_not_read(server: FakeLLM) -> None:
+    """Megabytes from a server would go into the log with every attempt; a replay reads what
+    the log kept, so the cut answer must not be read live either."""
+    server.queue(Reply(content="7" * 150_000, reasoning="r" * 120_000))
+    answer = client(server.url).ask(QUESTION)
+    (call,) = answer.calls
+    assert call.answer == "7" * 100_000 and answer.text is None
+    assert call.error == "the answer is 150,000 characters, over 100,000: not read"
+    assert call.reasoning == "r" * 100_000 + " [cut: 120,000 characters in all]"
+    assert len(server.received) == 1
+
+
+def test_an_answer_of_exactly_the_limit_is_read(server: FakeLLM) -> None:
+    server.queue(Reply(content="7" * 100_000))
+    assert client(server.url).ask(QUESTION).text == "7" * 100_000
