@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from replays.errors import TapeError
 from replays.tape import MarketInfo, Resolution
 
 DECISIVE = 0.99  # origins §1.9: a price at or above this names the winner
@@ -23,13 +24,21 @@ CATCH_ALL = frozenset({"All"})  # Gamma tags every event "All"; useless as a cat
 
 
 def parse_ts(value: Any) -> int | None:
-    """Unix seconds from an int, an ISO instant ("...Z") or Gamma's "2024-11-07 11:18:52+00"."""
-    if value is None or value == "" or isinstance(value, bool):
+    """Unix seconds from an int, an ISO instant ("...Z") or Gamma's "2024-11-07 11:18:52+00".
+
+    None only when the value is absent; a value that is present but names no instant raises
+    ``ValueError``, because reading it as "absent" would quietly turn a garbled end date into a
+    market without a scheduled end (and a garbled close into an open market)."""
+    if value is None or value == "":
         return None
+    if isinstance(value, bool):
+        raise ValueError(f"not an instant: {value!r}")
     if isinstance(value, int):
         return value
     if isinstance(value, float):
-        return int(value) if math.isfinite(value) else None
+        if not math.isfinite(value):
+            raise ValueError(f"not an instant: {value!r}")
+        return int(value)
     text = str(value).strip().replace(" ", "T", 1)
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
@@ -38,10 +47,25 @@ def parse_ts(value: Any) -> int | None:
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        return None
+        raise ValueError(f"not an instant: {str(value)[:60]!r}") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return int(parsed.timestamp())
+
+
+def instant(obj: Mapping[str, Any], *keys: str) -> int | None:
+    """The instant under the first present key, or None when no key is present; an unreadable
+    one is a ``TapeError`` naming the market and the field."""
+    for key in keys:
+        value = obj.get(key)
+        if value is None or value == "":
+            continue
+        try:
+            return parse_ts(value)
+        except ValueError as exc:
+            market = first(obj, "id", "market_id")
+            raise TapeError(f"market {market}: {key}: {exc}") from None
+    return None
 
 
 def json_list(value: Any) -> list[Any]:
@@ -100,9 +124,9 @@ def market_info(obj: Mapping[str, Any], first_point: int | None = None) -> Marke
     tags = event_tags(obj)
     category = first(obj, "category")
     volume = to_float(first(obj, "volumeNum", "volume")) or 0.0
-    open_ts = parse_ts(first(obj, "startDate", "start_date", "createdAt", "created_at"))
-    end_ts = parse_ts(first(obj, "endDate", "end_date"))
-    close_ts = parse_ts(first(obj, "closedTime", "closed_time"))
+    open_ts = instant(obj, "startDate", "start_date", "createdAt", "created_at")
+    end_ts = instant(obj, "endDate", "end_date")
+    close_ts = instant(obj, "closedTime", "closed_time")
     market_id = str(first(obj, "id", "market_id"))
     return MarketInfo(
         id=market_id,
@@ -147,7 +171,7 @@ def verdict(obj: Mapping[str, Any], market: MarketInfo) -> Verdict:
     means voided. A closed market with no decisive price is "undecided": the originals defer
     it, so the tape leaves it unresolved.
     """
-    ts = parse_ts(first(obj, "closedTime", "closed_time", "umaEndDate", "endDate", "end_date"))
+    ts = instant(obj, "closedTime", "closed_time", "umaEndDate", "endDate", "end_date")
     closed = is_closed(obj)
     tokens = [t for t in json_list(obj.get("tokens")) if isinstance(t, Mapping)]
     flagged = [obj["winner"]] if obj.get("winner") else []

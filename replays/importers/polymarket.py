@@ -164,7 +164,11 @@ def assemble(
     for obj in objects:
         if first(obj, "id", "market_id") is None:
             raise TapeError(f"{source}: a market object has no id: {str(dict(obj))[:80]}")
-        market = market_info(obj)
+        try:
+            market = market_info(obj)
+            judged = verdict(obj, market)
+        except TapeError as exc:
+            raise TapeError(f"{source}: {exc}") from None
         check_markets(source, [market])  # refused by name, not skipped as "no prices"
         found = _market_series(market, histories)
         if found is None:
@@ -175,7 +179,6 @@ def assemble(
         market = recorded_facts(market, obj, found[0], recorded_at)
         markets.append(market)
         series[market.id] = found
-        judged = verdict(obj, market)
         if judged.resolution is not None:
             resolutions[market.id] = judged.resolution
         elif judged.kind == "undecided":

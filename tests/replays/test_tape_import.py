@@ -39,7 +39,24 @@ def test_parse_ts_reads_both_gamma_formats() -> None:
     assert parse_ts("2024-11-07 11:18:52+00") == 1730978332
     assert parse_ts("2024-11-07T11:18:52Z") == 1730978332
     assert parse_ts("2024-11-07T11:18:52.5Z") == 1730978332
-    assert parse_ts(None) is None and parse_ts("garbage") is None
+    assert parse_ts(None) is None and parse_ts("") is None
+    for garbage in ("garbage", float("nan"), True):
+        with pytest.raises(ValueError, match="not an instant"):
+            parse_ts(garbage)
+
+
+@pytest.mark.parametrize("field", ["endDate", "closedTime", "startDate"])
+def test_an_unreadable_date_is_refused_by_market_and_field(field: str) -> None:
+    # Read as absent, a garbled endDate made a market with no scheduled end, a garbled
+    # closedTime an open one.
+    with pytest.raises(TapeError, match=f"^market 253573: {field}: not an instant: 'not a date'$"):
+        market_info(gamma(**{field: "not a date"}))
+
+
+def test_an_unreadable_close_is_refused_when_judging_the_ending() -> None:
+    market = market_info(gamma())
+    with pytest.raises(TapeError, match="market 253573: umaEndDate: not an instant"):
+        verdict(gamma(closedTime=None, umaEndDate="soon"), market)
 
 
 def test_market_info_from_raw_gamma() -> None:
@@ -225,13 +242,24 @@ def test_hostile_gamma_objects(tmp_path: Path, over: dict[str, Any], problem: st
 
 def test_odd_but_harmless_gamma_values_still_make_a_loadable_tape(tmp_path: Path) -> None:
     """A numeric category was written into a tape that then failed to load."""
-    over = {"category": 7, "volumeNum": "NaN", "volume": "1e999", "startDate": True}
+    over = {
+        "category": 7,
+        "volumeNum": "NaN",
+        "volume": "1e999",
+        "startDate": "",
+        "createdAt": None,
+    }
     result = import_one(tmp_path, gamma(**over), [POINT])
     [market] = result.tape.markets
-    # startDate true is no instant: the market opens at its first point
+    # empty or null dates are absent ones: the market opens at its first point
     assert (market.category, market.volume, market.open_ts) == ("7", 0.0, 1704067200)
     save_tape(result.tape, tmp_path / "t.tape")
     assert load_tape(tmp_path / "t.tape").hash == result.tape.hash
+
+
+def test_an_import_names_the_file_market_and_field_of_an_unreadable_date(tmp_path: Path) -> None:
+    with pytest.raises(TapeError, match=r"markets\.json\+prices\.jsonl\.gz: market 253573: end"):
+        import_one(tmp_path, gamma(endDate="2024-13-45"), [POINT])
 
 
 def test_a_gzip_bomb_of_price_histories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
