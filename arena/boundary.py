@@ -14,10 +14,12 @@ the plugin on the other side:
   ``KeyboardInterrupt`` included) into an error text, keeps a real Ctrl-C apart from a
   plugin's, and during the run replaces the process-level calls a plugin could end or fork the
   run with (``os._exit``, ``os.fork``, ``signal.signal``, ``signal.setitimer``, ...) by ones
-  that raise ``SandboxError``.
+  that raise ``SandboxError``. A freezegun clock the plugin started, stopped or cleared and
+  left so is put back after each call, and what that call returned is not taken.
 * **What a plugin returns.** ``checked`` turns a decision into builtin, bounded values (finite
   amounts up to ``MAX_AMOUNT``, beliefs in [0, 1], at most ``MAX_ORDERS`` orders and
-  ``MAX_TEXT`` characters of reasoning, truncations noted), or says why it cannot.
+  ``MAX_TEXT`` characters of reasoning and of each model call's texts, ``MAX_TRACE_TEXT`` of
+  model text in all, truncations noted), or says why it cannot.
 
 What in-process protection cannot stop: code in the same interpreter can walk
 ``gc.get_objects()`` to the tape or the broker, patch classes, use ``ctypes`` to write any
@@ -45,6 +47,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import msgspec
 import numpy as np
+from freezegun import api as freezegun_api
 
 from ledger.events import BetIntent, ModelCall, SellIntent
 from ledger.live import PositionRecord
@@ -79,6 +82,13 @@ and answer fit many times over); a 50 MB reasoning per decision made a 550 MB lo
 
 MAX_CALLS = 10_000
 """Model calls kept from one decision's trace (a forecaster asks once per market or more)."""
+
+MAX_TRACE_TEXT = 2_000_000
+"""Characters kept of one decision's model calls and system prompts together: each text is
+also capped at ``MAX_TEXT``, but twenty calls of 2 MB answers wrote 40 MB per decision."""
+
+CALL_TEXTS = ("model", "question", "request", "system", "answer", "finish_reason", "reasoning",
+              "error", "rejected")  # fmt: skip
 
 TRACE_TEXTS = ("prompt", "raw_response", "model", "error")
 TRACE_COUNTS = ("tokens_in", "tokens_out", "retries")
@@ -358,6 +368,30 @@ class Clock:
             self._ts = ts
 
 
+_CLOCK_STACKS: tuple[list[Any], ...] = (
+    freezegun_api.freeze_factories,
+    freezegun_api.tz_offsets,
+    freezegun_api.ignore_lists,
+    freezegun_api.tick_flags,
+)
+
+
+def _clock_stacks() -> tuple[list[Any], ...]:
+    return tuple(list(stack) for stack in _CLOCK_STACKS)
+
+
+def _restore_clock(saved: tuple[list[Any], ...]) -> bool:
+    """freezegun's stacks put back as they were before plugin code ran; True if it had changed
+    them. A plugin that starts its own ``freeze_time`` and never stops it (or a library it uses
+    that leaks one) would otherwise set every later agent's clock to its instant."""
+    changed = False
+    for stack, before in zip(_CLOCK_STACKS, saved, strict=True):
+        if len(stack) != len(before) or any(a is not b for a, b in zip(stack, before, strict=True)):
+            stack[:] = before
+            changed = True
+    return changed
+
+
 _setitimer = signal.setitimer if hasattr(signal, "setitimer") else None
 _signal = signal.signal
 
@@ -409,6 +443,12 @@ def _modules_to_guard() -> list[tuple[Any, str, str]]:
                 if getattr(other, attr, None) is getattr(module, attr):
                     found.append((other, attr, label))
     return found
+
+
+CLOCK_CHANGED = (
+    "the strategy started or stopped a freezegun clock and left it so; it was put back, and "
+    "what the strategy returned is not taken"
+)
 
 
 class Sandbox:
@@ -464,6 +504,7 @@ class Sandbox:
         Only a real Ctrl-C escapes (as ``RunInterrupted``, even when the plugin caught it),
         and a ``RunStopped``, which a strategy raises to stop the run on purpose."""
         result, error = None, None
+        clock = _clock_stacks()
         try:
             self._start()
             try:
@@ -478,6 +519,9 @@ class Sandbox:
             raise
         except BaseException as exc:
             result, error = None, error_text(exc)
+        finally:
+            if _restore_clock(clock) and error is None:
+                result, error = None, CLOCK_CHANGED
         if self.interrupted:
             raise RunInterrupted()
         return result, error
@@ -611,15 +655,41 @@ def _trace(trace: object, notes: list[str]) -> Trace | None:
         fields[name] = None if value is None else _number(value)
     if fields["retries"] is None:
         raise TypeError("trace.retries must be a whole number")
-    calls = _limited(_sequence(trace.calls, "trace.calls"), MAX_CALLS, "trace.calls", notes,
-                     "model calls")  # fmt: skip
-    fields["calls"] = tuple(_model_call(c) for c in calls)
     if not isinstance(trace.prompts, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in trace.prompts.items()
     ):
         raise TypeError("trace.prompts must map digests to texts")
-    fields["prompts"] = dict(trace.prompts)
+    cut_texts: list[int] = []
+    room, prompts = MAX_TRACE_TEXT, {}
+    for digest, text in trace.prompts.items():
+        kept_text = _cut(text, cut_texts)
+        room -= len(digest) + len(kept_text)
+        if room < 0:
+            raise ValueError(f"trace.prompts: over {MAX_TRACE_TEXT:,} characters")
+        prompts[digest] = kept_text
+    calls = _limited(_sequence(trace.calls, "trace.calls"), MAX_CALLS, "trace.calls", notes,
+                     "model calls")  # fmt: skip
+    kept: list[ModelCall] = []
+    for given in calls:
+        call, size = _model_call(given, cut_texts)
+        if size > room:
+            notes.append(f"trace.calls: {len(calls) - len(kept):,} dropped past "
+                         f"{MAX_TRACE_TEXT:,} characters of model text")  # fmt: skip
+            break
+        room -= size
+        kept.append(call)
+    if cut_texts:
+        notes.append(f"trace.calls: {len(cut_texts):,} texts cut to {MAX_TEXT:,} characters")
+    fields["calls"], fields["prompts"] = tuple(kept), prompts
     return Trace(**fields)
+
+
+def _cut(text: str, cut: list[int]) -> str:
+    """``text`` capped at ``MAX_TEXT``, adding its full length to ``cut`` when it was."""
+    kept, was_cut = capped(text)
+    if was_cut:
+        cut.append(len(text))
+    return kept
 
 
 def _sequence(items: object, what: str) -> Iterable[Any]:
@@ -628,15 +698,29 @@ def _sequence(items: object, what: str) -> Iterable[Any]:
     return items
 
 
-def _model_call(call: object) -> ModelCall:
+def _model_call(call: object, cut: list[int]) -> tuple[ModelCall, int]:
     """``call`` as a ModelCall whose every field has its declared type, as the log will read
-    it back (msgspec does not check types when a struct is built, only when it is decoded)."""
+    it back (msgspec does not check types when a struct is built, only when it is decoded),
+    each text capped at ``MAX_TEXT``; and the characters of text it keeps."""
     if not isinstance(call, ModelCall):
         raise TypeError(f"trace.calls must be ModelCall, not {type(call).__name__}")
     try:
-        return msgspec.convert(msgspec.to_builtins(call), ModelCall)
+        fields = msgspec.to_builtins(call)
+        for name in CALL_TEXTS:
+            if isinstance(fields.get(name), str):
+                fields[name] = _cut(fields[name], cut)
+        if isinstance(fields.get("messages"), list):
+            fields["messages"] = [
+                {k: _cut(v, cut) if isinstance(v, str) else v for k, v in m.items()}
+                if isinstance(m, dict) else m
+                for m in fields["messages"]
+            ]  # fmt: skip
+        checked_call = msgspec.convert(fields, ModelCall)
     except (msgspec.ValidationError, TypeError) as exc:
         raise TypeError(f"trace.calls: {exc}") from None
+    size = sum(len(getattr(checked_call, name) or "") for name in CALL_TEXTS)
+    size += sum(len(k) + len(v) for m in checked_call.messages for k, v in m.items())
+    return checked_call, size
 
 
 def _plain_hold(d: Decision) -> bool:

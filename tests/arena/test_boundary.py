@@ -23,6 +23,7 @@ from datetime import time as dt_time
 from pathlib import Path
 from typing import Any
 
+import freezegun
 import msgspec
 import numpy as np
 import pytest
@@ -31,8 +32,10 @@ from hypothesis import strategies as st
 
 from arena.boundary import (
     _FEEDS,
+    CLOCK_CHANGED,
     MAX_ORDERS,
     MAX_TEXT,
+    MAX_TRACE_TEXT,
     PastFeed,
     checked,
     error_text,
@@ -462,6 +465,27 @@ class Rewrites(Strategy):
         return Decision.hold()
 
 
+class LeavesAClockRunning(Strategy):
+    """Starts its own frozen clock and never stops it, as a careless library might."""
+
+    def decide(self, view: View) -> Decision:
+        freezegun.freeze_time("2030-01-01").start()
+        return Decision.hold("froze 2030")
+
+
+class ClearsTheClock(Strategy):
+    """Throws away the run's frozen clock, so that later agents would read the wall clock."""
+
+    def decide(self, view: View) -> Decision:
+        freezegun.api.freeze_factories.clear()
+        return Decision.hold()
+
+
+class ReadsTheClock(Strategy):
+    def decide(self, view: View) -> Decision:
+        return Decision.hold(f"{datetime.now().isoformat()} {time.time() - view.ts:.0f}")
+
+
 NOT_P = "not a probability in [0, 1]"
 MAY_NOT = "a strategy may not call"
 HOSTILE: dict[str, tuple[type[Strategy], str]] = {
@@ -476,6 +500,8 @@ HOSTILE: dict[str, tuple[type[Strategy], str]] = {
     "belief 7.5": (Overconfident, f"ValueError: bet on syn-00001: belief 7.5 is {NOT_P}"),
     "SIG_IGN": (IgnoresAlarm, f"SandboxError: {MAY_NOT} signal.signal during a replay"),
     "fork": (Forks, f"SandboxError: {MAY_NOT} os.fork during a replay"),
+    "freeze_time left running": (LeavesAClockRunning, CLOCK_CHANGED),
+    "run's clock cleared": (ClearsTheClock, CLOCK_CHANGED),
     "Ctrl-C to itself": (SendsCtrlC, "SandboxError: a strategy may not signal the replay's own "
                                      "process"),
 }  # fmt: skip
@@ -492,6 +518,18 @@ def test_a_hostile_plugin_is_a_recorded_hold_and_changes_nothing_else(
     assert {d.error.splitlines()[0] for d in made if d.error} == {error}
     assert not [e for e in events if getattr(e, "agent", None) == "bad" and e not in made]
     assert of_agent(events, "fav") == alone
+
+
+@pytest.mark.parametrize("kind", [LeavesAClockRunning, ClearsTheClock])
+def test_a_clock_a_plugin_leaves_changed_reaches_no_other_agent(kind: type[Strategy]) -> None:
+    """Agent ``bad`` decides first: without the sandbox putting freezegun's clocks back, the
+    reader after it read 2030 (or the wall clock) at every decision."""
+    events = replay({"bad": kind(), "reader": ReadsTheClock()})
+    read = [e.reasoning for e in events if isinstance(e, DecisionMade) and e.agent == "reader"]
+    made = [e.ts for e in events if isinstance(e, DecisionMade) and e.agent == "reader"]
+    assert read and read == [
+        f"{datetime.fromtimestamp(ts, UTC):%Y-%m-%dT%H:%M:%S} 0" for ts in made
+    ]
 
 
 def test_a_plugin_rewriting_prices_changes_nothing_else(alone: list[AnyEvent]) -> None:
@@ -671,6 +709,26 @@ def test_a_log_with_a_belief_outside_0_1_still_reports(
     assert (beliefs["n"], beliefs["left_out"]) == (1, 1)
     assert beliefs["brier"] == pytest.approx(0.09)
     assert arena("report", db).exit_code == 0
+
+
+def test_model_calls_are_cut_per_text_and_per_decision() -> None:
+    """Twenty calls of 2 MB answers wrote 40 MB per decision: each text is cut to MAX_TEXT
+    and the calls past MAX_TRACE_TEXT characters in all are dropped, both noted."""
+    big = ModelCall(model="m", question="q", request="r", answer="A" * 2_000_000,
+                    messages=[{"role": "user", "content": "u" * (MAX_TEXT + 1)}])  # fmt: skip
+    decision, note = checked(Decision(trace=Trace(calls=(big,) * 20)))
+    assert decision.trace is not None
+    # each call keeps 3 + 100,000 + 4 + 100,000 characters: nine fit in 2,000,000
+    fit = MAX_TRACE_TEXT // (3 + MAX_TEXT + len("role") + len("user") + len("content") + MAX_TEXT)
+    assert len(decision.trace.calls) == fit == 9
+    assert {len(c.answer or "") for c in decision.trace.calls} == {MAX_TEXT}
+    assert {len(c.messages[0]["content"]) for c in decision.trace.calls} == {MAX_TEXT}
+    assert note == (
+        f"trace.calls: 11 dropped past {MAX_TRACE_TEXT:,} characters of model text; "
+        f"trace.calls: 20 texts cut to {MAX_TEXT:,} characters"
+    )
+    with pytest.raises(ValueError, match=r"trace\.prompts: over 2,000,000 characters"):
+        checked(Decision(trace=Trace(prompts={str(i): "p" * MAX_TEXT for i in range(21)})))
 
 
 def test_a_model_call_of_the_wrong_types_is_refused_before_it_reaches_the_log() -> None:
