@@ -66,6 +66,12 @@ def sundays(first: datetime, last: datetime) -> list[datetime]:
     return out
 
 
+MAX_CASH = 1e12
+"""The most an agent may start with: the largest amount a bet may have (``boundary.MAX_AMOUNT``).
+Infinity, which JSON cannot hold, was written into ``CohortOpened`` as null and left a log that
+could not be read again; sums past 10¹² are past what the tables can show."""
+
+
 class CohortConfig(pydantic.BaseModel):
     """What a user chooses for one cohort; validated at the boundary, then frozen."""
 
@@ -74,7 +80,7 @@ class CohortConfig(pydantic.BaseModel):
     start: datetime
     agents: dict[str, str]
     universe: int = pydantic.Field(default=500, ge=1)
-    cash: float = pydantic.Field(default=10_000.0, gt=0)
+    cash: float = pydantic.Field(default=10_000.0, gt=0, le=MAX_CASH)
     rules: str = pydantic.Field(default="v1", description=f"betting rules: {', '.join(RULES)}")
     decision_cadence: str = "weekly"
     mark_cadence: str = "daily"

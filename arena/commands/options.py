@@ -87,7 +87,7 @@ _COHORT_OPTIONS = (
                  default=_default(CohortConfig, "rules"), show_default=True,
                  help="Betting rules: v1 caps each bet, v2 a decision's total (all or none)."),
     click.option("--cash", type=float, default=_default(CohortConfig, "cash"), show_default=True,
-                 help="Starting cash of every agent."),
+                 help="Starting cash of every agent (at most $10^12)."),
     click.option("--universe", type=int, default=_default(CohortConfig, "universe"),
                  show_default=True, help="Top N markets by volume open at the start."),
     click.option("--decisions", "decision_cadence",

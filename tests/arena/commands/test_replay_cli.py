@@ -205,6 +205,9 @@ def test_a_malformed_script_is_a_one_line_error(
         (("--agent", "x=random?bets=-1"), "random: bad settings: bets"),
         (("--tape", "missing.tape"), "missing.tape"),
         (("--decisions", "fortnightly"), "decision_cadence: cadence 'fortnightly'"),
+        # JSON has no infinity: 'inf' was written as null, and the log could not be read again
+        (("--cash", "inf"), "cash: Input should be less than or equal to 1000000000000"),
+        (("--cash", "1e13"), "cash: Input should be less than or equal to 1000000000000"),
     ],
 )
 def test_bad_replay_input_is_a_one_line_error(
@@ -212,6 +215,7 @@ def test_bad_replay_input_is_a_one_line_error(
 ) -> None:
     result = arena("replay", *args, "--db", tmp_path / "run.db")
     assert message in one_line_error(result)
+    assert not (tmp_path / "run.db").exists()
 
 
 @pytest.mark.parametrize(
