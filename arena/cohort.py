@@ -84,7 +84,7 @@ class CohortConfig(pydantic.BaseModel):
     rules: str = pydantic.Field(default="v1", description=f"betting rules: {', '.join(RULES)}")
     decision_cadence: str = "weekly"
     mark_cadence: str = "daily"
-    seed: int = 0
+    seed: int = pydantic.Field(default=0, ge=0)  # numpy refuses a negative seed
 
     @pydantic.field_validator("start")
     @classmethod

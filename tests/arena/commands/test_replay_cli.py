@@ -208,6 +208,7 @@ def test_a_malformed_script_is_a_one_line_error(
         # JSON has no infinity: 'inf' was written as null, and the log could not be read again
         (("--cash", "inf"), "cash: Input should be less than or equal to 1000000000000"),
         (("--cash", "1e13"), "cash: Input should be less than or equal to 1000000000000"),
+        (("--seed", "-1"), "seed: Input should be greater than or equal to 0"),  # a traceback
     ],
 )
 def test_bad_replay_input_is_a_one_line_error(
