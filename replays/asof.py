@@ -96,8 +96,8 @@ class PriceWalk:
 
     def __init__(self, tape: Tape, markets: Sequence[int]) -> None:
         chosen = np.asarray(markets, dtype=np.int64)
-        offsets, times, self._prices = tape.columns
-        self._walk = AsOfWalk(times, offsets[chosen], offsets[chosen + 1])
+        self._prices = tape.price_column
+        self._walk = AsOfWalk(*tape.time_layout(chosen))
         self._start, self._width = tape.first_column_layout(chosen)
         self._one_column = bool((self._width == 1).all())  # binary only: no multiply per step
         self.position = self._walk.position

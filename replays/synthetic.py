@@ -166,9 +166,7 @@ def _binary_tape(
         m.id: Resolution(market=m.id, ts=last_ts + step, winner="Yes" if won else "No")
         for m, won in zip(markets, yes_won, strict=True)
     }
-    n_steps, n_markets = prices.shape
-    offsets = np.arange(n_markets + 1, dtype=np.int64) * n_steps
-    return Tape(markets, offsets, np.tile(grid, n_markets), prices.T.reshape(-1), resolutions)
+    return Tape.on_grid(markets, grid, prices.T.reshape(-1), resolutions)
 
 
 _LOAD_PROBE = """

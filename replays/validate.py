@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 # every hour up to a resolution) stays small: a resolution at 2**63 asked for 777 TiB.
 MAX_INSTANT = 4_102_444_800
 INSTANT_RANGE = "1970-01-01..2100-01-01"
+_CHECK_BLOCK = 1 << 22  # points checked per block (4 MB of booleans)
 Instant = Annotated[int, msgspec.Meta(ge=0, lt=MAX_INSTANT)]
 
 
@@ -37,6 +38,16 @@ def _outside(ts: int) -> bool:
 def _market_of(offsets: np.ndarray, flat_index: int) -> int:
     """The market whose slice of a flat array contains ``flat_index``."""
     return int(np.searchsorted(offsets, flat_index, side="right")) - 1
+
+
+def _first_where(column: np.ndarray, test: Callable[[np.ndarray], np.ndarray]) -> int:
+    """The first index of ``column`` where ``test`` holds, or -1: tested a block at a time, so
+    checking a 100M-point column needs a block's booleans, not 100 MB of them."""
+    for first in range(0, column.shape[0], _CHECK_BLOCK):
+        found = np.flatnonzero(test(column[first : first + _CHECK_BLOCK]))
+        if found.size:
+            return first + int(found[0])
+    return -1
 
 
 def check_markets(source: str, markets: Sequence[MarketInfo]) -> None:
@@ -98,46 +109,52 @@ def check_columns(
     prices: np.ndarray,
     price_offsets: np.ndarray,
     resolutions: Mapping[str, Resolution],
+    *,
+    grid: bool = False,
 ) -> None:
     """Raise ``TapeError`` for the first problem found; return quietly if the tape is sound.
 
-    ``check_markets`` and ``check_layout`` have passed: the slices are well formed.
+    ``check_markets`` and ``check_layout`` have passed: the slices are well formed. ``times``
+    is the flat column, or with ``grid`` the one series of instants every market shares
+    (``Tape`` keeps it once); a fault in a shared grid is named by the first market.
     """
 
     def fail(market: str, problem: str) -> TapeError:
         return TapeError(f"{source}: market {market}: {problem}")
 
-    if not markets or times.shape[0] == 0:
+    if not markets or offsets[-1] == 0:
         raise TapeError(f"{source}: empty tape (no markets or no price points)")
     ids = [m.id for m in markets]
     if price_offsets[-1] != prices.shape[0]:
         raise TapeError(f"{source}: corrupt tape: price count does not match the instants")
+    series = np.array([0, times.shape[0]], dtype=np.int64) if grid else offsets
     for i, market in enumerate(markets):
         covered = market.covered_until
-        if covered is not None and offsets[i + 1] > offsets[i] and covered < times[offsets[i]]:
+        first = 0 if grid else int(offsets[i])
+        if covered is not None and offsets[i + 1] > offsets[i] and covered < times[first]:
             raise fail(market.id, f"covered until t={covered}, before its first point")
 
-    bad = np.flatnonzero(~np.isfinite(prices))
-    if bad.size:
-        m = _market_of(price_offsets, int(bad[0]))
-        raise fail(ids[m], f"price is {float(prices[bad[0]])} (NaN or infinite)")
-    bad = np.flatnonzero((prices < 0.0) | (prices > 1.0))
-    if bad.size:
-        m = _market_of(price_offsets, int(bad[0]))
-        raise fail(ids[m], f"price {float(prices[bad[0]])} is outside [0, 1]")
+    at = _first_where(prices, lambda block: ~np.isfinite(block))
+    if at >= 0:
+        m = _market_of(price_offsets, at)
+        raise fail(ids[m], f"price is {float(prices[at])} (NaN or infinite)")
+    at = _first_where(prices, lambda block: (block < 0.0) | (block > 1.0))
+    if at >= 0:
+        m = _market_of(price_offsets, at)
+        raise fail(ids[m], f"price {float(prices[at])} is outside [0, 1]")
 
     bad = np.flatnonzero((times < 0) | (times >= MAX_INSTANT))
     if bad.size:
-        m = _market_of(offsets, int(bad[0]))
+        m = _market_of(series, int(bad[0]))
         raise fail(ids[m], f"instant t={int(times[bad[0]])} is outside {INSTANT_RANGE}")
     not_rising = times[1:] <= times[:-1]  # no int64 diff: a bool per point, not eight bytes
-    inner = offsets[1:-1]
+    inner = series[1:-1]
     not_rising[inner[(inner > 0) & (inner < times.shape[0])] - 1] = False  # series boundaries
     bad = np.flatnonzero(not_rising)
     if bad.size:
         i = int(bad[0])
         kind = "duplicate" if times[i + 1] == times[i] else "unsorted"
-        raise fail(ids[_market_of(offsets, i)], f"{kind} instants at t={int(times[i + 1])}")
+        raise fail(ids[_market_of(series, i)], f"{kind} instants at t={int(times[i + 1])}")
 
     position = {mid: i for i, mid in enumerate(ids)}
     for key, res in resolutions.items():
@@ -153,7 +170,7 @@ def check_columns(
             )
         opened = market.open_ts
         if opened is None and offsets[i + 1] > offsets[i]:
-            opened = int(times[offsets[i]])
+            opened = int(times[0 if grid else offsets[i]])
         if opened is not None and res.ts < opened:
             raise fail(res.market, f"resolved at t={res.ts}, before it opened at t={opened}")
 

@@ -75,8 +75,8 @@ def _reset_peak_rss() -> bool:
 
 
 def tape_mb(tape: Tape) -> float:
-    """Bytes of the tape's columns: what any replay of it holds at the least."""
-    return sum(a.nbytes for a in tape.columns) / 2**20
+    """MiB of the tape's arrays: what any replay of it holds at the least."""
+    return tape.nbytes / 2**20
 
 
 def bench_replay(
