@@ -5,7 +5,7 @@ the plugin on the other side:
 
 * **What a plugin sees.** ``Past`` holds the universe's price points *up to the instant being
   decided*, copied in as time passes (``PastWriter``): memory that has no future in it, so a
-  view cannot hand one out however it is asked (``markets._history(i, 2**62)`` ends at the
+  view cannot hand one out however it is asked (``markets._history(i, 2**62, None)`` ends at the
   instant). Every array a view hands out is a copy the plugin owns or a read-only buffer whose
   ultimate owner is read-only (``frozen``): bytes, or a read-only memory map. No plugin can
   re-flag such an array writable and rewrite the prices another agent trades on.
@@ -64,6 +64,7 @@ from strategies.api import (
     Trace,
     View,
 )
+from strategies.api import History as ReadHistory
 
 if TYPE_CHECKING:
     from replays.asof import AsOf
@@ -154,20 +155,22 @@ class Past(NamedTuple):
     widths: tuple[int, ...]
     yes_column: tuple[int, ...]
 
-    def history(self, j: int, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(times, values)`` of market ``j`` up to ``t``, every outcome's price in outcome
-        order (a binary market's NO derived as 1 − YES): copies the caller owns."""
+    def history(self, j: int, t: int, since: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(times, values)`` of market ``j`` up to ``t`` (from ``since`` on, if given), every
+        outcome's price in outcome order (a binary market's NO derived as 1 − YES): copies the
+        caller owns, of the points asked for only."""
         a = self.starts[j]
         times = self.times[a : a + int(self.visible[j])]
         end = int(np.searchsorted(times, t, side="right"))
+        begin = 0 if since is None else min(int(np.searchsorted(times, since)), end)
         width, first = self.widths[j], self.price_starts[j]
-        stored = self.prices[first : first + end * width].reshape(end, width)
+        stored = self.prices[first + begin * width : first + end * width].reshape(-1, width)
         side = self.yes_column[j]
         if side < 0:
-            return times[:end].copy(), stored.copy()
+            return times[begin:end].copy(), stored.copy()
         yes = stored[:, 0]
-        return times[:end].copy(), np.column_stack((yes, 1.0 - yes) if side == 0 else
-                                                   (1.0 - yes, yes))  # fmt: skip
+        return times[begin:end].copy(), np.column_stack((yes, 1.0 - yes) if side == 0 else
+                                                        (1.0 - yes, yes))  # fmt: skip
 
 
 class Delta(NamedTuple):
@@ -283,11 +286,11 @@ class History(NamedTuple):
 
     key: int
 
-    def of(self, j: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+    def of(self, j: int, t: int, since: int | None) -> tuple[np.ndarray, np.ndarray]:
         feed = _FEEDS.get(self.key)
         if feed is None:
             raise LookupError("this view's replay has ended; its history is no longer kept")
-        return feed.past().history(j, t)
+        return feed.past().history(j, t, since)
 
 
 class PastFeed:
@@ -338,7 +341,7 @@ class PastFeed:
             return self._writer.past
 
     @contextlib.contextmanager
-    def shown(self) -> Iterator[Callable[[int, int], tuple[np.ndarray, np.ndarray]]]:
+    def shown(self) -> Iterator[ReadHistory]:
         """What views hand out for history (``History.of``), answering while the run lasts."""
         key = next(_KEYS)
         _FEEDS[key] = self
@@ -827,7 +830,7 @@ class Views:
         ids: tuple[str, ...],
         meta: tuple[MarketMeta, ...],
         layout: Layout,
-        history: Callable[[int, int], tuple[np.ndarray, np.ndarray]],
+        history: ReadHistory,
         agents: Iterable[str],
         rules: RuleSet,
     ) -> None:

@@ -151,8 +151,9 @@ class MarketMeta:
     is_binary: bool
 
 
-History = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
-"""(market index, instant) -> (times, outcome prices) up to and including the instant."""
+History = Callable[[int, int, int | None], tuple[np.ndarray, np.ndarray]]
+"""(market index, instant, since) -> (times, outcome prices) of the points at or after
+``since`` (every point when None) up to and including the instant."""
 
 Prices = Callable[[int], tuple[float, ...] | None]
 """market index -> all outcome prices at the decision instant, or None before any point."""
@@ -220,14 +221,19 @@ class MarketsView:
         """The ids of the markets selected by a boolean mask over the universe."""
         return [self.ids[i] for i in np.flatnonzero(mask)]
 
-    def history(self, market: str, until: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Price points of ``market`` up to the decision instant (or an earlier ``until``)."""
+    def history(
+        self, market: str, until: int | None = None, *, since: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Price points of ``market`` up to the decision instant (or an earlier ``until``), and
+        only those at or after ``since`` if given: a strategy that looks back over a window
+        should say so, since only the points it gets are copied (a whole history at every
+        decision costs the square of the decisions over a run)."""
         t = self.ts if until is None else until
         if t > self.ts:
             raise LookAheadError(
                 f"history of {market} until {t} asked for at {self.ts}: that is the future"
             )
-        return self._history(self.index(market), t)
+        return self._history(self.index(market), t, since)
 
 
 @dataclass

@@ -74,10 +74,8 @@ class ExtremizedForecaster(RegisteredForecaster):
         out = np.full(len(markets), np.nan)
         since = markets.ts - self.window
         for i in np.flatnonzero(markets.open & np.isfinite(markets.yes)):
-            times, values = markets.history(markets.ids[i])
-            first = int(np.searchsorted(times, since))  # times are sorted: slice, no mask
-            column = np.asarray(values[first:], dtype=np.float64)
-            column = column.reshape(column.shape[0], -1)[:, 0]
+            _, values = markets.history(markets.ids[i], since=since)  # the window's points only
+            column = np.asarray(values, dtype=np.float64)[:, 0]  # none when the window is empty
             if column.size >= MIN_SPREAD_POINTS:
                 out[i] = float(column.std())
         return out

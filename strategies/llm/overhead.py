@@ -63,7 +63,7 @@ def synthetic_view(markets: int, positions: int = 0) -> View:
         ts=START, ids=ids, index={m: i for i, m in enumerate(ids)}, meta=meta, yes=yes,
         open_mask=np.ones(markets, dtype=bool), volume=np.array([m.volume for m in meta]),
         binary=np.ones(markets, dtype=bool), prices=lambda i: (yes[i], 1 - yes[i]),
-        history=lambda i, t: (np.array([], dtype=np.int64), np.array([])),
+        history=lambda i, t, since: (np.array([], dtype=np.int64), np.array([])),
     )  # fmt: skip
     held = tuple(
         PositionView(id=f"p{k}", market=ids[k], side="YES", shares=100.0, cost=40.0,

@@ -218,7 +218,7 @@ def test_history_asked_for_the_far_future_ends_at_the_instant() -> None:
 
     class Peek(Strategy):
         def decide(self, view: View) -> Decision:
-            times, values = view.markets._history(view.markets.index("m0"), 2**62)
+            times, values = view.markets._history(view.markets.index("m0"), 2**62, None)
             shown.append((view.ts, int(times[-1])))
             assert values.shape == (times.size, 2)
             return Decision.hold()
@@ -229,15 +229,16 @@ def test_history_asked_for_the_far_future_ends_at_the_instant() -> None:
     assert shown and all(last == ts for ts, last in shown if ts < T0 + 30 * DAY)
 
 
-@given(case=covered_tapes(), first_read=st.integers(0, 12))
+@given(case=covered_tapes(), first_read=st.integers(0, 12), back=st.integers(0, 40 * DAY))
 @settings(max_examples=150, deadline=None)
 def test_past_shows_exactly_the_points_up_to_each_instant(
-    case: tuple[Tape, list[int], np.ndarray], first_read: int
+    case: tuple[Tape, list[int], np.ndarray], first_read: int, back: int
 ) -> None:
     """For any tape and increasing instants, history is the tape's series cut at the instant
-    however late the shared ``Past`` is first built; before that read there is no ``Past`` at
-    all, its memory never holds a point after the instant, and the handle answers nothing once
-    the run is over."""
+    however late the shared ``Past`` is first built, and with a ``since`` bound exactly its
+    points from that instant on; before the first read there is no ``Past`` at all, its memory
+    never holds a point after the instant, and the handle answers nothing once the run is
+    over."""
     tape, chosen, instants = case
     feed, walk = PastFeed(tape, chosen), UniverseWalk(tape, chosen)
     with feed.shown() as history:
@@ -247,10 +248,14 @@ def test_past_shows_exactly_the_points_up_to_each_instant(
                 assert not feed.built
                 continue
             for j, m in enumerate(chosen):
-                got_t, got_v = history(j, ts)
+                got_t, got_v = history(j, ts, None)
                 want_t, want_v = tape.history(m, ts)
                 np.testing.assert_array_equal(got_t, want_t)
                 np.testing.assert_array_equal(got_v, want_v)
+                got_t, got_v = history(j, ts, ts - back)
+                recent = want_t >= ts - back
+                np.testing.assert_array_equal(got_t, want_t[recent])
+                np.testing.assert_array_equal(got_v, want_v[recent])
             assert feed.built
             past, times, prices = feed.past(), [], []
             for j, m in enumerate(chosen):  # the memory: points up to ts, zeros after them
@@ -263,7 +268,7 @@ def test_past_shows_exactly_the_points_up_to_each_instant(
             np.testing.assert_array_equal(past.times, np.concatenate(times))
             np.testing.assert_array_equal(past.prices, np.concatenate(prices))
     with pytest.raises(LookupError, match="replay has ended"):
-        history(0, int(instants[-1]))
+        history(0, int(instants[-1]), None)
 
 
 def test_a_replay_whose_plugins_read_no_history_builds_no_past(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,9 +18,12 @@ from ledger.events import DecisionMade, OrderRejected
 from ledger.rules import RULES
 from ledger.store import EventStore
 from replays.samples import sample_path
+from replays.tape import MarketInfo, Tape
 from replays.tapefile import load_tape
 from strategies.api import (
     Bet,
+    Decision,
+    History,
     MarketMeta,
     MarketsView,
     PositionView,
@@ -44,8 +47,6 @@ from strategies.market_diffusion.forecaster import DiffusionForecaster
 T = 1_725_148_800  # 2024-09-01 00:00 UTC
 DAY = 86_400
 
-HistoryFn = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
-
 
 def make_view(
     yes: Sequence[float],
@@ -54,7 +55,7 @@ def make_view(
     held: Sequence[PositionView] = (),
     open_mask: Sequence[bool] | None = None,
     outcomes: Sequence[tuple[str, ...]] | None = None,
-    history: HistoryFn | None = None,
+    history: History | None = None,
     cap_per_decision: bool = False,
 ) -> View:
     """A universe m0, m1, ... with the given YES prices, as the runner would build it."""
@@ -67,7 +68,7 @@ def make_view(
         for i in range(n)
     ]
 
-    def flat_history(j: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+    def flat_history(j: int, t: int, since: int | None) -> tuple[np.ndarray, np.ndarray]:
         return np.array([T], dtype=np.int64), np.array([[prices[j]]])
 
     markets = MarketsView(
@@ -273,9 +274,10 @@ def test_extremized_measures_the_spread_from_history() -> None:
     #   belief 0.2. A point older than the 7-day window (0.1) is left out of both.
     points = {0: [0.1, 0.6, 0.8], 1: [0.1, 0.5, 0.9]}
 
-    def history(j: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+    def history(j: int, t: int, since: int | None) -> tuple[np.ndarray, np.ndarray]:
         times = np.array([T - 30 * DAY, T - 3 * DAY, T], dtype=np.int64)
-        return times, np.array(points[j]).reshape(-1, 1)
+        kept = times >= (since if since is not None else times[0])  # as the replay's Past cuts
+        return times[kept], np.array(points[j]).reshape(-1, 1)[kept]
 
     decision = Extremized().decide(make_view([0.8, 0.9], history=history))
     # The larger edge (m1) is bet first.
@@ -285,6 +287,48 @@ def test_extremized_measures_the_spread_from_history() -> None:
 def test_extremized_forecaster_needs_two_points() -> None:
     # The default view has one point per market: no spread, so no forecast at all.
     assert np.isnan(ExtremizedForecaster().forecast(make_view([0.7]))).all()
+
+
+class SpreadProbe(Strategy):
+    """At each decision of a replay, the forecaster's spreads (which read only the window's
+    points) beside the std of the whole history's points in the window, worked out here."""
+
+    def __init__(self, window: int) -> None:
+        super().__init__()
+        self.forecaster = ExtremizedForecaster(window=window)
+        self.pairs: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def decide(self, view: View) -> Decision:
+        markets = view.markets
+        want = np.full(len(markets), np.nan)
+        for i in np.flatnonzero(markets.open & np.isfinite(markets.yes)):
+            times, values = markets.history(markets.ids[i])
+            recent = values[times >= view.ts - self.forecaster.window, 0]
+            if recent.size >= 2:
+                want[i] = recent.std()
+        self.pairs.append((self.forecaster.spreads(markets), want))
+        return Decision.hold()
+
+
+def test_extremized_spreads_in_a_replay_equal_the_whole_history_cut_at_the_window() -> None:
+    """Hourly points for 10 days against a 1-day window: the spreads read from the window's
+    points alone equal those of the whole history cut by hand, at every decision; a market
+    whose points are 3 days apart has no spread (no two points in any day) rather than an
+    error once its last point has left the window."""
+    hours = np.arange(240) * 3_600 + T
+    rng = np.random.default_rng(5)
+    markets = [MarketInfo(id=f"h{k}", question="?", outcomes=("Yes", "No")) for k in range(3)]
+    series = {m.id: (hours, rng.uniform(0.05, 0.95, hours.size)) for m in markets[:2]}
+    series["h2"] = (hours[::72], rng.uniform(0.05, 0.95, hours[::72].size))
+    tape = Tape.from_series(markets, series, {})
+    probe = SpreadProbe(window=DAY)
+    config = CohortConfig(start=datetime.fromtimestamp(T, UTC), agents={"p": "hold"}, universe=3,
+                          decision_cadence="tick", mark_cadence="weekly")  # fmt: skip
+    CohortRunner(tape, config, strategies={"p": probe}).run(None)
+    assert len(probe.pairs) == hours.size
+    for got, want in probe.pairs:
+        np.testing.assert_array_equal(got, want)
+    assert np.isfinite(probe.pairs[-1][1][:2]).all() and np.isnan(probe.pairs[-1][1][2])
 
 
 # -- contrarian ----------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def hand_view(positions: tuple[PositionView, ...] = (), cash: float = 9850.5) ->
         volume=np.array([m.volume for m in META]),
         binary=np.array([m.is_binary for m in META]),
         prices=lambda i: QUOTES[i],
-        history=lambda i, t: (np.array([], dtype=np.int64), np.array([])),
+        history=lambda i, t, since: (np.array([], dtype=np.int64), np.array([])),
     )
     return View(
         ts=SEP8,

@@ -181,7 +181,7 @@ def make_view(
         volume=np.array([m.volume for m in meta]),
         binary=np.array([m.is_binary for m in meta]),
         prices=lambda i: (yes[i], 1 - yes[i]),
-        history=lambda i, t: (np.array([], dtype=np.int64), np.array([])),
+        history=lambda i, t, since: (np.array([], dtype=np.int64), np.array([])),
     )
     return View(
         ts=ts,

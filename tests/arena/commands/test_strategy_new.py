@@ -185,7 +185,7 @@ def view(yes: list[float], cash: float = 10_000.0, held: tuple[int, ...] = ()) -
         volume=np.zeros(len(yes)),
         binary=np.ones(len(yes), dtype=bool),
         prices=lambda i: None,
-        history=lambda i, t: (np.array([]), np.array([])),
+        history=lambda i, t, since: (np.array([]), np.array([])),
     )
     return View(0, 0, cash, RULES["v1"], markets, shares, lambda: ())
 
