@@ -196,6 +196,24 @@ def sweep(settings: int, starts: int, jobs: int, as_json: bool) -> None:
 
 
 @bench.command()
+@click.option("--markets", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--points", type=click.IntRange(min=2), default=100_000, show_default=True,
+              help="Points per market, one every 10 minutes (a week: 1,008).")  # fmt: skip
+@json_option
+def history(markets: int, points: int, as_json: bool) -> None:
+    """A windowed forecaster over a long replay: CPU per decision of extremized's spreads, early
+    and late, reading only the window (what it does) and the whole history (what it did).
+
+    \b
+    Example:
+      arena bench history --markets 50 --points 100000
+    """
+    from arena.bench.history_bench import bench_history
+
+    _run("history reads (extremized spreads)", lambda: bench_history(markets, points), as_json)
+
+
+@bench.command()
 @click.option("--markets", type=int, default=500, show_default=True)
 @click.option("--points", type=int, default=10_080, show_default=True,
               help="Points per market (10,080 = one week of minutes).")  # fmt: skip

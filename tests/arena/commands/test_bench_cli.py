@@ -30,7 +30,8 @@ def test_replay(arena: Arena) -> None:
     assert out["ticks"] == 250  # 5 markets x 50 one-second steps
     # the peers' band rule over the same tape, counted by a plain loop (tests/peer_workload.py)
     assert out["orders"] == band_orders(anchored_walk_tape(5, 50))
-    assert out["tape_mb"] == round(250 * 16 / 2**20, 1)  # an int64 instant and a float64 price
+    # a float64 price per tick, the 50 instants once (the markets share them), offsets
+    assert out["tape_mb"] == round((250 * 8 + 50 * 8 + (6 + 6 + 5) * 8) / 2**20, 1)
     # cash 1e12 and $50 bets: nothing is rejected, so every order fills
     assert out["rejected"] == 0
     assert out["fills"] == out["orders"] > 0
@@ -45,6 +46,16 @@ def test_replay_as_a_table(arena: Arena) -> None:
     assert result.exit_code == 0, result.output
     assert "replay (peer workload)" in result.output
     assert "ticks_per_s" in result.output and "250" in result.output
+
+
+def test_history(arena: Arena) -> None:
+    out = arena.json("bench", "history", "--markets", "3", "--points", "2000")
+    # 2,000 points 10 minutes apart span 13.9 days: a decision at each of 14 midnights
+    assert (out["markets"], out["points_per_market"], out["decisions"]) == (3, 2000, 14)
+    assert out["window_points"] == 7 * 144  # a week of points 10 minutes apart
+    # both ways of reading gave equal spreads at every decision (the bench checks), and timed
+    timed = [k for k in out if k.endswith(("_ms", "_cpu_s"))]
+    assert len(timed) == 6 and all(is_number(out[k]) and out[k] >= 0 for k in timed)
 
 
 def test_tapes(arena: Arena) -> None:
