@@ -60,6 +60,19 @@ _HAND: list[tuple[str, float, dict[str, Any], list[tuple[int, float]], str | Non
 ]  # fmt: skip
 
 
+REAL_COMPONENTS = frozenset({"llama", "ray_cluster", "tmux"})
+"""Fixtures that start a real component: the model server, a Ray instance, a tmux server."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by mark
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts a real component is ``slow`` whatever module it sits in: seconds of
+    starting and waiting that ``-m "not slow"`` leaves to CI, which runs every test."""
+    for item in items:
+        if REAL_COMPONENTS.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def make_hand_tape() -> Tape:
     markets, series, resolutions = [], {}, []
     for mid, volume, extra, points, winner, resolved in _HAND:

@@ -643,6 +643,7 @@ class Slow(Strategy):
 """
 
 
+@pytest.mark.slow  # two replays as processes, one stopped by a real SIGINT
 def test_a_real_ctrl_c_stops_the_run_cleanly_and_the_log_resumes(
     tmp_path: Path, hand_tape_file: Path
 ) -> None:

@@ -27,7 +27,8 @@ AGENTS = ("--agent", "fav=favourite", "--agent", "idle=hold")
 def page(arena: Arena, tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("html")
     db = tmp / "run.db"
-    args = ["--starts", "2024-09-01..2024-09-15", "--universe", "8", *AGENTS, "--db", str(db)]
+    starts = ("--starts", "2024-09-01..2024-09-15")
+    args = [*starts, "--universe", "8", *AGENTS, "--jobs", "1", "--db", str(db)]
     made = arena("replay", *args)
     assert made.exit_code == 0, made.output
     written = arena("report", db, "--html", tmp / "out")
@@ -44,6 +45,7 @@ def near(pixels: np.ndarray, colour: str, tolerance: int = 40) -> np.ndarray:
     return np.asarray((np.abs(pixels.astype(np.int64) - hex_rgb(colour)) <= tolerance).all(-1))
 
 
+@pytest.mark.slow  # headless Chromium started, the page drawn and decoded
 def test_the_page_as_chromium_draws_it(page: Path, tmp_path: Path) -> None:
     """At half scale a plot is 275 px wide; agents take the palette in leaderboard order."""
     board = json.loads((page.parent / "report.json").read_text())["leaderboard"]
@@ -61,6 +63,7 @@ def test_the_page_as_chromium_draws_it(page: Path, tmp_path: Path) -> None:
     assert np.count_nonzero(near(pixels, colour["fav"]).any(axis=1)) > 40
 
 
+@pytest.mark.slow  # headless Chromium started to measure the layout
 def test_no_date_breaks_across_lines(page: Path) -> None:
     html = page.read_text()
     # in a window narrower than the tables, the tables scroll and the dates stay whole

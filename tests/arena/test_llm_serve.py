@@ -182,6 +182,7 @@ def test_a_schema_the_server_cannot_compile_is_a_400_with_a_reason(llama: LlamaS
 # -- starting and stopping ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the real model server as a process, stopped by a signal
 def test_the_command_says_where_to_point_arena_and_sigterm_stops_it() -> None:
     process = subprocess.Popen(
         [str(ARENA), "llm", "serve", "--port", "0"], stdout=subprocess.PIPE, text=True
@@ -209,6 +210,7 @@ def in_process() -> Iterator[llm_server.Served]:
         yield served
 
 
+@pytest.mark.slow  # the real model server, in this process
 def test_in_process_ctrl_c_is_still_python_s(in_process: llm_server.Served) -> None:
     """llama.cpp installs its own SIGINT handler when it starts; ``serve`` puts Python's back,
     so Ctrl-C interrupts the program instead of silently stopping the server inside it."""

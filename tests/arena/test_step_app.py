@@ -86,7 +86,8 @@ def drive(log: tuple[str, list[Event]], size: tuple[int, int], script: list[str]
     return screens
 
 
-@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+# the same walk on a wide screen: what -m "not slow" leaves to CI, the narrow one checks the keys
+@pytest.mark.parametrize("size", [(80, 24), pytest.param((200, 50), marks=pytest.mark.slow)])
 def test_keys_walk_the_log_and_every_panel_fits(
     log: tuple[str, list[Event]], size: tuple[int, int]
 ) -> None:

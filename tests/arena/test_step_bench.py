@@ -3,6 +3,8 @@ says it took (speed itself is the bench's to report, never a test's)."""
 
 from __future__ import annotations
 
+import pytest
+
 from arena.bench.step_bench import bench_live, bench_redraw, bench_step_back
 from tests.conftest import Arena
 
@@ -37,6 +39,7 @@ def test_live_steps_the_sample_to_its_close_one_decision_instant_at_a_time() -> 
     assert figures["events"] > 100
 
 
+@pytest.mark.slow  # the whole benchmark: 40 key presses, a live replay, a log stepped back
 def test_the_command_prints_the_figures_as_json(arena: Arena) -> None:
     out = arena.json("bench", "step", "--markets", "8", "--agents", "2", "--events", "6000")
     assert out["redraw"]["key_to_screen"]["cpu"]["samples"] == 40
