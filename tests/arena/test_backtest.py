@@ -228,7 +228,7 @@ def test_a_plugin_file_trades_as_strategy(arena: Arena, tmp_path: Path) -> None:
         "        return Decision.hold('mine')\n"
     )
     out = arena.json("backtest", f"{plugin}:Mine", "--universe", "3",
-                     "--starts", "2024-09-01..2024-09-08", "--against", "hold",
+                     "--starts", "2024-09-01..2024-09-08", "--against", "hold", "--jobs", "1",
                      "--db", tmp_path / "p.db")  # fmt: skip
     assert out["settings"]["agents"] == {"strategy": f"{plugin}:Mine", "hold": "hold"}
     # it never bets either: the same returns as hold, cohort by cohort
@@ -259,8 +259,9 @@ def test_report_writes_page_and_results(report: tuple[Path, dict[str, Any]]) -> 
         assert external not in page
 
 
-def test_human_output(arena: Arena, workdir: Path) -> None:
-    result = arena("backtest", "favourite", *SMALL, "--db", workdir / "human.db")
+def test_human_output(arena: Arena, data: dict[str, Any]) -> None:
+    # the tables of the run ``data`` made, resumed: the same figures with nothing to replay
+    result = arena("backtest", "favourite", *SMALL, "--jobs", "1", "--db", data["db"])
     assert result.exit_code == 0, result.output
     assert "Per cohort" in result.output
     assert "Stated beliefs" in result.output

@@ -97,6 +97,8 @@ def replay_script(arena: Arena, tmp: Path, tape: Path, *starts: str) -> Path:
         f"s=scripted:{script}",
         "--agent",
         "h=hold",
+        "--jobs",
+        "1",
         "--db",
         db,
         "--json",

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from arena.backtest import plan_backtest
 from arena.recorded import CohortDone
+from arena.settings import RunOptions
 from arena.sweep import (
     SweepError,
     parse_grid,
@@ -147,7 +148,7 @@ def test_a_backtest_keeps_its_old_names_and_cohort_ids() -> None:
 def test_a_backtest_compares_two_settings_of_one_kind(tmp_path: Path) -> None:
     result = arena("backtest", "favourite", "--universe", "10", "--starts",
                    "2024-09-01..2024-09-08", "--against", "favourite?stake=100,favourite?stake=400",
-                   "--db", tmp_path / "b.db", "--json")  # fmt: skip
+                   "--jobs", "1", "--db", tmp_path / "b.db", "--json")  # fmt: skip
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)
     assert list(got["summary"]) == ["strategy", "favourite-stake_100", "favourite-stake_400"]
@@ -314,7 +315,8 @@ def test_an_interrupted_sweep_resumes_with_only_what_is_missing(tmp_path: Path) 
     tape = load_tape(sample_path())
     plan = plan_sweep("favourite", parse_grid("stake=100,400"), ["hold"], tape, sample_path(),
                       SUNDAYS, universe=10)  # fmt: skip
-    straight = run_sweep(plan, tmp_path / "straight.db")
+    in_process = RunOptions(jobs=1)  # the interrupted run alone uses the pool of workers
+    straight = run_sweep(plan, tmp_path / "straight.db", in_process)
     seen: list[CohortDone] = []
 
     def stop_after_four(done: CohortDone) -> None:
@@ -324,7 +326,7 @@ def test_an_interrupted_sweep_resumes_with_only_what_is_missing(tmp_path: Path) 
 
     with pytest.raises(Interrupted):
         run_sweep(plan, tmp_path / "resumed.db", on_done=stop_after_four)
-    resumed = run_sweep(plan, tmp_path / "resumed.db")
+    resumed = run_sweep(plan, tmp_path / "resumed.db", in_process)
     assert [d.appended > 0 for d in resumed.done] == [False] * 4 + [True] * 5
     assert resumed.digest == straight.digest
     with (EventStore.open(tmp_path / "straight.db", readonly=True) as a,

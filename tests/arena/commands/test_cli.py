@@ -20,6 +20,23 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def in_process(
+    *args: str, cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> subprocess.CompletedProcess[str]:
+    """``arena.cli.main`` (the console script's entry point) called here with ``args`` as its
+    command line: what ``run`` gives without starting Python and importing arena again."""
+    from arena.cli import main
+
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", ["arena", *args])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    out, err = capsys.readouterr()
+    assert isinstance(stopped.value.code, int)  # main ends every failure with sys.exit(status)
+    return subprocess.CompletedProcess(["arena", *args], stopped.value.code, out, err)
+
+
 @pytest.mark.parametrize(
     ("args", "code", "says"),
     [
@@ -33,10 +50,19 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         (("score", "missing.csv"), 1, "missing.csv: cannot read"),
     ],
 )
-def test_bad_input_is_one_line_on_stderr(tmp_path: Path, args: tuple[str, ...], code: int,
-                                         says: str) -> None:  # fmt: skip
+def test_bad_input_is_one_line_on_stderr(
+    tmp_path: Path, args: tuple[str, ...], code: int, says: str,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Each mistake through the entry point in this process; one of them also through the
+    installed script as a process of its own, which must answer the same."""
     (tmp_path / "agents.csv").write_text("a,b\n")
-    done = run(*args, cwd=tmp_path)
+    done = in_process(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
+    if args == ("replay", "--agent", "x=nosuch"):
+        process = run(*args, cwd=tmp_path)
+        assert (process.returncode, process.stdout, process.stderr) == (
+            done.returncode, done.stdout, done.stderr,
+        )  # fmt: skip
     assert done.returncode == code, done.stderr
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
