@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -255,43 +256,127 @@ def test_a_bit_flip_either_fails_verify_or_changes_nothing(
     assert _logical(db) == _logical(pristine)
 
 
-def test_the_chain_checked_in_a_child_process_names_the_same_seq(
-    log: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Big logs have their chain checked by ``python -m ledger.chain`` beside the fold; the
-    answer (and the seq of a broken link) is the one the in-process check gives."""
-    monkeypatch.setattr("arena.verify._PARALLEL_FROM", 0)
-    with EventStore.open(log, readonly=True) as store:
-        assert verify_store(store).events == store.last_seq()
-    _tamper(
-        log, "UPDATE events SET payload = replace(payload, '\"ts\":', '\"ts\": ') WHERE seq = 9"
-    )
-    with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
-        verify_store(store)
-    assert caught.value.seq == 9 and "event 9 was altered (hash mismatch)" in str(caught.value)
-
-
-def test_the_chain_checked_in_several_ranges_names_the_same_seq(
-    log: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A big log's chain is cut into ranges, each checked by a process of its own; a broken
-    link in any of them is named as the single pass names it, the others counted whole."""
+@pytest.fixture
+def in_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the small test log big enough to be checked in ranges, and its pages small."""
     import arena.verify
-    from ledger import chain
+    import arena.verify_range
 
-    monkeypatch.setattr(arena.verify, "_PARALLEL_FROM", 0)
-    monkeypatch.setattr(chain, "MIN_RANGE", 10)
+    monkeypatch.setattr(arena.verify, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(arena.verify, "MIN_RANGE", 1)
+    monkeypatch.setattr(arena.verify_range, "PAGE", 7)
+
+
+def _fill_in_second_cohort(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        (seq,) = conn.execute(
+            "SELECT min(seq) FROM events WHERE stream_id = 2"
+            " AND payload ->> '$.type' = 'OrderFilled' AND payload ->> '$.kind' = 'buy'"
+        ).fetchone()
+    return int(seq)
+
+
+def _cut_after_first_cohort(db: Path) -> str:
+    return f"DELETE FROM events WHERE seq = {_last_seq_of(db, 1) + 1}"
+
+
+def _last_seq_of(db: Path, stream_id: int) -> int:
+    with sqlite3.connect(db) as conn:
+        (seq,) = conn.execute(
+            "SELECT max(seq) FROM events WHERE stream_id = ?", (stream_id,)
+        ).fetchone()
+    return int(seq)
+
+
+def test_a_log_checked_in_ranges_gives_what_one_pass_gives(log: Path, in_ranges: None) -> None:
+    """Cut at the closes of its first two cohorts (the snapshots no other stream runs across),
+    the log is checked in three ranges, two of them by ``python -m arena.verify_range``; the
+    counts and every cohort's state are the single pass's."""
+    from arena.verify import plan
+    from arena.verify_range import positions_of
+
     with EventStore.open(log, readonly=True) as store:
+        snapshots = store.snapshots()
         last = store.last_seq()
-        assert len(chain.ranges(last, 3)) == 3
-        start = chain.start(store, 3)
-        assert start() == last
-    _tamper(log, "DELETE FROM events WHERE seq = 40")
-    with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
-        chain.start(store, 3)()
-    assert caught.value.seq == 41 and "event 41 does not link to its predecessor" in str(
-        caught.value
+        cuts = [_last_seq_of(log, 1), _last_seq_of(log, 2)]
+        positions = positions_of(store, snapshots)
+        assert plan(store, snapshots, positions, last, 3) == [
+            (0, cuts[0]),
+            (*cuts,),
+            (cuts[1], last),
+        ]
+        assert plan(store, snapshots, positions, last, 1) == [(0, last)]
+        whole, parted = verify_store(store, parts=1), verify_store(store, parts=3)
+    assert parted.events == whole.events == last
+    assert (parted.closed, parted.cohorts, parted.snapshots) == (3, 3, 3)
+    assert (whole.closed, whole.cohorts, whole.snapshots) == (3, 3, 3)
+    assert list(parted.ledger.cohorts) == list(whole.ledger.cohorts)
+    for name, state in whole.ledger.cohorts.items():
+        assert parted.ledger.cohorts[name].snapshot() == state.snapshot()
+
+
+@pytest.mark.parametrize(
+    "alteration",
+    [
+        lambda db: (
+            "UPDATE events SET payload = replace(payload, '\"ts\":', '\"ts\": ') WHERE seq = 9",
+            9,
+            "event 9 was altered (hash mismatch)",
+        ),
+        lambda db: (
+            _cut_after_first_cohort(db),
+            _last_seq_of(db, 1) + 2,
+            "does not link to its predecessor",
+        ),
+        lambda db: (
+            "UPDATE events SET payload = json_set(payload, '$.amount',"
+            f" 2 * (payload ->> '$.amount')) WHERE seq = {_fill_in_second_cohort(db)}",
+            _fill_in_second_cohort(db),
+            "was altered (hash mismatch)",
+        ),
+    ],
+)
+def test_a_fault_found_in_ranges_is_named_as_one_pass_names_it(
+    log: Path, in_ranges: None, alteration: Callable[[Path], tuple[str, int, str]]
+) -> None:
+    """Whichever range holds the fault, the error is the single pass's, word for word."""
+    statement, seq, what = alteration(log)
+    _tamper(log, statement)
+    errors = []
+    for parts in (1, 3):
+        with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+            verify_store(store, parts=parts)
+        errors.append((caught.value.seq, str(caught.value)))
+    assert errors[0] == errors[1]
+    assert errors[0][0] == seq and what in errors[0][1]
+
+
+def test_a_forged_fill_rechained_is_named_by_the_range_that_folds_it(
+    log: Path, in_ranges: None
+) -> None:
+    """A doubled fill in the second cohort with the whole chain recomputed: only the fold can
+    tell, in the child that checks the second range, and it names the fill as one pass does."""
+    seq = _fill_in_second_cohort(log)
+    _tamper(
+        log,
+        "UPDATE events SET payload = json_set(payload, '$.amount', 2 * (payload ->> '$.amount'))"
+        f" WHERE seq = {seq}",
     )
+    _rechain(log)
+    errors = []
+    for parts in (1, 3):
+        with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+            verify_store(store, parts=parts)
+        errors.append((caught.value.seq, str(caught.value)))
+    with sqlite3.connect(log) as conn:  # the agent's next fill starts from other cash
+        (after,) = conn.execute(
+            "SELECT min(seq) FROM events WHERE stream_id = 2 AND seq > ?"
+            " AND payload ->> '$.type' = 'OrderFilled' AND payload ->> '$.agent' ="
+            " (SELECT payload ->> '$.agent' FROM events WHERE seq = ?)",
+            (seq, seq),
+        ).fetchone()
+    assert errors[0] == errors[1]
+    assert errors[0][0] == after and f"event {after} starts a fill from cash" in errors[0][1]
 
 
 def test_faults_in_two_cohorts_are_reported_at_the_first_seq(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ the digest, and clear errors for files that are not (readable) arena logs."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -14,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import chain
 from ledger import store as store_module
+from ledger.chain import ChainCursor
 from ledger.errors import ConcurrencyError, IntegrityError, LedgerError
 from ledger.events import ENCODER, EVENT_TYPES, AnyEvent, Event, Marked, OrderPlaced
 from ledger.schema import SCHEMA_VERSION
@@ -288,11 +289,41 @@ def test_the_chain_checked_in_two_ranges_names_the_same_first_event(
     assert min(named) == bad_seq
 
 
-def test_chain_ranges_cover_the_log_once() -> None:
-    assert chain.ranges(0, 4) == [(0, 0)]
-    assert chain.ranges(150_000, 4) == [(0, 150_000)]  # too small to split
-    assert chain.ranges(1_000_001, 2) == [(0, 500_000), (500_000, 1_000_001)]
-    assert chain.ranges(1_000_000, 64) == [(k * 100_000, (k + 1) * 100_000) for k in range(10)]
+def _pages(store: EventStore, after: int, size: int) -> int:
+    """Check the chain from ``after`` to the end with a ChainCursor, ``size`` rows a page;
+    returns the rows checked."""
+    cursor = ChainCursor(store, after)
+    end = store.last_seq()
+    for through in [*range(after + size, end, size), end]:
+        cursor.page(through)
+    return cursor.last - after
+
+
+@pytest.mark.parametrize(("statement", "bad_seq"), ALTERATIONS)
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+def test_the_chain_checked_in_pages_names_the_same_first_event(
+    db: Path, statement: str, bad_seq: int, size: int
+) -> None:
+    """``verify`` reads the chain a page at a time (pages of one stream checked from SQLite's
+    summary of them, the others row by row), in ranges: for every alteration, whatever the
+    pages and wherever a range starts, the earliest seq named is the one a single pass names."""
+    with EventStore.open(db) as store:
+        store.append("a", [marked(1), marked(2)])
+        store.append("b", [marked(3), placed(4), marked(5)])
+        assert _pages(store, 0, size) == 5
+        payloads, streams = ChainCursor(store, 1).page(3)
+        assert [json.loads(p)["ts"] for p in payloads] == [2, 3] and streams == ["a", "b"]
+        assert ChainCursor(store, 2).page(5)[1] == "b"  # one stream: named once
+    _tamper(db, statement)
+    for cut in range(5):
+        named = []
+        with EventStore.open(db, readonly=True) as store:
+            for after in (0, cut):
+                try:
+                    _pages(store, after, size)
+                except IntegrityError as exc:
+                    named.append(exc.seq)
+        assert min(named) == bad_seq, (cut, named)
 
 
 def test_chain_links_rows_with_link_hash(db: Path) -> None:

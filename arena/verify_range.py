@@ -1,0 +1,372 @@
+"""One seq range of ``arena verify``: its chain and its checking fold, in one read of the log.
+
+``python -m arena.verify_range DB AFTER THROUGH`` checks events ``AFTER`` < seq <= ``THROUGH``
+in a process of its own and prints the answer as msgpack (:class:`RangeAnswer`); ``arena
+verify`` checks one range itself and the others so, a core each (see :mod:`arena.verify`).
+
+The range is read a page at a time by :class:`ledger.chain.ChainCursor`, which checks each
+page's links and hands its payloads on; those the fold has a handler for are decoded in one call
+and folded in log order, each against the state the ones before it built (:func:`_fold_page`).
+Pages end at every snapshot's seq, so the fold there is compared with the snapshot.
+
+A range that starts after the first event starts from the snapshot taken there: ``verify`` cuts
+the log only at a snapshot that no other stream runs across, and the range before compares its
+own fold with that snapshot. So when every range passes, the fold from the first event to the
+last passes, snapshot by snapshot, as one pass would; when one fails, its fault is the one a
+single pass finds first, or one at a later seq of another range (the earliest is reported).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass, field
+from itertools import compress, groupby, islice
+from typing import cast
+
+import msgspec
+
+from ledger.chain import ChainCursor
+from ledger.errors import IntegrityError, LedgerError
+from ledger.events import CohortClosed, OrderFilled, PositionRefunded, PositionSettled
+from ledger.projection import HANDLERS, IGNORED_BY_FOLD, CohortState, FoldEvent
+from ledger.rebuild import cycle_collector_paused, read_ahead
+from ledger.snapshot import FORMAT, Snapshot, SnapshotError, decode_state, encode_state
+from ledger.store import EventStore
+
+PAGE = 100_000
+"""Events a page: one read, one chain comparison and one decode call each."""
+TOLERANCE = 1e-9
+
+_page_decoder: msgspec.json.Decoder[list[FoldEvent]] = msgspec.json.Decoder(list[FoldEvent])
+_SKIPPED = tuple(f'{{"type":"{t}",'.encode() for t in sorted(IGNORED_BY_FOLD))
+"""Whether a payload is of a type the fold has no handler for (``OrderPlaced``, nearly half of a
+trading log): the encoder writes the tag first, as ``EventStore.payload_arrays`` relies on too.
+Those are neither joined nor decoded."""
+
+Position = tuple[tuple[str, int, bytes] | None, str | None]
+"""What the log holds at a snapshot's seq: ``EventStore.event_at`` and ``type_at`` there."""
+
+
+class Fault(msgspec.Struct, frozen=True):
+    """A fault a range found, as it crosses a process boundary: an IntegrityError (with its
+    seq) or another LedgerError (an unreadable event)."""
+
+    message: str
+    seq: int | None
+    integrity: bool
+
+    @classmethod
+    def of(cls, exc: LedgerError) -> Fault:
+        if isinstance(exc, IntegrityError):
+            return cls(str(exc), exc.seq, True)
+        return cls(str(exc), None, False)
+
+    def error(self) -> LedgerError:
+        return (
+            IntegrityError(self.message, self.seq) if self.integrity else LedgerError(self.message)
+        )
+
+
+@dataclass
+class RangeResult:
+    """What a range found: links checked, closes that matched their recorded digest, the
+    chain's fault (the range stops there), the fold's earliest fault, the states it ends with."""
+
+    checked: int = 0
+    closed: int = 0
+    chain_fault: Fault | None = None
+    fold_fault: Fault | None = None
+    states: dict[str, CohortState] = field(default_factory=dict)
+
+
+class RangeAnswer(msgspec.Struct, frozen=True):
+    """A :class:`RangeResult` as a child process prints it, states as snapshot images; the
+    stream the next range goes on with is left out (that range ends with its state)."""
+
+    checked: int
+    closed: int
+    chain_fault: Fault | None
+    fold_fault: Fault | None
+    states: dict[str, bytes]
+
+    @classmethod
+    def of(cls, result: RangeResult, continued: str | None) -> RangeAnswer:
+        states = {n: encode_state(s) for n, s in result.states.items() if n != continued}
+        return cls(result.checked, result.closed, result.chain_fault, result.fold_fault, states)
+
+    def result(self) -> RangeResult:
+        states = {name: decode_state(image) for name, image in self.states.items()}
+        return RangeResult(self.checked, self.closed, self.chain_fault, self.fold_fault, states)
+
+
+class _Misfit(Exception):
+    """An event the checking fold refused."""
+
+
+def positions_of(store: EventStore, snapshots: Iterable[Snapshot]) -> dict[int, Position]:
+    """What the log holds at each snapshot's seq."""
+    return {s.seq: (store.event_at(s.seq), store.type_at(s.seq)) for s in snapshots}
+
+
+def check_range(
+    store: EventStore,
+    after: int,
+    through: int,
+    snapshots: list[Snapshot],
+    positions: dict[int, Position],
+    last_seq: int,
+) -> RangeResult:
+    """Check the chain and fold events ``after`` < seq <= ``through``, comparing every snapshot
+    taken in the range; a range after the first event starts from the snapshot at ``after``."""
+    result = RangeResult()
+    states = result.states
+    at: dict[int, list[Snapshot]] = {}
+    for snapshot in snapshots:
+        if after < snapshot.seq <= through:
+            at.setdefault(snapshot.seq, []).append(snapshot)
+        elif after and snapshot.seq == after:
+            try:
+                states[snapshot.stream] = decode_state(snapshot.state)
+            except SnapshotError as exc:
+                bad = _bad_snapshot(store, snapshot, f"is unreadable: {exc}")
+                result.fold_fault = Fault.of(bad)
+                return result
+    cursor = ChainCursor(store, after)
+    cuts = sorted({*range(after + PAGE, through, PAGE), *at, through})
+    broken: set[str] = set()
+    faults: list[LedgerError] = []
+    try:
+        with cycle_collector_paused():
+            for lo, hi, payloads, streams in read_ahead(_pages(cursor, after, cuts)):
+                result.checked = hi - after
+                folded = [not payload.startswith(_SKIPPED) for payload in payloads]
+                try:
+                    events = _page_decoder.decode(
+                        b"[" + b",".join(compress(payloads, folded)) + b"]"
+                    )
+                except msgspec.MsgspecError:
+                    raise _unreadable(store, lo, payloads, folded) from None
+                names = streams if isinstance(streams, str) else list(compress(streams, folded))
+                closed, misfits = _fold_page(states, events, names, broken, cursor)
+                result.closed += closed
+                if misfits:
+                    seqs = list(compress(range(lo + 1, hi + 1), folded))
+                    faults += [_bad(store, seqs[index], what) for index, what in misfits]
+                for snapshot in at.get(hi, []):
+                    if snapshot.stream in broken:
+                        continue
+                    state = states.setdefault(snapshot.stream, CohortState(snapshot.stream))
+                    try:
+                        check_snapshot(store, snapshot, state, positions[snapshot.seq], last_seq)
+                    except IntegrityError as exc:
+                        faults.append(exc)
+                        broken.add(snapshot.stream)
+    except IntegrityError as exc:  # only the chain raises here: the range stops
+        result.chain_fault = Fault.of(exc)
+        return result
+    except LedgerError as exc:  # an unreadable event: nothing after it can be folded
+        faults.append(exc)
+    if faults:
+        result.fold_fault = Fault.of(min(faults, key=_seq))
+    return result
+
+
+def _pages(
+    cursor: ChainCursor, after: int, cuts: list[int]
+) -> Generator[tuple[int, int, list[bytes], str | list[str]], None, None]:
+    """Each page ``(lo, hi]`` with its checked payloads and stream(s), read on a thread."""
+    lo = after
+    for hi in cuts:
+        payloads, streams = cursor.page(hi)
+        yield lo, hi, payloads, streams
+        lo = hi
+
+
+def _fold_page(
+    states: dict[str, CohortState],
+    events: list[FoldEvent],
+    streams: str | list[str],
+    broken: set[str],
+    cursor: ChainCursor,
+) -> tuple[int, list[tuple[int, str]]]:
+    """Fold one page, run by run of one stream; returns how many closes matched their
+    recorded digest and ``(index, what)`` for each event refused. A stream with a refused event
+    is broken: the rest of it is not folded (its state no longer means anything)."""
+    if isinstance(streams, str):
+        runs = [(streams, len(events))]
+    else:
+        runs = [(stream, len(list(run))) for stream, run in groupby(streams)]
+    closed = 0
+    misfits: list[tuple[int, str]] = []
+    start = 0
+    for stream, n in runs:
+        end, first = start + n, start
+        start = end
+        if stream in broken:
+            continue
+        state = states.get(stream)
+        if state is None:
+            state = states[stream] = CohortState(stream)
+            if cursor.version_before_start(stream):  # a cut the plan should not make
+                misfits.append((first, f"continues cohort {stream} across a cut"))
+                broken.add(stream)
+                continue
+        matched, misfit = _fold_run(state, islice(events, first, end), first)
+        closed += matched
+        if misfit is not None:
+            misfits.append(misfit)
+            broken.add(stream)
+    return closed, misfits
+
+
+def _fold_run(
+    state: CohortState, events: Iterable[FoldEvent], first: int
+) -> tuple[int, tuple[int, str] | None]:
+    """Fold events of one stream (the first at page index ``first``) with the checks inline,
+    up to the first it refuses; returns the closes that matched their digest and the refusal."""
+    handlers = HANDLERS
+    stream = state.cohort
+    ended = state.closed is not None
+    closed = 0
+    for index, event in enumerate(events, first):
+        try:
+            if event.cohort != stream:
+                raise _Misfit(f"claims cohort {event.cohort} in stream {stream}")
+            if ended:
+                raise _Misfit(f"follows the close of cohort {stream}")
+            kind = type(event)  # compared by identity: isinstance costs a fifth of the loop
+            if kind is OrderFilled:  # the common case inline; _check_trade words it
+                fill = cast(OrderFilled, event)
+                book = state.books.get(fill.agent)
+                if (
+                    book is None
+                    or abs(book.cash - fill.cash_before) > TOLERANCE
+                    or (fill.kind != "buy" and (fill.market, fill.side) not in book.positions)
+                ):
+                    _check_trade(state, fill)
+            elif kind is PositionSettled or kind is PositionRefunded:
+                _check_trade(state, cast(PositionSettled | PositionRefunded, event))
+            try:
+                handlers[kind](state, event)
+            except (KeyError, ValueError, TypeError) as exc:
+                raise _Misfit(f"does not fit the events before it: {exc}") from None
+            if kind is CohortClosed:
+                ended = True
+                digest = cast(CohortClosed, event).state_digest
+                if digest:
+                    closed += 1
+                    if state.digest() != digest:
+                        raise _Misfit(
+                            f"closes cohort {stream}, which rebuilds to a different state "
+                            "than the run recorded at its close"
+                        )
+        except _Misfit as misfit:
+            return closed, (index, str(misfit))
+    return closed, None
+
+
+def _check_trade(
+    state: CohortState, event: OrderFilled | PositionSettled | PositionRefunded
+) -> None:
+    """A fill must start from the cash the log implies; a sale or payout must find the
+    position it names."""
+    book = state.books.get(event.agent)
+    if book is None:
+        raise _Misfit(f"trades for an unknown agent {event.agent}")
+    buy = isinstance(event, OrderFilled) and event.kind == "buy"
+    if isinstance(event, OrderFilled) and abs(book.cash - event.cash_before) > TOLERANCE:
+        raise _Misfit(
+            f"starts a fill from cash {event.cash_before} but the log implies {book.cash}"
+        )
+    if not buy and (event.market, event.side) not in book.positions:
+        raise _Misfit("names a position that is not open")
+
+
+def check_snapshot(
+    store: EventStore, snapshot: Snapshot, state: CohortState, position: Position, last: int
+) -> None:
+    """The snapshot is whole, where it says, and byte for byte the image of ``state``, the
+    fold at its position."""
+    at, kind = position
+    check_position(store, snapshot, at, last)
+    if snapshot.closing != (kind == "CohortClosed"):
+        what = "a closing record" if snapshot.closing else "not a closing record"
+        raise _bad_snapshot(store, snapshot, f"is {what}, but event {snapshot.seq} says otherwise")
+    image = encode_state(state)
+    if snapshot.state == image:
+        return
+    try:  # through a decode, so both sides hold the log's types (an int volume is 500.0)
+        same = encode_state(decode_state(snapshot.state)) == image
+    except SnapshotError as exc:
+        raise _bad_snapshot(store, snapshot, f"is unreadable: {exc}") from None
+    if not same:
+        raise _bad_snapshot(store, snapshot, "disagrees with the fold of the log there")
+
+
+def check_position(
+    store: EventStore, snapshot: Snapshot, at: tuple[str, int, bytes] | None, last_seq: int
+) -> None:
+    """What needs no fold: the row is whole and of this arena's format, and its position
+    (``at``, what the log holds at its seq) still holds the event and chain hash it was taken
+    at (a cut or re-chained log fails here)."""
+    if not snapshot.intact():
+        raise _bad_snapshot(store, snapshot, "is damaged (its hash does not match it)")
+    if snapshot.format != FORMAT:
+        raise _bad_snapshot(
+            store, snapshot, f"has format {snapshot.format}; this arena reads {FORMAT}"
+        )
+    if snapshot.seq > last_seq:
+        raise _bad_snapshot(
+            store, snapshot, f"is past the log's end at seq {last_seq}: events were cut"
+        )
+    if at != (snapshot.stream, snapshot.version, snapshot.chain_hash):
+        raise _bad_snapshot(
+            store,
+            snapshot,
+            "no longer matches the event it was taken after: the log was cut or rewritten",
+        )
+
+
+def _unreadable(
+    store: EventStore, lo: int, payloads: list[bytes], folded: list[bool]
+) -> LedgerError:
+    """The error for a page that did not decode, naming its first unreadable event."""
+    for seq, payload in compress(enumerate(payloads, lo + 1), folded):
+        try:
+            _page_decoder.decode(b"[" + payload + b"]")
+        except msgspec.MsgspecError as exc:
+            return LedgerError(f"{store.path}: event {seq} is not a readable event ({exc})")
+    return LedgerError(f"{store.path}: the log holds an unreadable event")
+
+
+def _seq(error: LedgerError) -> int:
+    return (error.seq or 0) if isinstance(error, IntegrityError) else 0
+
+
+def _bad(store: EventStore, seq: int, what: str) -> IntegrityError:
+    """Worded like the store's own chain errors: the file, then the event."""
+    return IntegrityError(f"{store.path}: event {seq} {what}", seq)
+
+
+def _bad_snapshot(store: EventStore, snapshot: Snapshot, what: str) -> IntegrityError:
+    return IntegrityError(f"{store.path}: {snapshot.name} {what}", snapshot.seq)
+
+
+def main(argv: list[str]) -> None:
+    """The child process: check one range and print its :class:`RangeAnswer` as msgpack. Its
+    own faults come back in the answer; anything else ends it, and ``verify`` checks the
+    range itself instead."""
+    path, after, through = argv[0], int(argv[1]), int(argv[2])
+    with EventStore.open(path, readonly=True) as store:
+        snapshots = store.snapshots()
+        mine = [s for s in snapshots if after <= s.seq <= through]
+        result = check_range(
+            store, after, through, snapshots, positions_of(store, mine), store.last_seq()
+        )
+        continued = next((s.stream for s in snapshots if s.seq == through), None)
+    sys.stdout.buffer.write(msgspec.msgpack.encode(RangeAnswer.of(result, continued)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
