@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from arena import blas  # noqa: F401  (before numpy loads: one BLAS thread)
 from arena.console import make_console
 from arena.report import IntervalSettings, print_report, report_data
 from ledger.errors import IntegrityError

@@ -7,16 +7,12 @@ and the closed-form forecasters, ``cube.py`` the subcube group biases, ``experim
 five experiments, ``llm.py`` the bridge to the project's LLM forecaster; the command is
 ``arena.commands.lab``.
 
-One BLAS thread unless the user says otherwise, set here because BLAS reads it once, when numpy
-loads, and ``arena lab`` loads numpy through this package: the denoiser's small matrix products
-gain nothing from a second thread and lose much to its spinning. On this 2-core machine, busy
-with other work, a training step at the seed's size (batch 256, hidden 256, depth 3) took
-0.08 s (0.03 CPU-s) with one thread and 0.64 s (0.21 CPU-s) with OpenBLAS's default; the
-seed's difftrain took 35 min that way. (Where numpy is already loaded, as under pytest, this
-changes nothing.)
+One BLAS thread unless the user says otherwise (``arena.blas``), because ``arena lab`` loads
+numpy through this package: the denoiser's small matrix products gain nothing from a second
+thread and lose much to its spinning. On this 2-core machine, busy with other work, a training
+step at the seed's size (batch 256, hidden 256, depth 3) took 0.08 s (0.03 CPU-s) with one
+thread and 0.64 s (0.21 CPU-s) with OpenBLAS's default; the seed's difftrain took 35 min that
+way.
 """
 
-import os
-
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_name, "1")
+from arena import blas  # noqa: F401  (before numpy loads)
