@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -149,18 +150,25 @@ def plan(
     log, or where there is no such cut (cohorts written side by side without snapshots)."""
     if last_seq < PARALLEL_FROM or parts < 2:
         return [(0, last_seq)]
-    spans = sorted(store.stream_spans().values())
+    keys = store.stream_keys()
+    by_id = store.stream_spans()
+    spans = {keys[sid]: span for sid, span in by_id.items() if sid in keys}
+    firsts = sorted(first for first, _ in by_id.values())
+    lasts = sorted(last for _, last in by_id.values())
     cuts: list[int] = []
     for snapshot in snapshots:
-        at = positions[snapshot.seq][0]
+        seq = snapshot.seq
+        first, last = spans.get(snapshot.stream, (0, 0))
+        across = bisect_right(firsts, seq) - bisect_right(lasts, seq)  # first <= seq < last
         if (
-            MIN_RANGE <= snapshot.seq <= last_seq - MIN_RANGE
+            MIN_RANGE <= seq <= last_seq - MIN_RANGE
+            and across <= 1
+            and (across == 0 or first <= seq < last)  # the one across is the snapshot's
             and snapshot.intact()
             and snapshot.format == FORMAT
-            and at == (snapshot.stream, snapshot.version, snapshot.chain_hash)
-            and sum(first <= snapshot.seq < last for first, last in spans) <= 1
+            and positions[seq][0] == (snapshot.stream, snapshot.version, snapshot.chain_hash)
         ):
-            cuts.append(snapshot.seq)
+            cuts.append(seq)
     chosen: list[int] = []
     for k in range(1, parts):
         target = last_seq * k // parts

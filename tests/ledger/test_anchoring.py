@@ -401,3 +401,47 @@ def test_faults_in_two_cohorts_are_reported_at_the_first_seq(tmp_path: Path) -> 
         verify_store(store)
     assert caught.value.seq == 3
     assert "event 3 does not fit the events before it" in str(caught.value)
+
+
+@pytest.mark.parametrize("child", ["/nonexistent/python", "/bin/echo"])
+def test_a_range_whose_child_cannot_answer_is_checked_here(
+    log: Path, in_ranges: None, monkeypatch: pytest.MonkeyPatch, child: str
+) -> None:
+    """A child that cannot start, or answers with anything but a range's answer, leaves its
+    range to this process: slower, never skipped, the same result and the same fault."""
+    with EventStore.open(log, readonly=True) as store:
+        expected = verify_store(store, parts=1)
+    monkeypatch.setattr("arena.verify.sys.executable", child)
+    with EventStore.open(log, readonly=True) as store:
+        got = verify_store(store, parts=3)
+    assert (got.events, got.closed, got.cohorts) == (expected.events, expected.closed, 3)
+    _tamper(
+        log, "UPDATE events SET payload = replace(payload, '\"ts\":', '\"ts\": ') WHERE seq = 9"
+    )
+    with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+        verify_store(store, parts=3)
+    assert caught.value.seq == 9
+
+
+def test_cohorts_written_side_by_side_are_checked_in_one_range(
+    tmp_path: Path, in_ranges: None
+) -> None:
+    """A cut must be a snapshot that no other stream runs across: with two cohorts whose
+    events interleave, every snapshot has the other cohort on both sides, so there is none."""
+    from arena.verify import plan
+    from arena.verify_range import positions_of
+    from ledger.events import Marked
+    from ledger.projection import CohortState
+    from ledger.snapshot import FORMAT, encode_state
+
+    db = tmp_path / "side.db"
+    with EventStore.open(db) as store:
+        for k in range(6):
+            for cohort in ("a", "b"):
+                version = store.append(cohort, [Marked(cohort=cohort, ts=k, markets=[], prices=[])])
+                if k:  # each cohort's first event comes before any snapshot
+                    image = encode_state(CohortState(cohort))
+                    store.add_snapshot(cohort, version, image, fmt=FORMAT, closing=False)
+        snapshots = store.snapshots()
+        positions = positions_of(store, snapshots)
+        assert plan(store, snapshots, positions, store.last_seq(), 4) == [(0, 12)]
