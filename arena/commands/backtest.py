@@ -65,7 +65,7 @@ def summary_table(data: dict[str, Any]) -> Table:
         caption_justify="left",
         header_style="bold",
     )
-    for name in ["agent", "mean return [95% CI]", "Brier (impl.)", "BSS", "win rate",
+    for name in ["agent", "mean return [95% CI]", "Brier (impl.)", "BSS", "BSS mkt", "win rate",
                  f"{STRATEGY} − agent [95% CI]"]:  # fmt: skip
         table.add_column(name, justify="left" if name == "agent" else "right")
     for name, s in data["summary"].items():
@@ -81,6 +81,7 @@ def summary_table(data: dict[str, Any]) -> Table:
             f"{pct_cell(s['return_mean'])} {ci}",
             num_cell(s["brier"]),
             num_cell(s["bss"], "{:+.3f}"),
+            num_cell(s["bss_market"], "{:+.3f}"),
             num_cell(s["win_rate"], "{:.1%}"),
             paired,
         )

@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.console import Console
 
 from arena.backtest import default_starts
 from arena.charts import nice_ticks
 from arena.cohort import NO_MARKET, UNCOVERED, VOLUME_FINAL
+from arena.commands.backtest import summary_table
 from arena.equity import CohortRecord, mean_equity
 from ledger.events import CohortOpened
 from ledger.leaderboard import belief_scores
@@ -266,6 +268,18 @@ def test_human_output(arena: Arena, data: dict[str, Any]) -> None:
     assert "Per cohort" in result.output
     assert "Stated beliefs" in result.output
     assert "digest" in result.output
+
+
+def test_the_summary_shows_every_score_its_caption_defines(data: dict[str, Any]) -> None:
+    """The caption defines BSS mkt; the table once left the column out."""
+    console = Console(width=250, record=True)
+    console.print(summary_table(data))
+    text = console.export_text()
+    (header,) = [line for line in text.splitlines() if "mean return [95% CI]" in line]
+    assert "BSS mkt" in header
+    favourite = data["summary"]["favourite"]["bss_market"]
+    (row,) = [line for line in text.splitlines() if line.lstrip("│ ").startswith("favourite")]
+    assert f"{favourite:+.3f}" in row
 
 
 # -- default starts ------------------------------------------------------------------------------
