@@ -276,7 +276,7 @@ def _print(report: dict[str, Any]) -> None:
             table.add_row(key, _number(model[key]), _number(market[key]))
         trading = model["trading"]
         table.add_row("sign P/L per row vs the price", _number(trading["pnl_per_event"]), "0")
-        table.add_row("Kelly ROI vs the price", _number(trading["kelly"]["roi"]), "0")
+        table.add_row("Kelly ROI vs the price", f"{trading['kelly']['roi']:+.2%}", "0")
         console.print(table)
         v = report["verdict"]
         word = "beats" if v["beats_market"] else "does not beat"

@@ -43,8 +43,8 @@ def _metrics_table(path: Path, report: dict[str, Any]) -> Table:
                 f"c={trading['transaction_cost']:g})",
                 f"{trading['pnl_per_event']:+.6f}",
             ),
-            ("Kelly ROI (cap 0.25)", f"{trading['kelly']['roi']:+.4f}"),
-            ("Kelly final bankroll", f"{trading['kelly']['final_bankroll']:.6g}"),
+            ("Kelly ROI (cap 0.25)", f"{trading['kelly']['roi']:+.2%}"),
+            ("Kelly final bankroll (from 1)", f"{trading['kelly']['final_bankroll']:.6g}"),
         ]
     for col, bias in report.get("groups", {}).items():
         rows.append(

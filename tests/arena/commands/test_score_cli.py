@@ -95,6 +95,9 @@ def test_table_and_reliability_diagram(arena: Arena, csv_file: Path) -> None:
     assert "reliability" in result.output
     # the 0.8 forecast is right-closed bin (0.75, 0.80], shown with its count
     assert "0.75–0.80" in result.output
+    # Kelly's ROI 13/36 is a return, shown in percent (it read "+0.3611", a bare fraction)
+    assert "Kelly ROI (cap 0.25)" in result.output and "+36.11%" in result.output
+    assert "Kelly final bankroll (from 1)" in result.output and "1.36111" in result.output
 
 
 @pytest.mark.parametrize(
