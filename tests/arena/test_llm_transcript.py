@@ -278,6 +278,8 @@ def test_arena_cassette_exports_a_log(arena: Arena, tmp_path: Path, server: Fake
     assert done.exit_code == 0 and done.output == f"{n} model question(s) written to {out}\n"
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == n and all(line["model"] == MODEL for line in lines)
+    again = arena.json("cassette", db, tmp_path / "again.jsonl")
+    assert again == {"questions": n, "cassette": str(tmp_path / "again.jsonl"), "db": str(db)}
     broken = tmp_path / "not-a-log.db"
     broken.write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
     failed = arena("cassette", broken, tmp_path / "x.jsonl")
