@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
+import httpx
 import pydantic
 
 OPENROUTER = "https://openrouter.ai/api/v1"
@@ -60,6 +61,19 @@ class Connection(pydantic.BaseModel):
         default="error", description="a replay question with no recording: stop, or HOLD"
     )
 
+    @pydantic.field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        """Refused here, not at the first question: a URL httpx cannot send to made every
+        call of a cohort a recorded failure and the run a column of HOLDs."""
+        try:
+            url = httpx.URL(value)
+        except httpx.InvalidURL:
+            url = None
+        if url is None or url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value
+
     @pydantic.model_validator(mode="after")
     def _cassette_for_mode(self) -> Connection:
         if self.mode != "live" and not self.cassette:
@@ -81,7 +95,8 @@ class Connection(pydantic.BaseModel):
         except pydantic.ValidationError as exc:
             error = exc.errors()[0]
             where = PREFIX + str(error["loc"][0]).upper() if error["loc"] else PREFIX + "MODE"
-            raise ValueError(f"{where}: {error['msg']}") from None
+            own = error.get("ctx", {}).get("error") if error["type"] == "value_error" else None
+            raise ValueError(f"{where}: {own or error['msg']}") from None
 
     @property
     def key_env(self) -> str | None:

@@ -563,6 +563,16 @@ def test_bad_specs_are_one_line_errors(text: str, message: str) -> None:
         ({}, "OPENROUTER_API_KEY is not set"),
         ({"ARENA_LLM_TIMEOUT": "soon"}, "ARENA_LLM_TIMEOUT"),
         ({"ARENA_LLM_CONCURRENCY": "0"}, "ARENA_LLM_CONCURRENCY"),
+        # each was a cohort of failed calls ("UnsupportedProtocol"), not an error up front
+        (
+            {"ARENA_LLM_BASE_URL": "not a url"},
+            "ARENA_LLM_BASE_URL: 'not a url' is not an http:// or https:// URL",
+        ),
+        (
+            {"ARENA_LLM_BASE_URL": "ftp://example.com/v1"},
+            "ARENA_LLM_BASE_URL: 'ftp://example.com/v1' is not an http:// or https:// URL",
+        ),
+        ({"ARENA_LLM_BASE_URL": "http:///v1"}, "'http:///v1' is not an http:// or https://"),
     ],
 )
 def test_bad_connections_are_one_line_errors(
