@@ -362,8 +362,10 @@ class CohortRunner:
         An agent whose setup fails sits the cohort out: one HOLD at the start records why,
         and the others run as if it were not there."""
         deciding = {}
-        for k, (name, agent) in enumerate(agents.items()):
-            seed = np.random.SeedSequence([self.config.seed, k, *name.encode()])
+        for name, agent in agents.items():
+            # the name alone, never the agent's place in the cohort: adding an agent before
+            # another must not change the other's draws
+            seed = np.random.SeedSequence([self.config.seed, *name.encode()])
             context = Context(
                 cohort=self.cohort,
                 start=start,

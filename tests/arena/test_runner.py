@@ -132,6 +132,23 @@ def test_same_config_twice_gives_the_same_log(tmp_path: Path, synthetic_tape: Ta
     assert {e.agent for e in of_type(stored(tmp_path / "one.db"), OrderFilled)} == {"rnd", "fav"}
 
 
+def test_a_seeded_agent_draws_the_same_whoever_joins_the_cohort(
+    tmp_path: Path, synthetic_tape: Tape
+) -> None:
+    """The generator is seeded from the cohort seed and the agent's name, not its place: an
+    agent added before ``rnd`` once changed every one of its bets."""
+    alone = synthetic_config(agents={"rnd": "random?bets=3"})
+    joined = synthetic_config(agents={"a": "hold", "b": "favourite", "rnd": "random?bets=3"})
+    run_into(tmp_path / "alone.db", synthetic_tape, alone)
+    run_into(tmp_path / "joined.db", synthetic_tape, joined)
+
+    def fills(db: Path) -> list[tuple[str, str, float]]:
+        return [(f.market, f.side, f.amount) for f in of_type(stored(db), OrderFilled)
+                if f.agent == "rnd"]  # fmt: skip
+
+    assert fills(tmp_path / "alone.db") == fills(tmp_path / "joined.db") != []
+
+
 # -- resume --------------------------------------------------------------------------------------
 
 
