@@ -15,7 +15,8 @@ the plugin on the other side:
   plugin's, and during the run replaces the process-level calls a plugin could end or fork the
   run with (``os._exit``, ``os.fork``, ``signal.signal``, ``signal.setitimer``, ...) by ones
   that raise ``SandboxError``. A freezegun clock the plugin started, stopped or cleared and
-  left so is put back after each call, and what that call returned is not taken.
+  left so is put back after each call, and what that call returned is not taken;
+  ``time.clock_gettime`` reads the frozen clock too (freezegun leaves it real).
 * **What a plugin returns.** ``checked`` turns a decision into builtin, bounded values (finite
   amounts up to ``MAX_AMOUNT``, beliefs in [0, 1], at most ``MAX_ORDERS`` orders and
   ``MAX_TEXT`` characters of reasoning and of each model call's texts, ``MAX_TRACE_TEXT`` of
@@ -40,6 +41,7 @@ import os
 import signal
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from datetime import timedelta
@@ -395,6 +397,50 @@ def _restore_clock(saved: tuple[list[Any], ...]) -> bool:
     return changed
 
 
+_REALTIME = frozenset(
+    getattr(time, name) for name in ("CLOCK_REALTIME", "CLOCK_TAI") if hasattr(time, name)
+)
+_MONOTONIC = frozenset(
+    getattr(time, name)
+    for name in ("CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW", "CLOCK_BOOTTIME", "CLOCK_UPTIME")
+    if hasattr(time, name)
+)
+
+
+def _frozen_clock_gettime(real: Callable[[int], float]) -> Callable[[int], float]:
+    """``time.clock_gettime`` that reads the wall and monotonic clocks from the frozen
+    ``time.time`` / ``time.monotonic``, as freezegun does not patch it (CPU clocks stay real)."""
+
+    def clock_gettime(clock: int) -> float:
+        if clock in _REALTIME:
+            return time.time()
+        if clock in _MONOTONIC:
+            return time.monotonic()
+        return real(clock)
+
+    return clock_gettime
+
+
+def _frozen_clock_gettime_ns(real: Callable[[int], int]) -> Callable[[int], int]:
+    def clock_gettime_ns(clock: int) -> int:
+        if clock in _REALTIME:
+            return time.time_ns()
+        if clock in _MONOTONIC:
+            return time.monotonic_ns()
+        return real(clock)
+
+    return clock_gettime_ns
+
+
+_CLOCK_READERS: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+    (name, wrap)
+    for name, wrap in (
+        ("clock_gettime", _frozen_clock_gettime),
+        ("clock_gettime_ns", _frozen_clock_gettime_ns),
+    )
+    if hasattr(time, name)
+)
+
 _setitimer = signal.setitimer if hasattr(signal, "setitimer") else None
 _signal = signal.signal
 
@@ -491,6 +537,9 @@ class Sandbox:
         for module, attr, value in saved:
             if attr == "kill":
                 setattr(module, attr, _kill_others_only(value))
+        for attr, wrap in _CLOCK_READERS:
+            saved.append((time, attr, getattr(time, attr)))
+            setattr(time, attr, wrap(getattr(time, attr)))
         try:
             yield
         finally:

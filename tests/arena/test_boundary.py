@@ -537,6 +537,23 @@ def test_a_clock_a_plugin_leaves_changed_reaches_no_other_agent(kind: type[Strat
     ]
 
 
+class ReadsClockGettime(Strategy):
+    def decide(self, view: View) -> Decision:
+        wall = time.clock_gettime(time.CLOCK_REALTIME) - view.ts
+        wall_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) // 10**9 - view.ts
+        cpu = time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
+        return Decision.hold(f"{wall:.0f} {wall_ns} {cpu > 0}")
+
+
+def test_clock_gettime_reads_the_simulated_instant_in_and_out_of_process() -> None:
+    """freezegun patches time.time and datetime, not clock_gettime: it read 2026 at every
+    simulated instant; the CPU clocks stay real."""
+    for isolate in (False, True):
+        events = replay({"reader": ReadsClockGettime()}, isolate=isolate)
+        read = {e.reasoning for e in events if isinstance(e, DecisionMade) and e.agent == "reader"}
+        assert read == {"0 0 True"}, isolate
+
+
 def test_a_plugin_rewriting_prices_changes_nothing_else(alone: list[AnyEvent]) -> None:
     events = replay({"bad": Rewrites()})
     assert of_agent(events, "fav") == alone
