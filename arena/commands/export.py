@@ -50,7 +50,8 @@ def export(db: Path, folder: Path, cohorts: tuple[str, ...], parquet: bool, as_j
     except IntegrityError as exc:
         raise click.ClickException(f"{exc}; nothing exported (run 'arena verify {db}')") from None
     except OSError as exc:
-        raise click.ClickException(str(exc)) from None
+        detail = exc.strerror or str(exc)
+        raise click.ClickException(f"{folder}: cannot write the export: {detail}") from None
     note = run.loaded.note()
     if note:
         click.echo(f"note: {note}", err=True)

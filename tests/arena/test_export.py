@@ -108,6 +108,17 @@ def test_parquet_without_pyarrow_is_one_clear_line(
     )
 
 
+def test_a_folder_that_cannot_be_written_is_named(
+    arena: Arena, weekly_log: Path, tmp_path: Path
+) -> None:
+    """It said only "[Errno 20] Not a directory: '…'", without what was being done."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = arena("export", weekly_log, "--to", blocker / "out")
+    assert result.exit_code == 1
+    assert result.output == f"Error: {blocker / 'out'}: cannot write the export: Not a directory\n"
+
+
 def test_open_run_gives_numpy_and_arrow(weekly_log: Path, exported: Path) -> None:
     run = open_run(weekly_log)
     fills = run.fills.to_numpy()
