@@ -63,10 +63,13 @@ class CohortChoice:
 
     @property
     def tape(self) -> Path:
-        """The tape file: the one given, or the embedded 2024 election sample."""
+        """The tape file: the one given, or the embedded 2024 election sample when none is or
+        when it is ``sample``, the name ``arena tapes show`` and ``list`` give it."""
         from replays.samples import sample_path
 
-        return self.tape_path or sample_path()
+        if self.tape_path is None or self.tape_path == Path(SAMPLE):
+            return sample_path()
+        return self.tape_path
 
     def configs(self, starts: Sequence[datetime], agents: dict[str, str]) -> list[CohortConfig]:
         """One validated ``CohortConfig`` per start; a bad setting is one ``SettingsError``."""
@@ -80,9 +83,13 @@ def _on_miss(ctx: click.Context, param: click.Parameter, value: str | None) -> N
         os.environ["ARENA_LLM_ON_MISS"] = value
 
 
+SAMPLE = "sample"
+"""The embedded tape's name on the command line, as ``arena tapes`` spells it."""
+
 _COHORT_OPTIONS = (
     click.option("--tape", "tape_path", type=click.Path(dir_okay=False, path_type=Path),
-                 help="Tape file (default: the embedded 2024 election sample)."),
+                 help=f"Tape file, or '{SAMPLE}' (the default): the embedded 2024 election "
+                 "sample."),
     click.option("--rules", type=click.Choice(list(RULES)),
                  default=_default(CohortConfig, "rules"), show_default=True,
                  help="Betting rules: v1 caps each bet, v2 a decision's total (all or none)."),

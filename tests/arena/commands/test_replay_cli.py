@@ -111,6 +111,11 @@ def test_replay_json_twice_gives_the_same_digest(arena: Arena, tmp_path: Path) -
     assert again["digest"] == one["digest"]
     with EventStore.open(tmp_path / "one.db", readonly=True) as store:
         assert store.last_seq() == events
+    # 'sample' names the embedded tape, as in `arena tapes show sample`: the same cohorts
+    named = ok_json(
+        arena("replay", *SMALL, "--tape", "sample", "--db", tmp_path / "s.db", "--json")
+    )
+    assert named["digest"] == one["digest"] and named["tape"] == one["tape"]
 
 
 def test_spelling_out_the_default_cadences_changes_nothing(arena: Arena, tmp_path: Path) -> None:
