@@ -34,6 +34,7 @@ import click
 from arena.cohort import CohortConfig, parse_instant, sundays
 from arena.settings import RunOptions, cohort_configs, run_options
 from ledger.rules import RULES
+from replays.samples import SAMPLE, sample_path, tape_file
 
 T = TypeVar("T")
 
@@ -65,11 +66,7 @@ class CohortChoice:
     def tape(self) -> Path:
         """The tape file: the one given, or the embedded 2024 election sample when none is or
         when it is ``sample``, the name ``arena tapes show`` and ``list`` give it."""
-        from replays.samples import sample_path
-
-        if self.tape_path is None or self.tape_path == Path(SAMPLE):
-            return sample_path()
-        return self.tape_path
+        return sample_path() if self.tape_path is None else tape_file(self.tape_path)
 
     def configs(self, starts: Sequence[datetime], agents: dict[str, str]) -> list[CohortConfig]:
         """One validated ``CohortConfig`` per start; a bad setting is one ``SettingsError``."""
@@ -82,9 +79,6 @@ def _on_miss(ctx: click.Context, param: click.Parameter, value: str | None) -> N
     if value is not None:
         os.environ["ARENA_LLM_ON_MISS"] = value
 
-
-SAMPLE = "sample"
-"""The embedded tape's name on the command line, as ``arena tapes`` spells it."""
 
 _COHORT_OPTIONS = (
     click.option("--tape", "tape_path", type=click.Path(dir_okay=False, path_type=Path),

@@ -23,7 +23,7 @@ from replays.errors import TapeError
 from replays.importers import import_election2024, import_polymarket
 from replays.importers.election2024 import DEFAULT_DIR
 from replays.importers.polymarket import ImportResult
-from replays.samples import sample_path
+from replays.samples import tape_file
 from replays.tape import Tape
 from replays.tapefile import load_tape, save_tape, tape_kind
 
@@ -59,13 +59,8 @@ def _compact(amount: float) -> str:
     return f"{amount:.0f}"
 
 
-def _resolve(path: str) -> Path:
-    """``sample`` names the embedded election tape; anything else is a path."""
-    return sample_path() if path == "sample" else Path(path)
-
-
 def _load(path: str, verify_hash: bool = False) -> Tape:
-    return load_tape(_resolve(path), verify_hash=verify_hash)
+    return load_tape(tape_file(path), verify_hash=verify_hash)
 
 
 def tape_summary(tape: Tape) -> dict[str, Any]:
@@ -198,7 +193,7 @@ def import_election2024_cmd(directory: str, out: str, as_json: bool) -> None:
 
 def _tape_files(paths: tuple[str, ...]) -> Iterator[Path]:
     for raw in paths or ("sample",):
-        path = _resolve(raw)
+        path = tape_file(raw)
         if path.is_dir():
             yield from sorted(p for p in path.iterdir() if p.name.endswith(TAPE_SUFFIXES))
         else:
@@ -291,7 +286,7 @@ def validate(paths: tuple[str, ...], as_json: bool) -> None:
     results: list[dict[str, Any]] = []
     for path in paths:
         try:
-            tape = load_tape(_resolve(path), verify_hash=True)
+            tape = load_tape(tape_file(path), verify_hash=True)
             results.append({"path": path, "ok": True, "hash": tape.hash, "error": None})
         except TapeError as exc:
             results.append({"path": path, "ok": False, "hash": None, "error": str(exc)})

@@ -12,6 +12,7 @@ from arena.verify import verify_store, write_snapshots
 from arena.verify_fills import verify_fills
 from ledger.errors import IntegrityError
 from ledger.store import EventStore
+from replays.samples import tape_file
 from replays.tapefile import load_tape
 
 
@@ -34,7 +35,8 @@ from replays.tapefile import load_tape
     "--tape",
     "tape_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also re-check every fill against the rules and this tape's price at its instant.",
+    help="Also re-check every fill against the rules and this tape's price at its instant "
+    "('sample': the embedded tape).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def verify(
@@ -56,7 +58,7 @@ def verify(
     try:
         with EventStore.open(db, readonly=not write_snapshots_) as store:
             result = verify_store(store, head)
-            fills = verify_fills(store, load_tape(tape_path)) if tape_path else None
+            fills = verify_fills(store, load_tape(tape_file(tape_path))) if tape_path else None
             written = write_snapshots(store, result) if write_snapshots_ else 0
     except IntegrityError as exc:
         if as_json:

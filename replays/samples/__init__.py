@@ -6,3 +6,12 @@ from pathlib import Path
 def sample_path() -> Path:
     """The embedded 2024 US election tape (101 binary markets, columnar form)."""
     return Path(__file__).resolve().parent / "election2024.tape"
+
+
+SAMPLE = "sample"
+"""The embedded tape's name wherever a command takes a tape file."""
+
+
+def tape_file(path: str | Path) -> Path:
+    """``sample`` names the embedded election tape; anything else is a path."""
+    return sample_path() if str(path) == SAMPLE else Path(path)

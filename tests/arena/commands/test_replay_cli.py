@@ -116,6 +116,9 @@ def test_replay_json_twice_gives_the_same_digest(arena: Arena, tmp_path: Path) -
         arena("replay", *SMALL, "--tape", "sample", "--db", tmp_path / "s.db", "--json")
     )
     assert named["digest"] == one["digest"] and named["tape"] == one["tape"]
+    # and in verify's fill check
+    checked = ok_json(arena("verify", tmp_path / "s.db", "--tape", "sample", "--json"))
+    assert checked["ok"] and checked["fills_checked"] > 0
 
 
 def test_spelling_out_the_default_cadences_changes_nothing(arena: Arena, tmp_path: Path) -> None:
