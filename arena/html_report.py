@@ -30,6 +30,7 @@ from arena.report import BRIER_IMPLIED, IntervalSettings, Usage, report_data, sc
 from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, Ledger
 from ledger.store import EventStore
+from replays.samples import SAMPLE, SAMPLE_HASH
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222;
@@ -242,7 +243,8 @@ def _backtest_settings(data: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _replay_settings(data: dict[str, Any]) -> str:
     """One table per group of cohorts run with the same settings, with the command that
-    replays them (the tape is named by its hash: the log does not know where it was)."""
+    replays them (the tape is named by its hash, the log not knowing where it was, or as
+    ``sample`` when it is the embedded one)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for cohort in data["cohorts"]:
         settings = {k: v for k, v in cohort["settings"].items() if k != "start"}
@@ -258,8 +260,10 @@ def _replay_settings(data: dict[str, Any]) -> str:
     for key, cohorts in groups.items():
         s = json.loads(key)
         starts = [c["start"][:10] for c in cohorts]
+        sample = s["tape"] == SAMPLE_HASH
+        tape = SAMPLE if sample else f"TAPE-{s['tape'][:12]}"
         command = [
-            "arena", "replay", "--tape", f"TAPE-{s['tape'][:12]}", "--starts",
+            "arena", "replay", "--tape", tape, "--starts",
             f"{starts[0]}..{starts[-1]}", "--rules", s["rules"], "--cash", f"{s['cash']:g}",
             "--universe", str(s["universe"]), "--decisions", s["decision_cadence"], "--marks",
             s["mark_cadence"], "--seed", str(s["seed"]),
@@ -270,8 +274,8 @@ def _replay_settings(data: dict[str, Any]) -> str:
         agents = ", ".join(f"{n} = {spec}" for n, spec in s["agents"].items())
         replay = (
             f"<code>{' '.join(_unbroken(shlex.quote(w)) for w in command)}</code> "
-            "(TAPE: the tape file with that hash; "
-            "Sundays without a cohort here are skipped)"
+            + ("(" if sample else "(TAPE: the tape file with that hash; ")
+            + "Sundays without a cohort here are skipped)"
         )
         rows = [
             ("cohorts", f"{len(starts)}: " + ", ".join(_unbroken(d) for d in starts)),

@@ -7,6 +7,7 @@ decoded to pixels and checked for what the eye checks; the layout is measured in
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import re
 from pathlib import Path
@@ -85,7 +86,7 @@ def test_the_page_holds_what_reproduces_the_run(page: Path) -> None:
     html = page.read_text()
     text = re.sub(r"<[^>]+>", "", html)  # what the reader sees
     data = json.loads((page.parent / "report.json").read_text())
-    for needle in (data["digest"], data["package_version"], "arena replay --tape TAPE-",
+    for needle in (data["digest"], data["package_version"], "arena replay --tape sample",
                    "--agent fav=favourite", "Brier (impl.)", "BSS mkt", "bootstrap over the",
                    "By category", "Reliability"):  # fmt: skip
         assert needle in text
@@ -94,6 +95,27 @@ def test_the_page_holds_what_reproduces_the_run(page: Path) -> None:
     for external in ("<script", "<link", "src=", "href=", "@import", "url("):
         assert external not in html
     assert "Cost of model calls" not in html  # no model calls, no cost section
+
+
+def test_the_command_the_page_gives_replays_the_same_log(
+    page: Path, arena: Arena, tmp_path: Path
+) -> None:
+    """Run as written (the embedded tape named ``sample``), it gives the log's digest; a
+    tape other than the sample is named by its hash, for the reader to find."""
+    import shlex
+
+    from arena.html_report import _replay_settings
+
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+    line = next(s for s in text.splitlines() if "arena replay --tape" in s)
+    words = shlex.split(line[line.index("arena replay") : line.index(" (")])
+    data = json.loads((page.parent / "report.json").read_text())
+    again = arena(*words[1:], "--db", tmp_path / "again.db", "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output)["digest"] == data["digest"]
+    for cohort in data["cohorts"]:
+        cohort["settings"]["tape"] = "ab" * 32
+    assert "arena replay --tape TAPE-abababababab" in re.sub(r"<[^>]+>", "", _replay_settings(data))
 
 
 def test_a_cost_section_appears_when_the_data_has_it() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replays.errors import TapeError
-from replays.samples import sample_path
+from replays.samples import SAMPLE_HASH, sample_path
 from replays.synthetic import random_walk_tape
 from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import load_tape, save_tape
@@ -157,6 +157,7 @@ def test_random_walk_is_seeded_bounded_and_resolved() -> None:
 
 def test_embedded_sample_loads_with_the_documented_facts() -> None:
     tape = load_tape(sample_path(), verify_hash=True)
+    assert tape.hash == SAMPLE_HASH  # reports name it 'sample' by this hash
     assert len(tape.markets) == 101
     assert tape.n_points == 44_502
     assert all(m.is_binary for m in tape.markets)
