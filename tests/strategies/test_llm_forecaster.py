@@ -439,12 +439,14 @@ def comparable(forecaster: LLMForecaster) -> dict[str, object]:
     }
 
 
-@pytest.mark.parametrize("concurrency", [4, 1])
+@pytest.mark.parametrize(("concurrency", "stall"), [(4, 0.2), (1, 0.05)])
 def test_questions_go_out_together_up_to_the_bound(
-    concurrency: int, monkeypatch: pytest.MonkeyPatch
+    concurrency: int, stall: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each answer takes 0.2 s; the server counts the requests it is answering at once."""
-    with FakeLLM(lambda _: Reply('{"p_yes": 0.5}', stall=0.2)) as fake:
+    """Each answer takes ``stall`` seconds; the server counts the requests it is answering at
+    once. One at a time, 0.05 s is still far longer than questions sent together take to
+    arrive, and twelve of them in a row do not wait 2.4 s."""
+    with FakeLLM(lambda _: Reply('{"p_yes": 0.5}', stall=stall)) as fake:
         monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
         monkeypatch.setenv("ARENA_LLM_CONCURRENCY", str(concurrency))
         forecaster = llm_forecaster(MODEL)
