@@ -24,43 +24,40 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")
 SMALL = ("--universe", "10", "--starts", "2024-09-01..2024-09-08")
 
 
-def invoke(*args: object) -> dict[str, Any]:
-    data: dict[str, Any] = Arena().json(*args)
-    return data
-
-
 def without_db(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k != "db"}
 
 
-def test_a_sweep_on_ray_equals_the_local_one(tmp_path: Path) -> None:
+def test_a_sweep_on_ray_equals_the_local_one(arena: Arena, tmp_path: Path) -> None:
     args = ("favourite", "--grid", "stake=100,400", *SMALL, "--against", "hold,random")
-    local = invoke("sweep", *args, "--jobs", "2", "--db", str(tmp_path / "local.db"))
-    on_ray = invoke("sweep", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db"))
+    local = arena.json("sweep", *args, "--jobs", "2", "--db", str(tmp_path / "local.db"))
+    on_ray = arena.json("sweep", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db"))
     assert on_ray["cohort_runs"] == 6 and on_ray["reused"] == 0
     assert without_db(on_ray) == without_db(local)  # digest, every figure, the warning
-    again = invoke("sweep", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db"))
+    again = arena.json("sweep", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db"))
     assert again["reused"] == 6 and again["digest"] == local["digest"]
 
 
-def test_replay_heads_are_the_same_on_any_engine_and_worker_count(tmp_path: Path) -> None:
+def test_replay_heads_are_the_same_on_any_engine_and_worker_count(
+    arena: Arena, tmp_path: Path
+) -> None:
     """The driver appends cohorts in their order, so even the chain's head is reproducible
     (it used to depend on which worker committed first)."""
     args = ("--universe", "10", "--starts", "2024-09-01..2024-09-15",
             "--agent", "f=favourite", "--agent", "r=random")  # fmt: skip
     runs = [
-        invoke("replay", *args, "--jobs", "1", "--db", str(tmp_path / "one.db")),
-        invoke("replay", *args, "--jobs", "2", "--db", str(tmp_path / "two.db")),
-        invoke("replay", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db")),
+        arena.json("replay", *args, "--jobs", "1", "--db", str(tmp_path / "one.db")),
+        arena.json("replay", *args, "--jobs", "2", "--db", str(tmp_path / "two.db")),
+        arena.json("replay", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db")),
     ]
     assert len({(r["digest"], r["head"]) for r in runs}) == 1
     assert (tmp_path / "ray.db.head").read_text() == (tmp_path / "one.db.head").read_text()
 
 
-def test_a_backtest_on_ray_equals_the_local_one(tmp_path: Path) -> None:
+def test_a_backtest_on_ray_equals_the_local_one(arena: Arena, tmp_path: Path) -> None:
     args = ("favourite", *SMALL, "--against", "hold,random")
-    local = invoke("backtest", *args, "--jobs", "1", "--db", str(tmp_path / "local.db"))
-    on_ray = invoke("backtest", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db"))
+    local = arena.json("backtest", *args, "--jobs", "1", "--db", str(tmp_path / "local.db"))
+    on_ray = arena.json("backtest", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db"))
     assert without_db(on_ray) == without_db(local)
 
 
@@ -100,17 +97,19 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def test_a_worker_killed_mid_sweep_is_rerun_by_ray_with_the_same_result(tmp_path: Path) -> None:
+def test_a_worker_killed_mid_sweep_is_rerun_by_ray_with_the_same_result(
+    arena: Arena, tmp_path: Path
+) -> None:
     plugin = tmp_path / "killer.py"
     plugin.write_text(KILLER)
     mark = plugin.with_suffix(".killed")
     args = (f"{plugin}:Killer", "--grid", "stake=100,400", *SMALL, "--against", "hold")
-    on_ray = invoke("sweep", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db"))
+    on_ray = arena.json("sweep", *args, "--engine", "ray", "--db", str(tmp_path / "ray.db"))
     killed = int(mark.read_text())
     assert killed != os.getpid()  # a worker died, not this process
     assert not alive(killed)
     # the local run, with the mark already there, kills nothing: the reference result
-    local = invoke("sweep", *args, "--jobs", "1", "--db", str(tmp_path / "local.db"))
+    local = arena.json("sweep", *args, "--jobs", "1", "--db", str(tmp_path / "local.db"))
     assert int(mark.read_text()) == killed
     assert without_db(on_ray) == without_db(local)
     assert on_ray["cohort_runs"] == 6
@@ -133,9 +132,9 @@ def test_an_address_is_only_for_ray() -> None:
     assert run_options(engine="ray", address="auto").address == "auto"
 
 
-def test_bench_sweep_reports_both_engines_and_the_estimate() -> None:
+def test_bench_sweep_reports_both_engines_and_the_estimate(arena: Arena) -> None:
     """Counts exactly, times only as numbers (speed is measured, never asserted)."""
-    got = invoke("bench", "sweep", "--settings", "1", "--starts", "1", "--jobs", "2")
+    got = arena.json("bench", "sweep", "--settings", "1", "--starts", "1", "--jobs", "2")
     assert got["cohort_runs"] == 1 + 1  # the start's shared cohort and the setting's
     assert got["same_digest"] is True
     assert got["events_per_cohort_run"] > 0 and got["recording_bytes_per_cohort_run"] > 0

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,27 +42,15 @@ SMALL = ("--universe", "10", "--starts", "2024-09-01..2024-09-15")
 SUNDAYS = [datetime(2024, 9, d, tzinfo=UTC) for d in (1, 8, 15)]
 
 
-arena = Arena()  # the session fixture's class: module fixtures below run commands too
-
-
-def run(*args: object) -> Result:
-    return arena("sweep", *args)
-
-
-def run_json(*args: object) -> dict[str, Any]:
-    data: dict[str, Any] = arena.json("sweep", *args)
-    return data
-
-
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sweep")
 
 
 @pytest.fixture(scope="module")
-def data(workdir: Path) -> dict[str, Any]:
-    return run_json("favourite", "--grid", "stake=100,400", *SMALL, "--against",
-                    "hold,favourite", "--jobs", "1", "--db", str(workdir / "s.db"))  # fmt: skip
+def data(arena: Arena, workdir: Path) -> dict[str, Any]:
+    return arena.json("sweep", "favourite", "--grid", "stake=100,400", *SMALL, "--against",
+                      "hold,favourite", "--jobs", "1", "--db", str(workdir / "s.db"))  # fmt: skip
 
 
 # -- the grid and the names ----------------------------------------------------------------------
@@ -145,7 +132,7 @@ def test_a_backtest_keeps_its_old_names_and_cohort_ids() -> None:
     assert plan.cohorts[0].cohort_id(tape.hash) == "2024-09-01-b220a222"
 
 
-def test_a_backtest_compares_two_settings_of_one_kind(tmp_path: Path) -> None:
+def test_a_backtest_compares_two_settings_of_one_kind(arena: Arena, tmp_path: Path) -> None:
     result = arena("backtest", "favourite", "--universe", "10", "--starts",
                    "2024-09-01..2024-09-08", "--against", "favourite?stake=100,favourite?stake=400",
                    "--jobs", "1", "--db", tmp_path / "b.db", "--json")  # fmt: skip
@@ -227,12 +214,14 @@ def two_eras_tape() -> Tape:
     return Tape.from_series(markets, series, resolutions, source="two eras")
 
 
-def test_the_winner_is_confirmed_only_on_markets_the_sweep_did_not_trade(tmp_path: Path) -> None:
+def test_the_winner_is_confirmed_only_on_markets_the_sweep_did_not_trade(
+    arena: Arena, tmp_path: Path
+) -> None:
     tape = tmp_path / "eras.tape"
     save_tape(two_eras_tape(), tape)
-    data = run_json("favourite", "--grid", "stake=100,200", "--tape", tape, "--universe", "2",
-                    "--starts", "2024-01-07..2024-01-14", "--against", "hold", "--jobs", "1",
-                    "--db", tmp_path / "s.db")  # fmt: skip
+    data = arena.json("sweep", "favourite", "--grid", "stake=100,200", "--tape", tape,
+                      "--universe", "2", "--starts", "2024-01-07..2024-01-14", "--against",
+                      "hold", "--jobs", "1", "--db", tmp_path / "s.db")  # fmt: skip
     sel = data["selection"]
     # 2024-01-21 and 2024-01-28 are not swept but trade e1 and e2, as the swept cohorts did
     assert sel["unused_starts"] == 6
@@ -244,9 +233,9 @@ def test_the_winner_is_confirmed_only_on_markets_the_sweep_did_not_trade(tmp_pat
     assert "Confirm it on starts whose markets the sweep did not trade" in selection_warning(data)
 
 
-def test_the_table_and_warning_are_printed(workdir: Path) -> None:
-    result = run("favourite", "--grid", "stake=100,400", *SMALL, "--against", "hold,favourite",
-                 "--db", str(workdir / "s.db"))  # fmt: skip
+def test_the_table_and_warning_are_printed(arena: Arena, workdir: Path) -> None:
+    result = arena("sweep", "favourite", "--grid", "stake=100,400", *SMALL, "--against",
+                   "hold,favourite", "--db", str(workdir / "s.db"))  # fmt: skip
     assert result.exit_code == 0, result.output
     out = result.output
     assert "stake=100" in out and "stake=400" in out and "− favourite" in out
@@ -255,13 +244,15 @@ def test_the_table_and_warning_are_printed(workdir: Path) -> None:
     assert "9 cohort-run(s) (0 run now, 9 already in the log)" in out  # the module's log
 
 
-def test_a_sweep_file_gives_the_same_sweep(workdir: Path, data: dict[str, Any]) -> None:
+def test_a_sweep_file_gives_the_same_sweep(
+    arena: Arena, workdir: Path, data: dict[str, Any]
+) -> None:
     path = workdir / "sweep.toml"
     path.write_text(
         'strategy = "favourite"\nagainst = ["hold", "favourite"]\n'
         'starts = "2024-09-01..2024-09-15"\nuniverse = 10\n[grid]\nstake = [100, 400]\n'
     )
-    got = run_json("--file", str(path), "--db", str(workdir / "s.db"))
+    got = arena.json("sweep", "--file", str(path), "--db", str(workdir / "s.db"))
     assert got["digest"] == data["digest"]
     assert got["reused"] == 9
     assert read_sweep_file(path).grid == (("stake", ("100", "400")),)
@@ -296,8 +287,10 @@ def test_a_bad_sweep_file_is_one_line(tmp_path: Path, text: str, fragment: str) 
         (("favourite", "--grid", "stake=1", "--address", "x"), "only with --engine ray"),
     ],
 )
-def test_bad_input_is_one_line(args: tuple[str, ...], fragment: str, tmp_path: Path) -> None:
-    result = run(*args, *SMALL, "--db", str(tmp_path / "x.db"))
+def test_bad_input_is_one_line(
+    arena: Arena, args: tuple[str, ...], fragment: str, tmp_path: Path
+) -> None:
+    result = arena("sweep", *args, *SMALL, "--db", str(tmp_path / "x.db"))
     assert result.exit_code != 0
     assert result.output.count("\n") == 1, result.output
     assert fragment in result.output
