@@ -654,8 +654,12 @@ from strategies.api import Decision, Strategy
 
 class Slow(Strategy):
     def decide(self, view):
-        pathlib.Path(os.environ["ARENA_TEST_MARK"]).touch()
-        time.sleep(0.3)
+        mark = pathlib.Path(os.environ["ARENA_TEST_MARK"])
+        mark.touch()
+        for _ in range(3_000):  # until the test has pressed Ctrl-C (a minute at most)
+            if mark.with_name("go").exists():
+                break
+            time.sleep(0.02)
         return Decision.hold()
 """
 
@@ -680,8 +684,9 @@ def test_a_real_ctrl_c_stops_the_run_cleanly_and_the_log_resumes(
     deadline = time.monotonic() + 60
     while not mark.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    process.send_signal(signal.SIGINT)  # while the first decision waits: never after the run
+    _, err = process.communicate(timeout=120)
+    (tmp_path / "go").touch()  # the runs below decide at once
     assert process.returncode == 1
     assert err.strip() == "Aborted."
     resumed = subprocess.run(command(interrupted), env=env, capture_output=True, text=True,
