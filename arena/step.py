@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.timeline import folding
 from ledger.events import (
     DecisionMade,
     DecisionsStopped,
@@ -165,8 +166,14 @@ def frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
 
     ``events`` may be a whole log: other cohorts' events are skipped, since folding them would
     reopen the cohort's books. A resolved market keeps its last mark in the projection, but the
-    agent no longer saw it, so ``seen`` leaves it out.
+    agent no longer saw it, so ``seen`` leaves it out. Events that do not fold are a
+    LedgerError (``arena.timeline.folding``).
     """
+    with folding(cohort):
+        return _frames(events, cohort, agent)
+
+
+def _frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
     state = CohortState(cohort)
     listed: dict[str, MarketListed] = {}
     out: list[Frame] = []

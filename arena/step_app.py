@@ -35,6 +35,7 @@ from arena import step_panels as panels
 from arena.step_live import LiveError, LiveRun, LogTail
 from arena.step_view import View, build_view
 from arena.timeline import Timeline
+from ledger.errors import LedgerError
 
 HELP = """\
 n  next decision of this agent      d / space  next decision (any agent)
@@ -50,6 +51,10 @@ Panels scroll with the mouse wheel; Esc closes this help."""
 
 
 VIEWS_KEPT = 64
+WARM_EVERY = 0.02
+"""Seconds between slices of the timeline's warm-up."""
+WARM_SLICE = 500
+"""Events folded by a slice of warm-up: a few milliseconds (``arena bench step``)."""
 
 
 class HelpScreen(ModalScreen[None]):
@@ -207,14 +212,36 @@ class StepApp(App[None]):
         # after the first layout, when the panels know their widths: a text wrapped before
         # then would first be drawn empty
         self.call_after_refresh(self.redraw)
+        self._warming = self.set_interval(WARM_EVERY, self.warm)
+
+    def warm(self) -> None:
+        """A slice of the timeline's warm-up (its checkpoints, so stepping back anywhere is
+        quick) between keys: a key waits for at most one slice. Stops when all are laid
+        down, or when the log turns out damaged (said once; the view stays where it is)."""
+        try:
+            more = self.timeline.warm(WARM_SLICE)
+        except LedgerError as exc:
+            self.notify(str(exc), severity="error", timeout=30)
+            more = False
+        if not more:
+            self._warming.stop()
 
     # -- drawing --------------------------------------------------------------------------------
 
     def move(self, cut: int, remember: bool = True) -> None:
+        """Show the view at ``cut``; a log that fails its checks there (or does not fold) is
+        said in one line and the view stays where it was."""
+        try:
+            view = self.project(cut, self.agent)
+        except LedgerError as exc:
+            self.notify(str(exc), severity="error", timeout=30)
+            return
         if remember and cut != self.cut:
             self.history.append(self.cut)
-        self.cut = cut
-        self.view = self.project(cut, self.agent)
+        self.cut, self.view = cut, view
+        for note in self.timeline.notes:
+            self.notify(f"{note}; folded the log instead (run 'arena verify')", severity="warning")
+        self.timeline.notes.clear()
         self.redraw()
 
     def project(self, cut: int, agent: str) -> View:

@@ -3,20 +3,35 @@
 ``arena step`` shows the view at a cut, never anything the runner kept to itself: the state at
 cut N is the fold of the cohort's first N events, the same fold ``arena report`` runs, so what
 the view shows at N is what a report of the log cut at N says. Moving forward folds only the
-events between the two cuts; moving back copies the nearest checkpoint at or before the target
-(``CohortState.copy``, taken every ``CHECKPOINT_EVERY`` events while folding forward) and folds
-the rest, so stepping back costs a copy and at most that many events.
+events between the two cuts; moving back starts from the nearest *base* at or before the
+target and folds the rest. The bases are the log's own snapshots (restored only when first
+needed, and checked as ``arena report`` checks them) and the checkpoints this timeline keeps,
+every ``CHECKPOINT_EVERY`` events, whenever a fold passes one. ``warm`` lays the checkpoints
+down a slice at a time while nobody is waiting (the app calls it when idle), so that stepping
+back anywhere costs a copy and at most that many events.
 
-The *stops* are the cuts a person steps between: after each decision together with its orders
-and model calls, after each resolution with its settlements, and the end of the log.
+The events may be a list (a live replay's, read so far) or a sequence that reads a finished
+log from SQLite a page at a time (``arena.step_log``); nothing here reads more of it than a
+fold or a view needs.
+
+The *stops* are the cuts a person steps between: after each decision together with what
+follows it up to the next fact (its orders, fills, rejections, model calls and the prompts
+they first use), after each resolution with its settlements and refunds, and the end of the
+log. The index of stops, decisions and mark history is made from the *facts* alone (every
+event but those that follow a decision or a resolution), which a finished log's reader
+gets from one scan of SQLite without decoding the fills.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
+import msgspec
+
+from ledger.errors import LedgerError
 from ledger.events import (
     DecisionMade,
     Event,
@@ -33,13 +48,42 @@ from ledger.events import (
     PromptStored,
 )
 from ledger.projection import HANDLERS, CohortState
+from ledger.snapshot import SnapshotError
 
 CHECKPOINT_EVERY = 5_000
 """Events between checkpoints: stepping back folds at most this many (measured by ``arena
 bench step``)."""
 
-_DECISION_TAIL = (OrderPlaced, OrderFilled, OrderRejected, ModelCalled, PromptStored)
-_RESOLUTION_TAIL = (PositionSettled, PositionRefunded)
+FOLD_CHUNK = 1_000
+"""Events a fold takes from the sequence at once (a finished log's page)."""
+
+TAIL_TYPES = (
+    OrderPlaced, OrderFilled, OrderRejected, ModelCalled, PromptStored, PositionSettled,
+    PositionRefunded,
+)  # fmt: skip
+"""What follows a decision or a resolution as part of it; every other event is a *fact*
+that ends it. ``PromptStored`` is a tail event that the index still reads (for its text)."""
+
+
+class Decided(msgspec.Struct, frozen=True, tag_field="type", tag="DecisionMade"):
+    """What the index needs of a decision: whose it is and its week. A finished log's scan
+    decodes a ``DecisionMade`` payload as this, skipping the rest (its bets, its reasoning);
+    a view decodes the decision itself when it shows it."""
+
+    agent: str
+    week: int
+
+
+Fact = tuple[int, Event | Decided]
+"""An event's index in the cohort's events, and the event (a decision may be a ``Decided``)."""
+
+
+def facts_of(events: Sequence[Event], start: int = 0) -> Iterable[Fact]:
+    """The facts among ``events[start:]``, and the prompts (see ``TAIL_TYPES``)."""
+    for i in range(start, len(events)):
+        e = events[i]
+        if not isinstance(e, TAIL_TYPES) or isinstance(e, PromptStored):
+            yield i, e
 
 
 @dataclass(frozen=True)
@@ -66,41 +110,84 @@ class MarkHistory:
         return bisect_left(self.index, cut)
 
 
-class Timeline:
-    """One cohort's events, its stops, its mark history, and its state at any cut."""
+@contextmanager
+def folding(cohort: str, where: str = "") -> Iterator[None]:
+    """A fold of a log whose links hold but whose facts do not (a fill for an agent never
+    opened, written so by a buggy or hostile writer) ends as the one-line LedgerError the
+    CLI's edge prints, not a traceback."""
+    try:
+        yield
+    except (KeyError, ValueError, TypeError) as exc:
+        raise LedgerError(
+            f"cohort {cohort} does not fold{where} ({exc!r}); run 'arena verify' on its log"
+        ) from None
 
-    def __init__(self, events: Sequence[Event], cohort: str) -> None:
-        self.events: list[Event] = list(events)
-        self.cohort = cohort
-        self.stops: list[Stop] = []
+
+Restore = Callable[[], CohortState]
+"""A base not yet read: a log snapshot's state, restored (and checked) when first needed;
+SnapshotError when it cannot be used."""
+
+
+@dataclass
+class _Fold:
+    """A state and the cut it is the fold of."""
+
+    state: CohortState
+    cut: int
+
+
+@dataclass
+class Timeline:
+    """One cohort's events, its stops, its mark history, and its state at any cut.
+
+    ``facts`` are the events' facts (``facts_of(events)`` unless a reader scanned them from
+    the log), ``snapshots`` the log's snapshots by the cut they were taken at."""
+
+    events: Sequence[Event]
+    cohort: str
+    facts: Iterable[Fact] | None = None
+    snapshots: dict[int, Restore] = field(default_factory=dict)
+    stops: list[Stop] = field(default_factory=list, init=False)
+    marks: dict[str, MarkHistory] = field(default_factory=dict, init=False)
+    decisions: dict[str, list[int]] = field(default_factory=dict, init=False)
+    """agent -> indices of its decisions"""
+    prompts: dict[str, str] = field(default_factory=dict, init=False)
+    decision_end: dict[int, int] = field(default_factory=dict, init=False)
+    """a decision's index -> its stop's cut"""
+    by_volume: list[str] = field(default_factory=list, init=False)
+    """every listed market, biggest volume first (ties by id)"""
+    notes: list[str] = field(default_factory=list, init=False)
+    """why a log snapshot was passed over (the state was folded from the log instead)"""
+
+    def __post_init__(self) -> None:
         self._cuts: list[int] = []
-        self.marks: dict[str, MarkHistory] = {}
-        self.decisions: dict[str, list[int]] = {}  # agent -> indices of its DecisionMade
-        self.prompts: dict[str, str] = {}
-        self.decision_end: dict[int, int] = {}  # a decision's index -> its stop's cut
-        self.by_volume: list[str] = []  # every listed market, biggest volume first (ties by id)
         self._volume: dict[str, float] = {}
-        self._index(0)
+        self._open: tuple[int, str, Decided | None] | None = None  # the last stop, not ended
+        self._index(facts_of(self.events) if self.facts is None else self.facts)
+        self.facts = None
         self._checkpoints: dict[int, CohortState] = {}
-        self._state = CohortState(cohort)
-        self._cut = 0
+        self._fold = _Fold(CohortState(self.cohort), 0)
+        self._warming: tuple[_Fold, int] | None = None  # a warm-up fold and where it stops
 
     def extend(self, events: Sequence[Event]) -> None:
         """Events appended to the log since (a live replay's next step): index them and move
         the end stop. A step ends after a decision's or a resolution's whole tail, so no tail
         is split between two calls."""
+        assert isinstance(self.events, list), "only a live replay's timeline grows"
         start = len(self.events)
         self.events.extend(events)
-        self._index(start)
+        self._index(facts_of(self.events, start))
 
-    def _index(self, start: int) -> None:
-        events = self.events
-        n = len(events)
+    def _index(self, facts: Iterable[Fact]) -> None:
+        n = len(self.events)
         if self.stops and self.stops[-1].kind == "end":
             self.stops.pop()
         added: list[Stop] = []
-        for i in range(start, n):
-            e = events[i]
+        for i, e in facts:
+            if isinstance(e, PromptStored):
+                self.prompts[e.digest] = e.text
+                continue
+            self._end_open(i, added)
             if isinstance(e, Marked):
                 for market, prices in zip(e.markets, e.prices, strict=True):
                     h = self.marks.get(market)
@@ -108,53 +195,104 @@ class Timeline:
                         h = self.marks[market] = MarkHistory([], [])
                     h.index.append(i)
                     h.prices.append(prices)
-            elif isinstance(e, DecisionMade):
+            elif isinstance(e, DecisionMade | Decided):
                 self.decisions.setdefault(e.agent, []).append(i)
-                j = i + 1
-                while j < n and _follows_decision(events[j], e.agent):
-                    j += 1
-                added.append(Stop(j, "decision", i, e.agent, e.week))
-                self.decision_end[i] = j
+                self._open = (i, "decision", Decided(e.agent, e.week))
             elif isinstance(e, MarketResolved | MarketVoided):
-                j = i + 1
-                while j < n and isinstance(events[j], _RESOLUTION_TAIL):
-                    j += 1
-                added.append(Stop(j, "resolution", i))
-            elif isinstance(e, PromptStored):
-                self.prompts[e.digest] = e.text
+                self._open = (i, "resolution", None)
             elif isinstance(e, MarketListed):
                 self._volume[e.market] = e.volume
+        self._end_open(n, added)
         if len(self._volume) != len(self.by_volume):
             self.by_volume = sorted(self._volume, key=lambda m: (-self._volume[m], m))
         added.append(Stop(n, "end", n - 1))
-        added.sort(key=lambda s: (s.cut, s.at))
         self.stops.extend(added)
         self._cuts = [s.cut for s in self.stops]
+
+    def _end_open(self, cut: int, added: list[Stop]) -> None:
+        """The stop of the last decision or resolution, which the fact at ``cut`` (or the end
+        of the events read so far: a live replay's step ends after a whole tail) ends."""
+        if self._open is None:
+            return
+        at, kind, decided = self._open
+        if decided is not None:
+            added.append(Stop(cut, kind, at, decided.agent, decided.week))
+            self.decision_end[at] = cut
+        else:
+            added.append(Stop(cut, kind, at))
+        self._open = None
 
     # -- the state at a cut -------------------------------------------------------------------
 
     def state_at(self, cut: int) -> CohortState:
         """The fold of the first ``cut`` events. The returned state is the timeline's own and
-        changes on the next call: read it, do not keep it."""
+        changes on the next call: read it, do not keep it. LedgerError if the log's events do
+        not fold (or, read from SQLite, do not hold together)."""
         cut = max(0, min(cut, len(self.events)))
-        base = max((c for c in self._checkpoints if c <= cut), default=0)
-        if cut < self._cut or base > self._cut:
-            self._state = self._checkpoints[base].copy() if base else CohortState(self.cohort)
-            self._cut = base
-        self._fold_to(cut)
-        return self._state
+        base = self._base(cut)
+        if cut < self._fold.cut or base > self._fold.cut:
+            self._fold = self._fold_from(base)
+        self._fold_to(self._fold, cut)
+        return self._fold.state
 
-    def _fold_to(self, cut: int) -> None:
-        state, events = self._state, self.events
-        for i in range(self._cut, cut):
-            e = events[i]
-            if e.cohort == self.cohort:
-                handler = HANDLERS.get(type(e))
-                if handler is not None:
-                    handler(state, e)
-            if (i + 1) % CHECKPOINT_EVERY == 0 and i + 1 not in self._checkpoints:
-                self._checkpoints[i + 1] = state.copy()
-        self._cut = cut
+    def _base(self, cut: int) -> int:
+        """The cut of the newest base at or before ``cut``: a checkpoint, a log snapshot
+        (restored now and kept as a checkpoint), or 0, the empty state."""
+        while True:
+            kept = max((c for c in self._checkpoints if c <= cut), default=0)
+            newest = max((c for c in self.snapshots if c <= cut), default=0)
+            if newest <= kept:
+                return kept
+            restore = self.snapshots.pop(newest)
+            try:
+                self._checkpoints[newest] = restore()
+            except SnapshotError as exc:
+                self.notes.append(f"the snapshot after event {newest} is unusable: {exc}")
+
+    def _fold_from(self, base: int) -> _Fold:
+        state = self._checkpoints[base].copy() if base else CohortState(self.cohort)
+        return _Fold(state, base)
+
+    def _fold_to(self, fold: _Fold, cut: int) -> None:
+        """Fold ``fold`` on to ``cut``, keeping a checkpoint at every ``CHECKPOINT_EVERY``."""
+        state, events, cohort = fold.state, self.events, self.cohort
+        while fold.cut < cut:
+            stop = min(
+                cut, fold.cut + FOLD_CHUNK, (fold.cut // CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY
+            )
+            chunk = events[fold.cut : stop]
+            with folding(cohort, f" before its event {stop}"):
+                for e in chunk:
+                    if e.cohort == cohort:
+                        handler = HANDLERS.get(type(e))
+                        if handler is not None:
+                            handler(state, e)
+            fold.cut = stop
+            if stop % CHECKPOINT_EVERY == 0 and stop not in self._checkpoints:
+                self._checkpoints[stop] = state.copy()
+
+    def warm(self, budget: int = FOLD_CHUNK) -> bool:
+        """Fold up to ``budget`` events towards a missing checkpoint, on a fold of its own (the
+        state a view reads is not moved); False once every checkpoint is laid down.
+
+        The checkpoints below the cut last shown come first, the nearest stretch first (from
+        the newest base below the highest missing one up to it): stepping back is what a
+        person does next. Then the rest of the log, forwards."""
+        if self._warming is None:
+            missing = [
+                c for c in range(CHECKPOINT_EVERY, len(self.events) + 1, CHECKPOINT_EVERY)
+                if c not in self._checkpoints
+            ]  # fmt: skip
+            if not missing:
+                return False
+            below = [c for c in missing if c <= self._fold.cut]
+            target = below[-1] if below else missing[0]
+            self._warming = (self._fold_from(self._base(target)), target)
+        fold, target = self._warming
+        self._fold_to(fold, min(target, fold.cut + budget))
+        if fold.cut >= target:
+            self._warming = None
+        return True
 
     # -- moving between stops ----------------------------------------------------------------
 
@@ -195,11 +333,3 @@ class Timeline:
         mine = self.decisions.get(agent, [])
         k = bisect_left(mine, cut)
         return mine[k - 1] if k > 0 else None
-
-
-def _follows_decision(event: Event, agent: str) -> bool:
-    """An event that belongs to the decision just made: its orders, fills, rejections and the
-    model calls (with the prompts they first use) the decision logged after itself."""
-    if isinstance(event, PromptStored):
-        return True
-    return isinstance(event, _DECISION_TAIL) and getattr(event, "agent", None) == agent

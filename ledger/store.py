@@ -306,12 +306,8 @@ class EventStore:
             if through_version is not None:
                 end = min(end, through_version)
             order, low = "version", after_version
-        bounds: list[str] = []
-        for name in sorted(set(skip)):
-            if name not in EVENT_TYPES:
-                raise LedgerError(f"cannot skip {name!r}: not an event type of the log")
-            where += " AND NOT (payload >= ? AND payload < ?)"
-            bounds += [f'{{"type":"{name}",', f'{{"type":"{name}-']  # '-' sorts right after ','
+        tests, bounds = _type_tests(skip, "skip")
+        where += "".join(f" AND NOT {test}" for test in tests)
         item = "'[' || seq || ',' || stream_id || ',' || payload || ']'" if positions else "payload"
         sql = (
             f"SELECT CAST(group_concat({item}, ',') AS BLOB) FROM "
@@ -327,13 +323,7 @@ class EventStore:
         """``(stream, event)`` for every event of the given types, in log order: what a report
         of one kind of event (the model-call transcript, say) reads, without decoding the rest.
         The type is matched on the payload's leading tag, as :meth:`payload_arrays` does."""
-        bounds: list[str] = []
-        tests: list[str] = []
-        for name in sorted(set(types)):
-            if name not in EVENT_TYPES:
-                raise LedgerError(f"cannot read {name!r}: not an event type of the log")
-            tests.append("(payload >= ? AND payload < ?)")
-            bounds += [f'{{"type":"{name}",', f'{{"type":"{name}-']
+        tests, bounds = _type_tests(types, "read")
         if not tests:
             return
         keys = self._stream_keys()
@@ -346,6 +336,18 @@ class EventStore:
             for row, event in zip(page, self._decode_page(page), strict=True):
                 yield keys[row[1]], event
             cursor = page[-1][0]
+
+    def versioned_payloads(self, stream: str, skip: Iterable[str] = ()) -> list[tuple[int, bytes]]:
+        """``(version, payload)`` of one stream's events in order, leaving out the types in
+        ``skip`` (matched as :meth:`payload_arrays` matches them): what an index of a log's
+        rarer events reads (``arena step``'s, which skips the fills) without decoding the rest."""
+        tests, bounds = _type_tests(skip, "skip")
+        return self._fetch(
+            "SELECT version, CAST(payload AS BLOB) FROM events"
+            " WHERE stream_id = (SELECT id FROM streams WHERE key = ?)"
+            f"{''.join(f' AND NOT {test}' for test in tests)} ORDER BY version",
+            (stream, *bounds),
+        )
 
     def _pages(
         self, stream: str | None, after_seq: int, batch: int
@@ -524,9 +526,12 @@ class EventStore:
         rows = self._fetch("SELECT stream_id, min(seq), max(seq) FROM events GROUP BY stream_id")
         return {stream_id: (first, last) for stream_id, first, last in rows}
 
-    def check_links(self, stream: str, after_version: int = 0) -> int:
-        """Check the chain links of one stream's events after ``after_version``; return how
-        many were checked.
+    def check_links(
+        self, stream: str, after_version: int = 0, through_version: int | None = None
+    ) -> int:
+        """Check the chain links of one stream's events after ``after_version`` (through
+        ``through_version``: a reader that folds a page at a time checks that page); return
+        how many were checked.
 
         Each row must hash from its stored predecessor (the row before it in the global log,
         whichever stream that is) and follow its stream's previous version, so an edited
@@ -543,11 +548,13 @@ class EventStore:
         sql = (
             "SELECT e.seq, e.version, CAST(e.payload AS BLOB), e.hash, p.hash FROM events e"
             " LEFT JOIN events p ON p.seq = e.seq - 1"
-            f" WHERE e.stream_id = ? AND e.version > ? ORDER BY e.version LIMIT {_PAGE}"
+            " WHERE e.stream_id = ? AND e.version > ? AND e.version <= ?"
+            f" ORDER BY e.version LIMIT {_PAGE}"
         )
         sha256 = hashlib.sha256
         version, checked = after_version, 0
-        while page := self._fetch(sql, (stream_id, version)):
+        last = self._version_of(stream_id) if through_version is None else through_version
+        while page := self._fetch(sql, (stream_id, version, last)):
             for seq, row_version, payload, row_hash, prev in page:
                 if row_version != version + 1:
                     raise self._broken(seq, f"breaks its stream's version order ({row_version})")
@@ -754,6 +761,20 @@ def _chunk_params(
         "index": _encode(index),
     }
     return params, prev
+
+
+def _type_tests(names: Iterable[str], verb: str) -> tuple[list[str], list[str]]:
+    """SQL tests that a payload is of each type named, and their parameters. Every payload
+    begins ``{"type":"<Type>",`` (the encoder writes the tag first), so a type is a range of
+    payload text that SQLite tests with a byte comparison, without parsing JSON."""
+    tests: list[str] = []
+    bounds: list[str] = []
+    for name in sorted(set(names)):
+        if name not in EVENT_TYPES:
+            raise LedgerError(f"cannot {verb} {name!r}: not an event type of the log")
+        tests.append("(payload >= ? AND payload < ?)")
+        bounds += [f'{{"type":"{name}",', f'{{"type":"{name}-']  # '-' sorts right after ','
+    return tests, bounds
 
 
 def _check_file(path: Path) -> bool:

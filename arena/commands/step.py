@@ -29,10 +29,10 @@ from arena.report import universe_volume
 from arena.settings import RunSettings
 from arena.step import Frame, Portfolio, fit, frames
 from arena.step_live import LiveRun, LogTail
+from arena.step_log import open_timeline
 from arena.step_panels import event_line
 from arena.timeline import Timeline
-from ledger.errors import IntegrityError
-from ledger.events import CohortOpened, Event
+from ledger.events import CohortOpened
 from ledger.store import EventStore
 from strategies.loader import build_strategy
 
@@ -254,8 +254,8 @@ def step(
                 f"replay options ({', '.join(given) or '--agent'}) step a live replay: "
                 "give one or the other"
             )
-        events, cohort_id = _read_log(db, cohort_id)
-        _show(events, cohort_id, named[0] if named else None, no_input, as_json)
+        with EventStore.open(db, readonly=True) as store:
+            _show(_read_log(store, cohort_id), named[0] if named else None, no_input, as_json)
         return
     if cohort_id is not None:
         raise click.UsageError("--cohort picks a cohort of DB; a live replay has one")
@@ -281,7 +281,7 @@ def step(
         timeline.extend(tail.read(live.advance("close").version))
     finally:
         live.stop()
-    _show(timeline.events, live.cohort, None, no_input=True, as_json=as_json)
+    _show(timeline, None, no_input=True, as_json=as_json)
 
 
 def _given(name: str) -> bool:
@@ -300,43 +300,36 @@ def _tui_app() -> type:
     return StepApp
 
 
-def _read_log(db: Path, cohort: str | None) -> tuple[list[Event], str]:
-    try:
-        with EventStore.open(db, readonly=True) as store:
-            streams = store.streams()
-            if not streams:
-                raise click.ClickException(f"{db} holds no cohorts")
-            cohort = cohort or streams[0]
-            if cohort not in streams:
-                raise click.ClickException(f"{db} has no cohort {cohort}")
-            store.check_links(cohort)  # frames need every event, so every link is checked
-            return list(store.read(stream=cohort)), cohort
-    except IntegrityError as exc:
-        raise click.ClickException(f"{exc}; nothing shown (run 'arena verify {db}')") from None
+def _read_log(store: EventStore, cohort: str | None) -> Timeline:
+    """The cohort (the log's first unless named) as a timeline that reads the log as it is
+    stepped through: the first screen waits for one scan, not for every event (see
+    ``arena.step_log``). What it reads is checked on the way; a log that fails is a
+    LedgerError naming where, which the CLI's edge prints as one line."""
+    streams = store.streams()
+    if not streams:
+        raise click.ClickException(f"{store.path} holds no cohorts")
+    cohort = cohort or streams[0]
+    if cohort not in streams:
+        raise click.ClickException(f"{store.path} has no cohort {cohort}")
+    return open_timeline(store, cohort)
 
 
-def _show(
-    events: list[Event], cohort: str, agent: str | None, no_input: bool, as_json: bool
-) -> None:
-    """The finished log's view: the app in a terminal, else every frame printed."""
-    opened = events[0]
+def _show(timeline: Timeline, agent: str | None, no_input: bool, as_json: bool) -> None:
+    """The log's view: the app in a terminal, else every frame printed."""
+    cohort, events = timeline.cohort, timeline.events
+    opened = events[0] if events else None
     names = list(getattr(opened, "agents", []))
     agent = agent or (names[0] if names else "")
     if agent not in names:
         raise click.ClickException(f"cohort {cohort} has no agent {agent!r} ({', '.join(names)})")
-    try:
-        cut = frames(events, cohort, agent)
-    except (KeyError, ValueError, TypeError) as exc:  # a log whose links hold but whose facts
-        raise click.ClickException(  # do not (written so by a buggy or hostile writer)
-            f"cohort {cohort} does not fold ({exc}); run 'arena verify' on its log"
-        ) from None
-    volume = universe_volume(opened) if isinstance(opened, CohortOpened) else "volume"
+    if not no_input and not as_json and _keys_available():
+        _tui_app()(timeline, names, agent).run()
+        return
+    cut = frames(events, cohort, agent)  # every frame: every event is read (and checked)
     if as_json:
         click.echo(json.dumps([f.as_dict() for f in cut], indent=2))
         return
-    if not no_input and _keys_available():
-        _tui_app()(Timeline(events, cohort), names, agent).run()
-        return
+    volume = universe_volume(opened) if isinstance(opened, CohortOpened) else "volume"
     console = make_console()
     if not cut:
         console.print(f"{agent} made no decision in {cohort}")
