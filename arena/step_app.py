@@ -16,6 +16,8 @@ the terminal, scrolling panels (mouse wheel included), key bindings with a foote
 from __future__ import annotations
 
 import asyncio
+import gc
+import time
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -25,7 +27,7 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -51,10 +53,13 @@ Panels scroll with the mouse wheel; Esc closes this help."""
 
 
 VIEWS_KEPT = 64
-WARM_EVERY = 0.02
+WARM_EVERY = 0.01
 """Seconds between slices of the timeline's warm-up."""
-WARM_SLICE = 500
-"""Events folded by a slice of warm-up: a few milliseconds (``arena bench step``)."""
+WARM_SLICE = 1_000
+"""Events folded by a slice of warm-up (a page of the log: about 10 ms, ``arena bench
+step``)."""
+WARM_AFTER = 0.25
+"""Seconds without a move before the warm-up goes on."""
 
 
 class HelpScreen(ModalScreen[None]):
@@ -84,13 +89,21 @@ class Lines(ScrollView):
         self.count = 0
         self.line: Callable[[int], Text] = lambda k: Text()
         self.text: Text | None = None  # shown wrapped to the width, when set by show_text
-        self._strips: dict[int, Strip] = {}
+        self._strips: dict[int, Strip] = {}  # row -> as drawn (-1: the heading)
+        self._texts: dict[int, Text | None] = {}  # row -> its text as drawn (None: blank)
         self._strips_width = 0
         self._style = Style()
+        self._title = ""
 
     def show(self, heading: Text | None, count: int, line: Callable[[int], Text]) -> None:
         self.text = None
         self._show(heading, count, line)
+
+    def titled(self, title: str) -> None:
+        """Set the border's title; Textual draws the whole panel again on every assignment,
+        so an unchanged title is not assigned."""
+        if title != self._title:
+            self._title = self.border_title = title
 
     def show_text(self, text: Text) -> None:
         """A long text, one row per line it wraps to at the panel's width."""
@@ -98,13 +111,28 @@ class Lines(ScrollView):
         self._wrap()
 
     def _show(self, heading: Text | None, count: int, line: Callable[[int], Text]) -> None:
+        had_heading = self.heading is not None
         self.heading, self.count, self.line = heading, count, line
-        self._strips = {}
         # never less than the panel's height: a count that changes within it changes no
         # scrollbar, so it needs no new layout of the screen
         rows = max(count + (heading is not None), self.scrollable_content_region.height)
-        self.virtual_size = Size(self.size.width, rows)
-        self.refresh()
+        size = Size(self.size.width, rows)
+        if size != self.virtual_size or had_heading != (heading is not None) or not self._strips:
+            self._strips, self._texts = {}, {}
+            self.virtual_size = size
+            self.refresh()
+            return
+        # The same shape: only the rows on screen whose text changed are drawn again. Drawing
+        # a row (Textual's borders, padding and colours around it) was most of a key's time,
+        # and a step often changes a few rows of a panel (the leaderboard's, say) or none.
+        top = heading is not None
+        for y in range(self.scrollable_content_region.height):
+            k = -1 if top and y == 0 else self.scroll_offset.y + y - top
+            text = heading if k < 0 else line(k) if k < count else None
+            if k not in self._texts or self._texts[k] != text:
+                self._texts[k] = text
+                self._strips.pop(k, None)
+                self.refresh(Region(0, y, self.size.width, 1))
 
     def _wrap(self) -> None:
         assert self.text is not None
@@ -126,16 +154,18 @@ class Lines(ScrollView):
         if width != self._strips_width or not self._strips:
             # the panel's style walks every ancestor's CSS: once per change, not per line
             self._strips, self._strips_width, self._style = {}, width, self.rich_style
+            self._texts = {}
         top = self.heading is not None
         k = -1 if top and y == 0 else self.scroll_offset.y + y - top
         strip = self._strips.get(k)
         if strip is not None:
             return strip
-        if k >= self.count:
+        if k not in self._texts:
+            self._texts[k] = self.heading if k < 0 else self.line(k) if k < self.count else None
+        line = self._texts[k]
+        if line is None:
             strip = Strip.blank(width, self._style)
         else:
-            line = self.heading if k < 0 else self.line(k)
-            assert line is not None
             segments = list(line.render(self.app.console))
             strip = Strip(segments).crop_extend(0, width, self._style)
         self._strips[k] = strip
@@ -194,6 +224,7 @@ class StepApp(App[None]):
         else:
             first = timeline.next_stop(0, "decision", agent) if timeline.decisions.get(agent) else 0
         self.cut = first
+        self._moved = 0.0  # when the view last moved (time.monotonic)
         self._views: dict[tuple[int, str], View] = {}  # the last VIEWS_KEPT, oldest first
         self.view: View = self.project(first, agent)
 
@@ -213,16 +244,25 @@ class StepApp(App[None]):
         # then would first be drawn empty
         self.call_after_refresh(self.redraw)
         self._warming = self.set_interval(WARM_EVERY, self.warm)
+        gc.freeze()
 
     def warm(self) -> None:
         """A slice of the timeline's warm-up (its checkpoints, so stepping back anywhere is
-        quick) between keys: a key waits for at most one slice. Stops when all are laid
-        down, or when the log turns out damaged (said once; the view stays where it is)."""
+        quick) while nobody presses keys: a key waits for at most the slice under way. Stops
+        when all are laid down, or when the log turns out damaged (said once; the view stays
+        where it is)."""
+        if time.monotonic() - self._moved < WARM_AFTER:
+            return  # a person is pressing keys: theirs come first
         try:
             more = self.timeline.warm(WARM_SLICE)
         except LedgerError as exc:
             self.notify(str(exc), severity="error", timeout=30)
             more = False
+        # Python's full collection walks every object the app holds (the log's pages, the
+        # checkpoints, the widgets): 60 ms landing in the middle of a key now and then,
+        # measured. What the warm-up keeps lives as long as the app, so it is moved out of
+        # the collector's way (it is still freed when dropped: refcounts do not freeze).
+        gc.freeze()
         if not more:
             self._warming.stop()
 
@@ -236,6 +276,7 @@ class StepApp(App[None]):
         except LedgerError as exc:
             self.notify(str(exc), severity="error", timeout=30)
             return
+        self._moved = time.monotonic()
         if remember and cut != self.cut:
             self.history.append(self.cut)
         self.cut, self.view = cut, view
@@ -278,18 +319,19 @@ class StepApp(App[None]):
             lambda k: panels.market_line(rows[shown[k]], widths),
         )  # fmt: skip
         found = f" · '{self.search}'" if self.search else ""
-        markets.border_title = f"markets {len(shown)}/{len(rows)}{found}"
+        markets.titled(f"markets {len(shown)}/{len(rows)}{found}")
         decision = self.query_one("#decision", Lines)
-        decision.border_title = f"{view.agent}'s decision"
+        decision.titled(f"{view.agent}'s decision")
         decision.show_text(panels.decision(view))
-        self.query_one("#portfolio").border_title = f"{view.agent}'s portfolio at this instant"
-        self.query_one("#portfolio", Lines).show(None, *panels.portfolio(view))
+        portfolio = self.query_one("#portfolio", Lines)
+        portfolio.titled(f"{view.agent}'s portfolio at this instant")
+        portfolio.show(None, *panels.portfolio(view))
         board = self.query_one("#board", Lines)
         heading, standings = panels.leaderboard(view)
         board.show(heading, len(standings), standings.__getitem__)
-        board.border_title = "leaderboard now · n = resolved bets"
+        board.titled("leaderboard now · n = resolved bets")
         transcript = self.query_one("#transcript", Lines)
-        transcript.border_title = "prompt · answer · model calls"
+        transcript.titled("prompt · answer · model calls")
         text = panels.transcript(view)
         if self.search:
             text.highlight_words([self.search], style="reverse", case_sensitive=False)
