@@ -53,8 +53,9 @@ Panels scroll with the mouse wheel; Esc closes this help."""
 
 
 VIEWS_KEPT = 64
-WARM_EVERY = 0.01
-"""Seconds between slices of the timeline's warm-up."""
+WARM_EVERY = 0.002
+"""Seconds between slices of the timeline's warm-up (a key that comes in between is handled
+first)."""
 WARM_SLICE = 1_000
 """Events folded by a slice of warm-up (a page of the log: about 10 ms, ``arena bench
 step``)."""

@@ -43,6 +43,8 @@ class LogEvents(Sequence[Event]):
         self._length = store.stream_version(cohort)
         self._pages: OrderedDict[int, list[Event]] = OrderedDict()
         self._checked: set[int] = set()
+        self.pages_read = 0
+        """Pages read from SQLite so far (a page read again after it was dropped counts again)."""
 
     def __len__(self) -> int:
         return self._length
@@ -79,6 +81,7 @@ class LogEvents(Sequence[Event]):
         if p not in self._checked:
             self._store.check_links(self._cohort, low, high)
             self._checked.add(p)
+        self.pages_read += 1
         [joined] = self._store.payload_arrays(
             self._cohort, FOLD_CHUNK, after_version=low, through_version=high
         )

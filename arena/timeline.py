@@ -119,7 +119,7 @@ def folding(cohort: str, where: str = "") -> Iterator[None]:
         yield
     except (KeyError, ValueError, TypeError) as exc:
         raise LedgerError(
-            f"cohort {cohort} does not fold{where} ({exc!r}); run 'arena verify' on its log"
+            f"cohort {cohort} does not fold{where} ({exc}); run 'arena verify' on its log"
         ) from None
 
 

@@ -1,36 +1,45 @@
-"""How fast ``arena step`` answers a key: the redraw on a wide universe, stepping back far.
+"""How fast ``arena step`` opens a log and answers a key, as a person at a terminal sees it.
 
-Both logs are the rebuild benchmark's (``make_log``: the real broker, a decision per agent per
-step, a mark every 50 steps), read back from SQLite as ``arena step`` reads them.
+The logs are the rebuild benchmark's (``make_log``: the real broker, a decision per agent per
+step, a mark every 50 steps), written to SQLite as a replay writes them: a snapshot every
+``SNAPSHOT_EVERY`` events and, closed, a closing snapshot.
 
-* ``redraw``: 500 markets and 20 agents. The Textual app runs headless (``App.run_test``) at
-  200×50, from the middle of the log; each figure is from a key press until the screen has
-  been redrawn (the pilot's ``pause`` returns after the app has processed the key and
-  refreshed), for keys that move to the next decision, the next decision of the agent, back,
-  and switch agent. ``unbound_key_to_screen`` is the same for a key bound to nothing: what the
-  pilot and Textual's event loop cost by themselves. ``view`` is the projection alone
-  (``build_view``) at cuts past the middle.
+* ``redraw``: 500 markets and 20 agents. The real program (``arena step DB``) runs on a
+  pseudo-terminal of 200×50 (``arena.bench.pty_terminal``); each figure is from writing a key
+  to the end of the frame it caused (the synchronized-output mark a terminal paints on), for
+  keys that move to the next decision, the next decision of the agent, back, and switch
+  agent; ``settled`` is to the last frame before the screen went quiet. ``cpu`` is the
+  program's CPU time over the same span (all its threads, from the kernel's counts). An
+  earlier version timed Textual's test pilot instead: its ``press`` and ``pause`` wait for
+  the process to look idle, 20 ms sleeps at a time, so a key bound to nothing "took" 66 ms.
+  ``view`` is the projection alone (``build_view``, in this process) at cuts past the middle.
 * ``live``: a live replay of the embedded sample (four built-in agents) stepped to each next
   decision instant, as ``arena step`` without a DB steps it (``bench_live``).
-* ``step_back``: 1 M events, 200 markets, 5 agents. After one pass to the end (which leaves a
-  checkpoint every ``CHECKPOINT_EVERY`` events), the time to show the view at decisions picked
-  at random across the log, in random order: restore the nearest checkpoint, fold the rest,
-  build the view. ``open`` is reading the log and indexing its stops (once per session).
+* ``step_back``: 1 M events, 200 markets, 5 agents. ``open`` is ``arena step DB`` to its first
+  screen (the real program on a pseudo-terminal: the wall time, and its CPU time, Python's
+  start and imports included), and in this process the scan that indexes the log
+  (``open_timeline``) and the first view. ``to_end`` is the view at the end (the
+  closing snapshot). ``cold`` is the view at decisions picked at random before any warm-up
+  (restored from the log's snapshots and folded from there), ``warm_up`` the CPU time the
+  app spends between keys laying down a checkpoint every ``CHECKPOINT_EVERY`` events, and
+  ``to_any_decision`` the view at decisions picked at random across the log, in random
+  order, after it: restore the nearest checkpoint, fold the rest, build the view. Like the
+  app, the warm-up moves what it keeps out of Python's full collections (``gc.freeze``).
 
 Keys: ``d`` next decision (any agent), ``n`` this agent's next, ``p`` back (to the cut shown
 before, a view the app still holds), ``a`` the next agent at the same cut.
 
-Each figure is given twice: ``cpu`` is the process's CPU time (``time.process_time``: the
-app, Textual and the projection all run in this one process), which other work on a shared
-machine disturbs least; ``wall`` is the time a person waits, which on a loaded machine
-includes waiting for a core. Best and median of the samples, and the worst.
+Each figure is given twice: ``cpu`` is CPU time, which other work on a shared machine
+disturbs least; ``wall`` is the time a person waits, which on a loaded machine includes
+waiting for a core. Best and median of the samples, and the worst.
 """
 
 from __future__ import annotations
 
-import asyncio
+import gc
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -38,22 +47,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from arena.bench.pty_terminal import Press, PtyTerminal
 from arena.bench.rebuild_bench import make_log
+from arena.step_log import open_timeline
 from arena.step_view import build_view
-from arena.timeline import CHECKPOINT_EVERY, Timeline
-from ledger.events import Event
+from arena.timeline import CHECKPOINT_EVERY, Stop, Timeline
+from ledger.events import CohortClosed
+from ledger.snapshot import FORMAT, encode_state
 from ledger.store import EventStore
+from ledger.stream import SNAPSHOT_EVERY
 
 COHORT = "bench-rebuild"
 
 
-def _log(n_events: int, markets: int, agents: Sequence[str]) -> list[Event]:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "step.db"
-        with EventStore.open(path) as store:
-            make_log(store, n_events, markets=markets, agents=agents)
-        with EventStore.open(path, readonly=True) as store:
-            return list(store.read(stream=COHORT))
+def _write_log(path: Path, n_events: int, markets: int, agents: Sequence[str]) -> int:
+    """A closed cohort of at least ``n_events`` events at ``path``, with the snapshots a replay
+    leaves (periodic, and the closing one); the number of events."""
+    with EventStore.open(path) as store:
+        made, live = make_log(store, n_events, markets=markets, agents=agents,
+                              snapshot_every=SNAPSHOT_EVERY)  # fmt: skip
+        closed = CohortClosed(cohort=COHORT, ts=10**9, reason="bench", state_digest=live.digest())
+        live.apply(closed)
+        version = store.append(COHORT, [closed])
+        store.add_snapshot(COHORT, version, encode_state(live), fmt=FORMAT, closing=True)
+    return made + 1
 
 
 def _timed(samples: list[tuple[float, float]]) -> dict[str, dict[str, float]]:
@@ -83,75 +100,104 @@ def _figures(samples: list[float]) -> dict[str, float]:
     }
 
 
+def _terminal(db: Path) -> PtyTerminal:
+    """``arena step DB`` as a person runs it, on a terminal of 200×50."""
+    program = [sys.executable, "-c", "from arena.cli import main; main()"]
+    return PtyTerminal([*program, "step", str(db)], size=(200, 50))
+
+
 def bench_redraw(
     markets: int = 500, agents: int = 20, presses: int = 40, n_events: int = 40_000
 ) -> dict[str, Any]:
-    from arena.step_app import StepApp
-
     names = [f"agent{i:02d}" for i in range(agents)]
-    events = _log(n_events, markets, names)
-    line = Timeline(events, COHORT)
     keys = ["d", "n", "p", "a"]
-    pressed: dict[str, list[tuple[float, float]]] = {key: [] for key in keys}
-    idle: list[tuple[float, float]] = []
-
-    async def run() -> None:
-        app = StepApp(line, names, names[0])
-        async with app.run_test(size=(200, 50)) as pilot:
-            app.move(line.next_stop(len(events) // 2, "decision", names[0]))
-            await pilot.pause()
+    pressed: dict[str, list[Press]] = {key: [] for key in keys}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "step.db"
+        made = _write_log(db, n_events, markets, names)
+        with _terminal(db) as terminal:
+            opened = terminal.first_screen(), terminal.cpu()
             for i in range(presses):
                 key = keys[i % len(keys)]
-                for pressing, into in ((key, pressed[key]), ("x", idle)):
-                    clock = Clock()
-                    await pilot.press(pressing)
-                    await pilot.pause()
-                    into.append(clock.read())
-
-    asyncio.run(run())
-    half = len(events) // 2
-    cuts = [s.cut for s in line.stops if s.kind == "decision" and s.cut > half][:presses]
-    viewed = []
-    for cut in cuts:
-        clock = Clock()
-        build_view(line, cut, names[0])
-        viewed.append(clock.read())
-    every = [sample for samples in pressed.values() for sample in samples]
+                pressed[key].append(terminal.press(key))
+        with EventStore.open(db, readonly=True) as store:
+            line = open_timeline(store, COHORT)
+            half = len(line.events) // 2
+            cuts = [s.cut for s in line.stops if s.kind == "decision" and s.cut > half][:presses]
+            viewed = []
+            for cut in cuts:
+                clock = Clock()
+                build_view(line, cut, names[0])
+                viewed.append(clock.read())
+    every = [p for samples in pressed.values() for p in samples]
     return {
         "markets": markets,
         "agents": agents,
-        "events": len(events),
-        "key_to_screen": _timed(every),
-        **{f"key_{key}_to_screen": _timed(samples) for key, samples in pressed.items()},
-        "unbound_key_to_screen": _timed(idle),
+        "events": made,
+        "open_to_first_screen_s": round(opened[0], 2),
+        "open_to_first_screen_cpu_s": round(opened[1], 2),
+        "key_to_screen": _pressed(every),
+        **{f"key_{key}_to_screen": _pressed(samples) for key, samples in pressed.items()},
         "view": _timed(viewed),
     }
 
 
-def bench_step_back(n_events: int = 1_000_000, samples: int = 40, seed: int = 0) -> dict[str, Any]:
-    began = time.perf_counter()
-    events = _log(n_events, 200, ("alpha", "bravo", "charlie", "delta", "echo"))
-    read = time.perf_counter() - began
-    began = time.perf_counter()
-    line = Timeline(events, COHORT)
-    index = time.perf_counter() - began
-    began = time.perf_counter()
-    line.state_at(len(events))
-    first_pass = time.perf_counter() - began
-    decisions = [s for s in line.stops if s.kind == "decision"]
-    picks = random.Random(seed).sample(decisions, min(samples, len(decisions)))
-    back = []
-    for stop in picks:
-        clock = Clock()
-        build_view(line, stop.cut, stop.agent)
-        back.append(clock.read())
+def _pressed(presses: list[Press]) -> dict[str, Any]:
+    """Key-to-frame figures: the first frame (``wall``), the last (``settled``), the CPU."""
     return {
-        "events": len(events),
+        "wall": _figures([p.first_frame for p in presses]),
+        "settled": _figures([p.settled for p in presses]),
+        "cpu": _figures([p.cpu for p in presses]),
+        "frames": max(p.frames for p in presses),
+    }
+
+
+def bench_step_back(n_events: int = 1_000_000, samples: int = 40, seed: int = 0) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "step.db"
+        made = _write_log(db, n_events, 200, ("alpha", "bravo", "charlie", "delta", "echo"))
+        with _terminal(db) as terminal:
+            first_screen = terminal.first_screen(), terminal.cpu()
+        with EventStore.open(db, readonly=True) as store:
+            clock = Clock()
+            line = open_timeline(store, COHORT)
+            scanned = clock.read()
+            build_view(line, line.next_stop(0, "decision", "alpha"), "alpha")
+            opened = clock.read()
+            clock = Clock()
+            build_view(line, len(line.events), "alpha")
+            to_end = clock.read()
+            decisions = [s for s in line.stops if s.kind == "decision"]
+            rng = random.Random(seed)
+            cold = [_view_at(line, stop) for stop in rng.sample(decisions, min(5, len(decisions)))]
+            clock = Clock()
+            while line.warm():
+                gc.freeze()  # as the app does after each slice (see StepApp.warm)
+            warm_up = clock.read()
+            picks = rng.sample(decisions, min(samples, len(decisions)))
+            back = [_view_at(line, stop) for stop in picks]
+    return {
+        "events": made,
         "checkpoint_every": CHECKPOINT_EVERY,
-        "open": {"read_s": round(read, 2), "index_s": round(index, 2)},
-        "first_pass_to_end_s": round(first_pass, 2),
+        "snapshot_every": SNAPSHOT_EVERY,
+        "open": {
+            "to_first_screen_s": round(first_screen[0], 2),
+            "to_first_screen_cpu_s": round(first_screen[1], 2),
+            "scan_cpu_s": round(scanned[0], 2),
+            "scan_and_first_view_cpu_s": round(opened[0], 2),
+            "scan_and_first_view_wall_s": round(opened[1], 2),
+        },
+        "to_end": {"cpu_ms": round(to_end[0] * 1e3, 1), "wall_ms": round(to_end[1] * 1e3, 1)},
+        "cold": _timed(cold),
+        "warm_up": {"cpu_s": round(warm_up[0], 2), "wall_s": round(warm_up[1], 2)},
         "to_any_decision": _timed(back),
     }
+
+
+def _view_at(line: Timeline, stop: Stop) -> tuple[float, float]:
+    clock = Clock()
+    build_view(line, stop.cut, stop.agent)
+    return clock.read()
 
 
 def bench_live(

@@ -324,8 +324,8 @@ def llm(
               help="Events of the log stepped back through.")  # fmt: skip
 @json_option
 def step(markets: int, agents: int, events: int, as_json: bool) -> None:
-    """arena step's answer to a key: the redraw (Textual, headless), a live replay's next
-    decision, and stepping back far.
+    """arena step as a person meets it: opening a log, a key to the frame it draws (the real
+    program on a pseudo-terminal), a live replay's next decision, and stepping back far.
 
     \b
     Example:

@@ -22,6 +22,7 @@ from textual.events import MouseScrollDown
 from arena.bench.rebuild_bench import make_log
 from arena.report import report_data
 from arena.step_app import Lines, StepApp
+from arena.step_log import open_timeline
 from arena.timeline import Timeline
 from ledger.events import Event
 from ledger.projection import Ledger
@@ -63,14 +64,24 @@ def board(app: StepApp) -> list[list[str]]:
     return [row.split() for row in app.query_one("#board", Lines).plain()[1:]]
 
 
-def drive(log: tuple[str, list[Event]], size: tuple[int, int], script: list[str]) -> list[str]:
+def drive(
+    log: tuple[str, list[Event]], size: tuple[int, int], script: list[str], db: Path | None = None
+) -> list[str]:
     """Start the app on agent s, press each entry's keys (space-separated) and capture the
-    screen after each; the last entry's keys are expected to quit."""
+    screen after each; the last entry's keys are expected to quit. With ``db`` the app reads
+    the log as ``arena step DB`` does (``open_timeline``), else the events read whole."""
     cohort, events = log
     screens: list[str] = []
 
     async def run() -> None:
-        app = StepApp(Timeline(events, cohort), ["s", "h"], "s")
+        if db is None:
+            await walk(Timeline(events, cohort))
+            return
+        with EventStore.open(db, readonly=True) as store:
+            await walk(open_timeline(store, cohort))
+
+    async def walk(line: Timeline) -> None:
+        app = StepApp(line, ["s", "h"], "s")
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
             screens.append(screen_text(app))
@@ -86,14 +97,17 @@ def drive(log: tuple[str, list[Event]], size: tuple[int, int], script: list[str]
     return screens
 
 
-# the same walk on a wide screen: what -m "not slow" leaves to CI, the narrow one checks the keys
-@pytest.mark.parametrize("size", [(80, 24), pytest.param((200, 50), marks=pytest.mark.slow)])
+# the same walk on a wide screen: what -m "not slow" leaves to CI, the narrow one checks the keys;
+# and on the log read lazily, as arena step DB reads it
+@pytest.mark.parametrize(("size", "lazy"), [((80, 24), False),
+                                            pytest.param((200, 50), False, marks=pytest.mark.slow),
+                                            ((80, 24), True)])  # fmt: skip
 def test_keys_walk_the_log_and_every_panel_fits(
-    log: tuple[str, list[Event]], size: tuple[int, int]
+    log: tuple[str, list[Event]], db: Path, size: tuple[int, int], lazy: bool
 ) -> None:
     width, height = size
     screens = drive(log, size, ["n", "p", "r", "e", "a", "t", "w 2 enter", "t slash b enter",
-                                "question_mark", "escape", "q"])  # fmt: skip
+                                "question_mark", "escape", "q"], db if lazy else None)  # fmt: skip
     start, week2, back, resolution, end, h, transcript, week, search, helped, closed = screens
     for screen in screens:
         lines = screen.splitlines()
