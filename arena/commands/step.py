@@ -25,7 +25,6 @@ from arena.commands.options import (
     start_options,
 )
 from arena.console import make_console
-from arena.report import universe_volume
 from arena.settings import RunSettings
 from arena.step import Frame, Portfolio, fit, frames
 from arena.step_live import LiveRun, LogTail
@@ -329,6 +328,8 @@ def _show(timeline: Timeline, agent: str | None, no_input: bool, as_json: bool) 
     if as_json:
         click.echo(json.dumps([f.as_dict() for f in cut], indent=2))
         return
+    from arena.report import universe_volume  # the printed frames' alone: not for the app
+
     volume = universe_volume(opened) if isinstance(opened, CohortOpened) else "volume"
     console = make_console()
     if not cut:
