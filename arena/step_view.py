@@ -142,6 +142,8 @@ class View:
     prompts: dict[str, str] = field(default_factory=dict)
 
 
+NOTHING_YET = Portfolio(cash=0.0, positions_value=0.0, total_value=0.0, brier=None,
+                        n_resolved=0, positions=())  # fmt: skip
 _OWN = (OrderFilled, OrderRejected, PositionSettled, PositionRefunded)
 _ANYONES = (MarketResolved, MarketVoided, DecisionsStopped)
 SINCE_SCAN = 20_000
@@ -202,7 +204,9 @@ def build_view(
         decision=decision,
         orders=orders,
         since=since,
-        portfolio=portfolio(state, agent),
+        # before the cohort's opening is folded (cut 0: back from the first stop) no agent
+        # has an account yet: nothing held, nothing valued
+        portfolio=portfolio(state, agent) if agent in state.books else NOTHING_YET,
         standings=standings
         if standings is not None
         else cohort_standings(state)

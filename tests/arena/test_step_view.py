@@ -77,6 +77,15 @@ def test_every_stop_forward_and_back_shows_what_the_report_of_the_cut_says(
                 assert view.portfolio.cash == mine["cash"]
 
 
+def test_before_the_first_event_nobody_holds_anything(cohorts: dict[str, list[Event]]) -> None:
+    """Back from the first stop is cut 0, before the opening: the view took a portfolio of
+    an agent with no account yet and the app ended with a KeyError."""
+    cohort, events = next(iter(cohorts.items()))
+    view = build_view(Timeline(events, cohort), 0, "fav")
+    assert (view.portfolio.total_value, view.portfolio.positions, view.standings) == (0.0, (), [])
+    assert len(view.markets) == 0 and view.decision is None
+
+
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
 def test_the_state_at_any_cut_in_any_order_is_the_fold_of_the_events_before_it(
