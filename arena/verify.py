@@ -30,16 +30,16 @@ from itertools import pairwise
 import msgspec
 
 from arena.verify_range import (
+    Outcome,
     Position,
     RangeAnswer,
-    RangeResult,
     check_position,
     check_range,
     positions_of,
 )
 from ledger.anchor import format_head, head_problem, read_head
 from ledger.errors import IntegrityError
-from ledger.projection import Ledger
+from ledger.projection import CohortState
 from ledger.snapshot import FORMAT, Snapshot, SnapshotError, encode_state
 from ledger.store import EventStore
 
@@ -53,7 +53,7 @@ class VerifyResult:
     open_cohorts: list[str]
     head: str  # the log's head as SEQ:HASH
     head_source: str | None  # what the head was checked against ("--head", the file), if any
-    ledger: Ledger  # the fold, at the end of the log
+    unsaved: dict[str, CohortState]  # the fold's states that no stored snapshot holds
 
 
 def write_snapshots(store: EventStore, result: VerifyResult) -> int:
@@ -62,7 +62,7 @@ def write_snapshots(store: EventStore, result: VerifyResult) -> int:
     cohort. Returns how many were written (a log written before snapshots gets them all)."""
     have = {(s.stream, s.version) for s in store.snapshots()}
     written = 0
-    for name, state in sorted(result.ledger.cohorts.items()):
+    for name, state in sorted(result.unsaved.items()):
         version = store.stream_version(name)
         if (name, version) not in have:
             written += store.add_snapshot(
@@ -92,7 +92,7 @@ def verify_store(
         children = [
             (after, through, _start(store, after, through)) for after, through in ranges[:-1]
         ]
-        own = check_range(store, *ranges[-1], snapshots, positions, last_seq)
+        own = check_range(store, *ranges[-1], snapshots, positions, last_seq).outcome()
         results = [
             _answer(store, c, s, child, snapshots, positions, last_seq) for c, s, child in children
         ]
@@ -104,14 +104,14 @@ def verify_store(
         faults = [f for r in results if (f := getattr(r, kind)) is not None]
         if faults:
             raise min(faults, key=lambda f: f.seq or 0).error()
-    ledger = Ledger()
-    for result in results:
-        ledger.cohorts.update(result.states)
-    ledger.cohorts = dict(sorted(ledger.cohorts.items()))
+    ends: dict[str, bool] = {}  # every cohort, and whether it closed
+    unsaved: dict[str, CohortState] = {}
+    for result in results:  # in log order: a later range's state of a cohort is its last
+        ends.update(result.ends)
+        unsaved = {n: s for n, s in unsaved.items() if n not in result.ends} | result.unsaved
     checked = sum(r.checked for r in results)
-    streams = set(ledger.cohorts)
     for snapshot in snapshots:
-        if snapshot.seq > checked or snapshot.stream not in streams:  # the fold never got there:
+        if snapshot.seq > checked or snapshot.stream not in ends:  # the fold never got there:
             check_position(store, snapshot, positions[snapshot.seq][0], checked)  # names why
     expected, source = (head, "--head") if head else (read_head(store.path), "head file")
     if expected:
@@ -120,13 +120,13 @@ def verify_store(
             raise IntegrityError(f"{store.path}: {problem} ({source})", store.head()[0])
     return VerifyResult(
         events=checked,
-        cohorts=len(ledger.cohorts),
+        cohorts=len(ends),
         closed=sum(r.closed for r in results),
         snapshots=len(snapshots),
-        open_cohorts=sorted(n for n, s in ledger.cohorts.items() if s.closed is None),
+        open_cohorts=sorted(n for n, closed in ends.items() if not closed),
         head=format_head(*store.head()),
         head_source=source if expected else None,
-        ledger=ledger,
+        unsaved=dict(sorted(unsaved.items())),
     )
 
 
@@ -201,16 +201,17 @@ def _answer(
     snapshots: list[Snapshot],
     positions: dict[int, Position],
     last_seq: int,
-) -> RangeResult:
+) -> Outcome:
     """The child's result; a range whose child could not run or answer is checked here
     instead: slower, never skipped."""
     if child is not None:
         out, _ = child.communicate()
         try:
-            return msgspec.msgpack.decode(out, type=RangeAnswer).result()
+            return msgspec.msgpack.decode(out, type=RangeAnswer).outcome()
         except (msgspec.MsgspecError, SnapshotError):
             pass
-    return check_range(store, after, through, snapshots, positions, last_seq)
+    continued = next((s.stream for s in snapshots if s.seq == through), None)
+    return check_range(store, after, through, snapshots, positions, last_seq).outcome(continued)
 
 
 @contextmanager

@@ -71,33 +71,64 @@ class Fault(msgspec.Struct, frozen=True):
 @dataclass
 class RangeResult:
     """What a range found: links checked, closes that matched their recorded digest, the
-    chain's fault (the range stops there), the fold's earliest fault, the states it ends with."""
+    chain's fault (the range stops there), the fold's earliest fault, and the states it ends
+    with; ``saved`` names those equal to a stored snapshot of their last event (compared
+    there), so a child need not send them back."""
 
     checked: int = 0
     closed: int = 0
     chain_fault: Fault | None = None
     fold_fault: Fault | None = None
     states: dict[str, CohortState] = field(default_factory=dict)
+    saved: set[str] = field(default_factory=set)
+
+    def outcome(self, continued: str | None = None) -> Outcome:
+        """What the range tells ``verify``; ``continued``, the stream the next range goes on
+        with, is left out (that range ends with it)."""
+        ends = {n: s.closed is not None for n, s in self.states.items() if n != continued}
+        unsaved = {n: self.states[n] for n in ends if n not in self.saved}
+        return Outcome(self.checked, self.closed, self.chain_fault, self.fold_fault, ends, unsaved)
 
 
-class RangeAnswer(msgspec.Struct, frozen=True):
-    """A :class:`RangeResult` as a child process prints it, states as snapshot images; the
-    stream the next range goes on with is left out (that range ends with its state)."""
+@dataclass(frozen=True)
+class Outcome:
+    """A range's answer to ``verify``: links checked, closes that matched, its faults, every
+    cohort it ends with and whether it closed, and the states no stored snapshot holds."""
 
     checked: int
     closed: int
     chain_fault: Fault | None
     fold_fault: Fault | None
-    states: dict[str, bytes]
+    ends: dict[str, bool]
+    unsaved: dict[str, CohortState]
+
+
+class RangeAnswer(msgspec.Struct, frozen=True):
+    """A :class:`RangeResult` as a child process prints it: every cohort it ends with and
+    whether it closed, and as snapshot images only the states no stored snapshot holds (a
+    sweep's log holds thousands of closed cohorts; their states are not sent). The stream the
+    next range goes on with is left out: that range ends with it."""
+
+    checked: int
+    closed: int
+    chain_fault: Fault | None
+    fold_fault: Fault | None
+    ends: dict[str, bool]
+    unsaved: dict[str, bytes]
 
     @classmethod
-    def of(cls, result: RangeResult, continued: str | None) -> RangeAnswer:
-        states = {n: encode_state(s) for n, s in result.states.items() if n != continued}
-        return cls(result.checked, result.closed, result.chain_fault, result.fold_fault, states)
+    def of(cls, outcome: Outcome) -> RangeAnswer:
+        unsaved = {n: encode_state(s) for n, s in outcome.unsaved.items()}
+        return cls(
+            outcome.checked, outcome.closed, outcome.chain_fault, outcome.fold_fault,
+            outcome.ends, unsaved,
+        )  # fmt: skip
 
-    def result(self) -> RangeResult:
-        states = {name: decode_state(image) for name, image in self.states.items()}
-        return RangeResult(self.checked, self.closed, self.chain_fault, self.fold_fault, states)
+    def outcome(self) -> Outcome:
+        unsaved = {n: decode_state(image) for n, image in self.unsaved.items()}
+        return Outcome(
+            self.checked, self.closed, self.chain_fault, self.fold_fault, self.ends, unsaved
+        )
 
 
 class _Misfit(Exception):
@@ -120,7 +151,7 @@ def check_range(
     """Check the chain and fold events ``after`` < seq <= ``through``, comparing every snapshot
     taken in the range; a range after the first event starts from the snapshot at ``after``."""
     result = RangeResult()
-    states = result.states
+    states, saved = result.states, result.saved
     at: dict[int, list[Snapshot]] = {}
     for snapshot in snapshots:
         if after < snapshot.seq <= through:
@@ -128,6 +159,7 @@ def check_range(
         elif after and snapshot.seq == after:
             try:
                 states[snapshot.stream] = decode_state(snapshot.state)
+                saved.add(snapshot.stream)
             except SnapshotError as exc:
                 bad = _bad_snapshot(store, snapshot, f"is unreadable: {exc}")
                 result.fold_fault = Fault.of(bad)
@@ -149,6 +181,7 @@ def check_range(
                     raise _unreadable(store, lo, payloads, folded) from None
                 names = streams if isinstance(streams, str) else list(compress(streams, folded))
                 closed, misfits = _fold_page(states, events, names, broken, cursor)
+                saved.difference_update([names] if isinstance(names, str) else set(names))
                 result.closed += closed
                 if misfits:
                     seqs = list(compress(range(lo + 1, hi + 1), folded))
@@ -159,6 +192,7 @@ def check_range(
                     state = states.setdefault(snapshot.stream, CohortState(snapshot.stream))
                     try:
                         check_snapshot(store, snapshot, state, positions[snapshot.seq], last_seq)
+                        saved.add(snapshot.stream)
                     except IntegrityError as exc:
                         faults.append(exc)
                         broken.add(snapshot.stream)
@@ -365,7 +399,7 @@ def main(argv: list[str]) -> None:
             store, after, through, snapshots, positions_of(store, mine), store.last_seq()
         )
         continued = next((s.stream for s in snapshots if s.seq == through), None)
-    sys.stdout.buffer.write(msgspec.msgpack.encode(RangeAnswer.of(result, continued)))
+    sys.stdout.buffer.write(msgspec.msgpack.encode(RangeAnswer.of(result.outcome(continued))))
 
 
 if __name__ == "__main__":

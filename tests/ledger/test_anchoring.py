@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.verify import verify_store
+from arena.verify import verify_store, write_snapshots
 from ledger.anchor import head_path, read_head
 from ledger.errors import IntegrityError, LedgerError
 from ledger.store import EventStore, link_hash
@@ -291,7 +291,7 @@ def _last_seq_of(db: Path, stream_id: int) -> int:
 def test_a_log_checked_in_ranges_gives_what_one_pass_gives(log: Path, in_ranges: None) -> None:
     """Cut at the closes of its first two cohorts (the snapshots no other stream runs across),
     the log is checked in three ranges, two of them by ``python -m arena.verify_range``; the
-    counts and every cohort's state are the single pass's."""
+    counts are the single pass's, and every state is held by a snapshot (none to write)."""
     from arena.verify import plan
     from arena.verify_range import positions_of
 
@@ -310,9 +310,41 @@ def test_a_log_checked_in_ranges_gives_what_one_pass_gives(log: Path, in_ranges:
     assert parted.events == whole.events == last
     assert (parted.closed, parted.cohorts, parted.snapshots) == (3, 3, 3)
     assert (whole.closed, whole.cohorts, whole.snapshots) == (3, 3, 3)
-    assert list(parted.ledger.cohorts) == list(whole.ledger.cohorts)
-    for name, state in whole.ledger.cohorts.items():
-        assert parted.ledger.cohorts[name].snapshot() == state.snapshot()
+    assert parted.open_cohorts == whole.open_cohorts == []
+    assert parted.unsaved == whole.unsaved == {}
+
+
+def test_a_state_no_snapshot_holds_comes_back_from_the_child(log: Path, in_ranges: None) -> None:
+    """Without the first cohort's closing snapshot the log can be cut only at the second's
+    close: the child that checks the first two cohorts sends back the first one's state (and
+    only it), which ``--write-snapshots`` then stores, as after a single pass."""
+    from arena.verify import plan
+    from arena.verify_range import positions_of
+
+    _tamper(log, "DELETE FROM snapshots WHERE stream_id = 1")
+    with EventStore.open(log, readonly=True) as store:
+        snapshots, last = store.snapshots(), store.last_seq()
+        cut = _last_seq_of(log, 2)
+        assert plan(store, snapshots, positions_of(store, snapshots), last, 2) == [
+            (0, cut),
+            (cut, last),
+        ]
+    states = []
+    for parts in (1, 2):
+        with EventStore.open(log, readonly=True) as store:
+            result = verify_store(store, parts=parts)
+        assert (result.cohorts, result.closed, result.snapshots) == (3, 3, 2)
+        assert list(result.unsaved) == [_first_cohort(log)]
+        states.append(result.unsaved[_first_cohort(log)].snapshot())
+    assert states[0] == states[1]
+    with EventStore.open(log) as store:
+        assert write_snapshots(store, verify_store(store, parts=2)) == 1
+        assert verify_store(store, parts=2).unsaved == {}
+
+
+def _first_cohort(db: Path) -> str:
+    with sqlite3.connect(db) as conn:
+        return str(conn.execute("SELECT key FROM streams WHERE id = 1").fetchone()[0])
 
 
 @pytest.mark.parametrize(
