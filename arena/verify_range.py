@@ -7,7 +7,9 @@ verify`` checks one range itself and the others so, a core each (see :mod:`arena
 The range is read a page at a time by :class:`ledger.chain.ChainCursor`, which checks each
 page's links and hands its payloads on; those the fold has a handler for are decoded in one call
 and folded in log order, each against the state the ones before it built (:func:`_fold_page`).
-Pages end at every snapshot's seq, so the fold there is compared with the snapshot.
+Pages end at every snapshot's seq, so the fold there is compared with the snapshot, and
+before every stream's first event, so that cohorts written one after another (a replay's or a
+sweep's) give pages of one stream, whose links are checked without a Python step per row.
 
 A range that starts after the first event starts from the snapshot taken there: ``verify`` cuts
 the log only at a snapshot that no other stream runs across, and the range before compares its
@@ -165,7 +167,9 @@ def check_range(
                 result.fold_fault = Fault.of(bad)
                 return result
     cursor = ChainCursor(store, after)
-    cuts = sorted({*range(after + PAGE, through, PAGE), *at, through})
+    starts = {first - 1 for first, _ in store.stream_spans().values()}  # a page per cohort
+    pages = {*range(after + PAGE, through, PAGE), *at, through}
+    cuts = sorted(pages | {seq for seq in starts if after < seq < through})
     broken: set[str] = set()
     faults: list[LedgerError] = []
     try:
