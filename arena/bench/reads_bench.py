@@ -9,7 +9,8 @@ file, best of ``repeats``:
   checked and restored, the tail (empty for a closed cohort) link-checked and folded, the head
   compared. ``events_per_s_equivalent`` is the log's events over that time.
 * ``verify``: ``arena.verify.verify_store``, the whole chain, the checking fold from the first
-  event, every snapshot against it.
+  event, every snapshot against it; ``ranges`` are the seq ranges it was cut into (the last
+  checked in the process, the others in children, whose CPU is ``children_cpu_seconds``).
 * ``rebuild``: the plain fold of every event, for comparison.
 
 It also reports the snapshot's size and what snapshots add to the file, beside the events'.
@@ -17,6 +18,7 @@ It also reports the snapshot's size and what snapshots add to the file, beside t
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import tempfile
@@ -26,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from arena.bench.rebuild_bench import make_log
-from arena.verify import verify_store
+from arena.verify import plan, verify_store
+from arena.verify_range import positions_of
 from ledger.anchor import write_head
 from ledger.events import CohortClosed
 from ledger.rebuild import rebuild
@@ -96,6 +99,14 @@ def bench_reads(n_events: int = 1_000_000, repeats: int = 3) -> dict[str, Any]:
                     ),
                 }
             restored = load(store).ledger.cohorts[COHORT]
+            snapshots = store.snapshots()
+            figures["verify"]["ranges"] = plan(
+                store,
+                snapshots,
+                positions_of(store, snapshots),
+                store.last_seq(),
+                os.cpu_count() or 1,
+            )  # the last in this process, the others in child processes
     if restored.digest() != live.digest():
         raise RuntimeError("bench reads: the restored state differs from the live state")
     events_bytes = total_bytes - snapshot_bytes

@@ -129,6 +129,7 @@ def test_reads(arena: Arena) -> None:
     assert out["events"] >= 3000
     assert is_number(out["report"]["events_per_s_equivalent"])
     assert is_number(out["verify"]["events_per_s"]) and is_number(out["rebuild"]["seconds"])
+    assert out["verify"]["ranges"] == [[0, out["events"]]]  # too small to cut
     snapshot = out["snapshot"]
     assert 0 < snapshot["closing_bytes"] <= snapshot["all_snapshots_bytes"]
     assert snapshot["brier_rows"] > 0 and snapshot["periodic_snapshots"] == 0  # 3k < 200k
