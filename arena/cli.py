@@ -83,8 +83,8 @@ class LazyGroup(click.Group):
         """Run the command; a domain error (:func:`arena.errors.domain_errors`) ends as its
         first line, ``Error: ...`` and exit status 1, here, once, for every command.
 
-        A command catches one itself only to word it differently (``verify`` adds the first
-        bad seq, or answers in JSON)."""
+        A command catches one itself only to word it differently (``verify --json`` answers in
+        JSON)."""
         from arena.errors import domain_errors
 
         try:

@@ -60,11 +60,11 @@ def verify(
             result = verify_store(store, head)
             fills = verify_fills(store, load_tape(tape_file(tape_path))) if tape_path else None
             written = write_snapshots(store, result) if write_snapshots_ else 0
-    except IntegrityError as exc:
-        if as_json:
-            click.echo(json.dumps({"ok": False, "first_bad_seq": exc.seq, "error": str(exc)}))
-            raise SystemExit(1) from None
-        raise click.ClickException(f"{exc} (first bad seq {exc.seq})") from None
+    except IntegrityError as exc:  # as text it is the CLI edge's one line, which names the seq
+        if not as_json:
+            raise
+        click.echo(json.dumps({"ok": False, "first_bad_seq": exc.seq, "error": str(exc)}))
+        raise SystemExit(1) from None
     if as_json:
         click.echo(json.dumps({
             "ok": True, "events": result.events, "cohorts": result.cohorts,

@@ -220,6 +220,12 @@ def test_a_flip_in_the_stream_index_fails_verify_though_every_hash_holds(log: Pa
     """The last byte of the (stream, version) index's root page belongs to one of its cells:
     flipped, the index no longer matches the events table, while every event row (and so the
     chain) is untouched. SQLite's own check names it; the chain alone passed it."""
+    _flip_in_the_index(log)
+    with pytest.raises(IntegrityError, match="the SQLite file is damaged"):
+        _verify(log)
+
+
+def _flip_in_the_index(log: Path) -> None:
     conn = sqlite3.connect(log)
     (root,) = conn.execute(
         "SELECT rootpage FROM sqlite_master WHERE name = 'events_stream_version'"
@@ -229,8 +235,25 @@ def test_a_flip_in_the_stream_index_fails_verify_though_every_hash_holds(log: Pa
     raw = bytearray(log.read_bytes())
     raw[root * size - 1] ^= 1
     log.write_bytes(bytes(raw))
-    with pytest.raises(IntegrityError, match="the SQLite file is damaged"):
-        _verify(log)
+
+
+def test_the_cli_says_a_fault_in_one_line_and_json_names_its_seq(arena: Arena, log: Path) -> None:
+    """As text a fault is the CLI edge's one line, naming its seq where it has one (and not
+    'seq None' where it has none); ``--json`` answers with the seq as a field."""
+    _tamper(
+        log, "UPDATE events SET payload = replace(payload, '\"ts\":', '\"ts\": ') WHERE seq = 9"
+    )
+    text = arena("verify", log)
+    assert text.exit_code == 1
+    assert text.output.strip().splitlines() == [
+        f"Error: {log}: event 9 was altered (hash mismatch)"
+    ]
+    answer = json.loads(arena("verify", log, "--json").output)
+    assert (answer["ok"], answer["first_bad_seq"]) == (False, 9)
+    _flip_in_the_index(log)
+    damaged = arena("verify", log)
+    assert damaged.exit_code == 1 and "the SQLite file is damaged" in damaged.output
+    assert "None" not in damaged.output
 
 
 @settings(
