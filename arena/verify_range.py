@@ -185,7 +185,8 @@ def check_range(
                     raise _unreadable(store, lo, payloads, folded) from None
                 names = streams if isinstance(streams, str) else list(compress(streams, folded))
                 closed, misfits = _fold_page(states, events, names, broken, cursor)
-                saved.difference_update([names] if isinstance(names, str) else set(names))
+                if events:
+                    saved.difference_update([names] if isinstance(names, str) else set(names))
                 result.closed += closed
                 if misfits:
                     seqs = list(compress(range(lo + 1, hi + 1), folded))
@@ -232,7 +233,7 @@ def _fold_page(
     recorded digest and ``(index, what)`` for each event refused. A stream with a refused event
     is broken: the rest of it is not folded (its state no longer means anything)."""
     if isinstance(streams, str):
-        runs = [(streams, len(events))]
+        runs = [(streams, len(events))] if events else []  # skipped types only: no state
     else:
         runs = [(stream, len(list(run))) for stream, run in groupby(streams)]
     closed = 0

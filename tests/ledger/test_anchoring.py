@@ -500,3 +500,16 @@ def test_cohorts_written_side_by_side_are_checked_in_one_range(
         snapshots = store.snapshots()
         positions = positions_of(store, snapshots)
         assert plan(store, snapshots, positions, store.last_seq(), 4) == [(0, 12)]
+
+
+def test_a_stream_of_skipped_types_only_is_no_cohort(tmp_path: Path) -> None:
+    """Events the fold has no handler for (orders placed) make no cohort state: a stream of
+    only those is not counted, nor named as a cohort that never closed."""
+    from tests.ledger.test_store import marked, placed
+
+    db = tmp_path / "skipped.db"
+    with EventStore.open(db) as store:
+        store.append("c", [marked(1)])
+        store.append("p", [placed(2, cohort="p"), placed(3, cohort="p")])
+        result = verify_store(store)
+    assert (result.events, result.cohorts, result.open_cohorts) == (3, 1, ["c"])
