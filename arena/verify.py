@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from itertools import pairwise
 
 import msgspec
@@ -33,6 +34,7 @@ from arena.verify_range import (
     Outcome,
     Position,
     RangeAnswer,
+    check_links,
     check_position,
     check_range,
     positions_of,
@@ -87,16 +89,20 @@ def verify_store(
     snapshots = store.snapshots()
     last_seq = store.last_seq()
     positions = positions_of(store, snapshots)
-    ranges = plan(store, snapshots, positions, last_seq, parts or os.cpu_count() or 1)
+    parts = parts or os.cpu_count() or 1
+    ranges = plan(store, snapshots, positions, last_seq, parts)
+    # a big log that cannot be cut: the chain in a child beside the fold here, as a whole
+    apart = len(ranges) == 1 and parts > 1 and last_seq >= PARALLEL_FROM
     with _damage_checker(store, last_seq) as damage:
-        children = [
-            (after, through, _start(store, after, through)) for after, through in ranges[:-1]
-        ]
-        own = check_range(store, *ranges[-1], snapshots, positions, last_seq).outcome()
-        results = [
-            _answer(store, c, s, child, snapshots, positions, last_seq) for c, s, child in children
-        ]
-        results.append(own)
+        children = [(a, t, _start(store, a, t)) for a, t in ranges[:-1]]
+        links = _start(store, 0, last_seq, "--links") if apart else None
+        own = check_range(store, *ranges[-1], snapshots, positions, last_seq, links=not apart)
+        results = [own.outcome()]
+        for after, through, child in children:  # in log order, before this process's range
+            here = partial(_range_here, store, after, through, snapshots, positions, last_seq)
+            results.insert(-1, _answer(child, here))
+        if apart:
+            results.append(_answer(links, partial(check_links, store, 0, last_seq)))
         found = damage()
     if found is not None:
         raise IntegrityError(f"{store.path}: the SQLite file is damaged: {found}")
@@ -184,30 +190,39 @@ def plan(
     return list(pairwise(bounds))
 
 
-def _start(store: EventStore, after: int, through: int) -> subprocess.Popen[bytes] | None:
+def _start(
+    store: EventStore, after: int, through: int, *flags: str
+) -> subprocess.Popen[bytes] | None:
     """A child process checking one range (None if it cannot be started). Plain subprocesses
     rather than ``multiprocessing``, so it works the same from the CLI, a script without a
     ``__main__`` guard, or a notebook."""
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "arena.verify_range", str(store.path), str(after), str(through)],
+            [sys.executable, "-m", "arena.verify_range", str(store.path), str(after),
+             str(through), *flags],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-        )
+        )  # fmt: skip
     except OSError:
         return None
 
 
-def _answer(
+def _range_here(
     store: EventStore,
     after: int,
     through: int,
-    child: subprocess.Popen[bytes] | None,
     snapshots: list[Snapshot],
     positions: dict[int, Position],
     last_seq: int,
 ) -> Outcome:
-    """The child's result; a range whose child could not run or answer is checked here
+    """A child's range, checked in this process: what the child would have answered."""
+    continued = next((s.stream for s in snapshots if s.seq == through), None)
+    result = check_range(store, after, through, snapshots, positions, last_seq)
+    return result.outcome(continued)
+
+
+def _answer(child: subprocess.Popen[bytes] | None, here: Callable[[], Outcome]) -> Outcome:
+    """The child's answer; a range whose child could not run or answer is checked ``here``
     instead: slower, never skipped."""
     if child is not None:
         out, _ = child.communicate()
@@ -215,8 +230,7 @@ def _answer(
             return msgspec.msgpack.decode(out, type=RangeAnswer).outcome()
         except (msgspec.MsgspecError, SnapshotError):
             pass
-    continued = next((s.stream for s in snapshots if s.seq == through), None)
-    return check_range(store, after, through, snapshots, positions, last_seq).outcome(continued)
+    return here()
 
 
 @contextmanager

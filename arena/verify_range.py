@@ -149,9 +149,12 @@ def check_range(
     snapshots: list[Snapshot],
     positions: dict[int, Position],
     last_seq: int,
+    *,
+    links: bool = True,
 ) -> RangeResult:
     """Check the chain and fold events ``after`` < seq <= ``through``, comparing every snapshot
-    taken in the range; a range after the first event starts from the snapshot at ``after``."""
+    taken in the range; a range after the first event starts from the snapshot at ``after``.
+    Without ``links`` the chain is left to another process (:func:`check_links`)."""
     result = RangeResult()
     states, saved = result.states, result.saved
     at: dict[int, list[Snapshot]] = {}
@@ -166,7 +169,7 @@ def check_range(
                 bad = _bad_snapshot(store, snapshot, f"is unreadable: {exc}")
                 result.fold_fault = Fault.of(bad)
                 return result
-    cursor = ChainCursor(store, after)
+    cursor = ChainCursor(store, after, check=links)
     starts = {first - 1 for first, _ in store.stream_spans().values()}  # a page per cohort
     pages = {*range(after + PAGE, through, PAGE), *at, through}
     cuts = sorted(pages | {seq for seq in starts if after < seq < through})
@@ -175,7 +178,7 @@ def check_range(
     try:
         with cycle_collector_paused():
             for lo, hi, payloads, streams in read_ahead(_pages(cursor, after, cuts)):
-                result.checked = hi - after
+                result.checked = hi - after if links else 0
                 folded = [not payload.startswith(_SKIPPED) for payload in payloads]
                 try:
                     events = _page_decoder.decode(
@@ -392,19 +395,34 @@ def _bad_snapshot(store: EventStore, snapshot: Snapshot, what: str) -> Integrity
     return IntegrityError(f"{store.path}: {snapshot.name} {what}", snapshot.seq)
 
 
+def check_links(store: EventStore, after: int, through: int) -> Outcome:
+    """Only the chain of events ``after`` < seq <= ``through``: what a child checks beside a
+    fold that cannot be cut (see ``arena.verify``)."""
+    cursor = ChainCursor(store, after)
+    try:
+        for through_page in sorted({*range(after + PAGE, through, PAGE), through}):
+            cursor.page(through_page)
+    except IntegrityError as exc:
+        return Outcome(cursor.last - after, 0, Fault.of(exc), None, {}, {})
+    return Outcome(through - after, 0, None, None, {}, {})
+
+
 def main(argv: list[str]) -> None:
-    """The child process: check one range and print its :class:`RangeAnswer` as msgpack. Its
-    own faults come back in the answer; anything else ends it, and ``verify`` checks the
-    range itself instead."""
+    """The child process: check one range (or with ``--links`` only its chain) and print its
+    :class:`RangeAnswer` as msgpack. Its own faults come back in the answer; anything else
+    ends it, and ``verify`` checks the range itself instead."""
     path, after, through = argv[0], int(argv[1]), int(argv[2])
     with EventStore.open(path, readonly=True) as store:
-        snapshots = store.snapshots()
-        mine = [s for s in snapshots if after <= s.seq <= through]
-        result = check_range(
-            store, after, through, snapshots, positions_of(store, mine), store.last_seq()
-        )
-        continued = next((s.stream for s in snapshots if s.seq == through), None)
-    sys.stdout.buffer.write(msgspec.msgpack.encode(RangeAnswer.of(result.outcome(continued))))
+        if argv[3:] == ["--links"]:
+            outcome = check_links(store, after, through)
+        else:
+            snapshots = store.snapshots()
+            mine = [s for s in snapshots if after <= s.seq <= through]
+            result = check_range(
+                store, after, through, snapshots, positions_of(store, mine), store.last_seq()
+            )
+            outcome = result.outcome(next((s.stream for s in snapshots if s.seq == through), None))
+    sys.stdout.buffer.write(msgspec.msgpack.encode(RangeAnswer.of(outcome)))
 
 
 if __name__ == "__main__":

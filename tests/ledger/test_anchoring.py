@@ -513,3 +513,33 @@ def test_a_stream_of_skipped_types_only_is_no_cohort(tmp_path: Path) -> None:
         store.append("p", [placed(2, cohort="p"), placed(3, cohort="p")])
         result = verify_store(store)
     assert (result.events, result.cohorts, result.open_cohorts) == (3, 1, ["c"])
+
+
+@pytest.mark.parametrize("child", [None, "/bin/echo"])
+def test_a_log_that_cannot_be_cut_has_its_chain_checked_beside_the_fold(
+    log: Path, in_ranges: None, monkeypatch: pytest.MonkeyPatch, child: str | None
+) -> None:
+    """Without snapshots there is no cut: a child checks the whole chain (``--links``) while
+    this process folds without hashing; the answers and the faults are the single pass's, and
+    a child that does not answer leaves the chain to this process."""
+    if child:
+        monkeypatch.setattr("arena.verify.sys.executable", child)
+    _tamper(log, "DROP TABLE snapshots")
+    with EventStore.open(log, readonly=True) as store:
+        whole, apart = verify_store(store, parts=1), verify_store(store, parts=2)
+    assert (apart.events, apart.closed, apart.cohorts) == (whole.events, 3, 3)
+    assert list(apart.unsaved) == list(whole.unsaved) and len(whole.unsaved) == 3
+    for name, state in whole.unsaved.items():
+        assert apart.unsaved[name].snapshot() == state.snapshot()
+    seq = _fill_in_second_cohort(log)
+    _tamper(
+        log,
+        "UPDATE events SET payload = json_set(payload, '$.amount', 2 * (payload ->> '$.amount'))"
+        f" WHERE seq = {seq}",
+    )
+    errors = []
+    for parts in (1, 2):
+        with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+            verify_store(store, parts=parts)
+        errors.append((caught.value.seq, str(caught.value)))
+    assert errors[0] == errors[1] and errors[0][0] == seq and "hash mismatch" in errors[0][1]
