@@ -21,8 +21,9 @@ single pass finds first, or one at a later seq of another range (the earliest is
 from __future__ import annotations
 
 import sys
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import compress, groupby, islice
 from typing import cast
 
@@ -169,7 +170,7 @@ def check_range(
                 bad = _bad_snapshot(store, snapshot, f"is unreadable: {exc}")
                 result.fold_fault = Fault.of(bad)
                 return result
-    cursor = ChainCursor(store, after, check=links)
+    cursor = ChainCursor(store, after)
     starts = {first - 1 for first, _ in store.stream_spans().values()}  # a page per cohort
     pages = {*range(after + PAGE, through, PAGE), *at, through}
     cuts = sorted(pages | {seq for seq in starts if after < seq < through})
@@ -177,24 +178,22 @@ def check_range(
     faults: list[LedgerError] = []
     try:
         with cycle_collector_paused():
-            for lo, hi, payloads, streams in read_ahead(_pages(cursor, after, cuts)):
-                result.checked = hi - after if links else 0
-                folded = [not payload.startswith(_SKIPPED) for payload in payloads]
+            source = _checked(cursor, after, cuts) if links else _unchecked(store, after, cuts)
+            for page in read_ahead(source):
+                result.checked = page.through - after if links else 0
                 try:
-                    events = _page_decoder.decode(
-                        b"[" + b",".join(compress(payloads, folded)) + b"]"
-                    )
+                    events = _page_decoder.decode(page.events)
                 except msgspec.MsgspecError:
-                    raise _unreadable(store, lo, payloads, folded) from None
-                names = streams if isinstance(streams, str) else list(compress(streams, folded))
-                closed, misfits = _fold_page(states, events, names, broken, cursor)
+                    raise _unreadable(store, page.after, page.through) from None
+                closed, misfits = _fold_page(states, events, page.streams, broken, cursor)
                 if events:
-                    saved.difference_update([names] if isinstance(names, str) else set(names))
+                    streams = page.streams
+                    saved.difference_update([streams] if isinstance(streams, str) else streams)
                 result.closed += closed
                 if misfits:
-                    seqs = list(compress(range(lo + 1, hi + 1), folded))
+                    seqs = page.seqs()
                     faults += [_bad(store, seqs[index], what) for index, what in misfits]
-                for snapshot in at.get(hi, []):
+                for snapshot in at.get(page.through, []):
                     if snapshot.stream in broken:
                         continue
                     state = states.setdefault(snapshot.stream, CohortState(snapshot.stream))
@@ -214,15 +213,53 @@ def check_range(
     return result
 
 
-def _pages(
-    cursor: ChainCursor, after: int, cuts: list[int]
-) -> Generator[tuple[int, int, list[bytes], str | list[str]], None, None]:
-    """Each page ``(lo, hi]`` with its checked payloads and stream(s), read on a thread."""
+@dataclass(frozen=True)
+class _Page:
+    """Events ``after`` < seq <= ``through`` for the fold: those of types it has a handler for,
+    as one JSON array, the stream of each (one key for a page of one stream), and their seqs,
+    read only on the way to an error."""
+
+    after: int
+    through: int
+    events: bytes
+    streams: str | list[str]
+    seqs: Callable[[], list[int]]
+
+
+def _checked(cursor: ChainCursor, after: int, cuts: list[int]) -> Generator[_Page, None, None]:
+    """Each page with its links checked (the cursor's read), its folded payloads joined here."""
     lo = after
     for hi in cuts:
         payloads, streams = cursor.page(hi)
-        yield lo, hi, payloads, streams
+        folded = [not payload.startswith(_SKIPPED) for payload in payloads]
+        events = b"[" + b",".join(compress(payloads, folded)) + b"]"
+        if not isinstance(streams, str):
+            streams = list(compress(streams, folded))
+        seqs = partial(_kept, range(lo + 1, hi + 1), folded)
+        yield _Page(lo, hi, events, streams, seqs)
         lo = hi
+
+
+def _unchecked(store: EventStore, after: int, cuts: list[int]) -> Generator[_Page, None, None]:
+    """Each page as SQLite joins its folded payloads, the types the fold skips left out there,
+    for a fold whose chain another process checks."""
+    keys = store.stream_keys()
+    lo = after
+    for hi in cuts:
+        events, low, high = store.folded_between(lo, hi, IGNORED_BY_FOLD)
+        streams: str | list[str]
+        if low is not None and low == high:
+            streams = keys.get(low, f"#{low}")
+        else:
+            ids = store.stream_ids_between(lo, hi, IGNORED_BY_FOLD)
+            streams = [keys.get(sid, f"#{sid}") for sid in ids]
+        seqs = partial(store.stream_ids_between, lo, hi, IGNORED_BY_FOLD, column="seq")
+        yield _Page(lo, hi, events, streams, seqs)
+        lo = hi
+
+
+def _kept(seqs: range, folded: list[bool]) -> list[int]:
+    return list(compress(seqs, folded))
 
 
 def _fold_page(
@@ -370,11 +407,12 @@ def check_position(
         )
 
 
-def _unreadable(
-    store: EventStore, lo: int, payloads: list[bytes], folded: list[bool]
-) -> LedgerError:
-    """The error for a page that did not decode, naming its first unreadable event."""
-    for seq, payload in compress(enumerate(payloads, lo + 1), folded):
+def _unreadable(store: EventStore, after: int, through: int) -> LedgerError:
+    """The error for a page that did not decode, naming its first unreadable event (read
+    again, row by row: on the way to an error only)."""
+    for seq, (payload, _) in enumerate(store.link_rows(after, through), after + 1):
+        if payload.startswith(_SKIPPED):
+            continue
         try:
             _page_decoder.decode(b"[" + payload + b"]")
         except msgspec.MsgspecError as exc:

@@ -31,9 +31,8 @@ class ChainCursor:
     names the seq that one pass over it names.
     """
 
-    def __init__(self, store: EventStore, after: int = 0, *, check: bool = True) -> None:
+    def __init__(self, store: EventStore, after: int = 0) -> None:
         self._store = store
-        self.check = check  # False: hand the pages on unchecked (another process checks them)
         self.keys = store.stream_keys()
         self._framings = {sid: key.encode() + b"\x00" for sid, key in self.keys.items()}
         self.start = after
@@ -50,13 +49,6 @@ class ChainCursor:
         hashes = [row[1] for row in rows]
         prev = self._prev
         stream = None if prev is None else self._one_stream(after, through)
-        if not self.check:
-            self._prev, self.last = b"", through
-            if stream is not None:
-                self._versions[stream] += len(rows)
-                return payloads, self.keys[stream]
-            self._versions.clear()
-            return payloads, [self.keys[sid] for sid in store.stream_ids_between(after, through)]
         if stream is not None and prev is not None:
             framing = self._framings[stream]
             computed = [

@@ -306,8 +306,8 @@ class EventStore:
             if through_version is not None:
                 end = min(end, through_version)
             order, low = "version", after_version
-        tests, bounds = _type_tests(skip, "skip")
-        where += "".join(f" AND NOT {test}" for test in tests)
+        skipping, bounds = _skipping(skip)
+        where += skipping
         item = "'[' || seq || ',' || stream_id || ',' || payload || ']'" if positions else "payload"
         sql = (
             f"SELECT CAST(group_concat({item}, ',') AS BLOB) FROM "
@@ -341,11 +341,10 @@ class EventStore:
         """``(version, payload)`` of one stream's events in order, leaving out the types in
         ``skip`` (matched as :meth:`payload_arrays` matches them): what an index of a log's
         rarer events reads (``arena step``'s, which skips the fills) without decoding the rest."""
-        tests, bounds = _type_tests(skip, "skip")
+        skipping, bounds = _skipping(skip)
         return self._fetch(
             "SELECT version, CAST(payload AS BLOB) FROM events"
-            " WHERE stream_id = (SELECT id FROM streams WHERE key = ?)"
-            f"{''.join(f' AND NOT {test}' for test in tests)} ORDER BY version",
+            f" WHERE stream_id = (SELECT id FROM streams WHERE key = ?){skipping} ORDER BY version",
             (stream, *bounds),
         )
 
@@ -510,15 +509,36 @@ class EventStore:
         )[0]
         return (rows, *rest) if rows else None
 
-    def stream_ids_between(self, after: int, through: int) -> list[int]:
-        """The stream id of every event with ``after`` < seq <= ``through``, in seq order."""
+    def stream_ids_between(
+        self, after: int, through: int, skip: Iterable[str] = (), *, column: str = "stream_id"
+    ) -> list[int]:
+        """The stream id (or with ``column="seq"`` the seq) of every event with ``after`` < seq
+        <= ``through`` whose type is not in ``skip``, in seq order."""
+        skipping, bounds = _skipping(skip)
+        assert column in ("stream_id", "seq")
         return [
             row[0]
             for row in self._fetch(
-                "SELECT stream_id FROM events WHERE seq > ? AND seq <= ? ORDER BY seq",
-                (after, through),
+                f"SELECT {column} FROM events WHERE seq > ? AND seq <= ?{skipping} ORDER BY seq",
+                (after, through, *bounds),
             )
         ]
+
+    def folded_between(
+        self, after: int, through: int, skip: Iterable[str]
+    ) -> tuple[bytes, int | None, int | None]:
+        """The payloads of the events with ``after`` < seq <= ``through`` whose type is not in
+        ``skip``, as one JSON array joined by SQLite (see :meth:`payload_arrays`), and the
+        lowest and highest stream id among them: a fold's page when another process checks
+        the chain."""
+        skipping, bounds = _skipping(skip)
+        joined, low, high = self._fetch(
+            "SELECT CAST(group_concat(payload, ',') AS BLOB), min(stream_id), max(stream_id)"
+            f" FROM (SELECT payload, stream_id FROM events WHERE seq > ? AND seq <= ?{skipping}"
+            " ORDER BY seq)",
+            (after, through, *bounds),
+        )[0]
+        return b"[" + (joined or b"") + b"]", low, high
 
     def stream_spans(self) -> dict[int, tuple[int, int]]:
         """Every stream's first and last seq, by stream id, as its index gives them (two
@@ -741,6 +761,13 @@ class _Checkpointer:
     def _disconnect(self) -> None:
         if self._conn is not None:
             self._conn.close()
+
+
+def _skipping(skip: Iterable[str]) -> tuple[str, list[str]]:
+    """The SQL that leaves out events of the ``skip`` types (appended to a WHERE), and its
+    parameters."""
+    tests, bounds = _type_tests(skip, "skip")
+    return "".join(f" AND NOT {test}" for test in tests), bounds
 
 
 def _chunk_params(
