@@ -423,8 +423,7 @@ def test_verify_names_an_edited_payload(arena: Arena, tmp_path: Path, hand_tape_
             "UPDATE events SET payload = json_set(payload, '$.amount', 900.0) WHERE seq = ?", (buy,)
         )
     result = arena("verify", db)
-    assert f"event {buy} was altered" in one_line_error(result)
-    assert f"(first bad seq {buy})" in result.output
+    assert f"event {buy} was altered" in one_line_error(result)  # the seq, named once
     assert ok_json_failure(arena("verify", db, "--json"))["first_bad_seq"] == buy
 
 
