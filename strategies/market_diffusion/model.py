@@ -18,8 +18,9 @@ Where we go beyond pm_difftrain, and why:
   was NO 1,503 times in 1,503, and its held-out Brier was 0.065 against the market's 0.048.
 * **A binary forecast is where the sampler's flow divides YES from NO, not a mean of samples.**
   The deterministic DDIM sampler maps a starting point z to x̂₀ monotonically in one dimension
-  (probability-flow paths cannot cross), so ``mc`` bisection steps over z ∈ [−6, 6] find the
-  z* it sends to 0 (each step is one sampler run: it costs what ``mc`` samples cost). P(YES)
+  (probability-flow paths cannot cross), so bisection finds the z* it sends to 0, to the
+  precision of ``mc`` halvings of [−6, 6] (each halving is one sampler run, costing what one
+  of ``mc`` samples costs; starting near the prior's own boundary saves four of them). P(YES)
   is the mass above z* of what x *is* at t = 63, not of N(0, 1): with T = 64 steps x₆₃ is the
   mixture (1 − p)·N(−a, s²) + p·N(a, s²) (a = √ᾱ₆₃ = 0.72), so p solves p = its own mixture's
   mass above z* (``_mass_above``). With a network that outputs zero this gives back a price of
@@ -159,11 +160,10 @@ class MarketModel:
         row's instant."""
         c = self.summary.config
         weights = market_weights(prices)
-        net = self._sampling[outcomes].predictor(
-            np.tile(conditions, (1 if outcomes == 2 else c.mc, 1))
-        )
+        network = self._sampling[outcomes]
         if outcomes == 2:
-            return _flow_boundary(net, weights, c)
+            return _flow_boundary(lambda rows: network.predictor(conditions[rows]), weights, c)
+        net = network.predictor(np.tile(conditions, (c.mc, 1)))
         n = conditions.shape[0]
         tiled = np.tile(weights, (c.mc, 1))
         starts = np.array(
@@ -292,13 +292,32 @@ def market_prior(x: np.ndarray, t: np.ndarray | int, weights: np.ndarray) -> np.
     vertices = _vertices(weights.shape[1])
     ab = np.asarray(ALPHA_BAR[t], dtype=np.float64).reshape(-1, 1)
     xs = np.asarray(x, dtype=np.float64)
-    d2 = ((xs[:, None, :] - np.sqrt(ab)[:, :, None] * vertices[None]) ** 2).sum(axis=2)
-    logits = np.log(weights) - d2 / (2.0 * (1.0 - ab))
-    logits -= logits.max(axis=1, keepdims=True)
-    w = np.exp(logits)
-    w /= w.sum(axis=1, keepdims=True)
-    eps: np.ndarray = (xs - np.sqrt(ab) * (w @ vertices)) / np.sqrt(1.0 - ab)
+    if weights.shape[1] == 2:
+        x0 = _binary_posterior_mean(xs, ab, weights, vertices[:, 0])
+    else:
+        d2 = ((xs[:, None, :] - np.sqrt(ab)[:, :, None] * vertices[None]) ** 2).sum(axis=2)
+        logits = np.log(weights) - d2 / (2.0 * (1.0 - ab))
+        logits -= logits.max(axis=1, keepdims=True)
+        w = np.exp(logits)
+        w /= w.sum(axis=1, keepdims=True)
+        x0 = w @ vertices
+    eps: np.ndarray = (xs - np.sqrt(ab) * x0) / np.sqrt(1.0 - ab)
     return eps.astype(x.dtype, copy=False)
+
+
+def _binary_posterior_mean(
+    x: np.ndarray, ab: np.ndarray, weights: np.ndarray, points: np.ndarray
+) -> np.ndarray:
+    """The posterior mean for two points v₀ (YES) and v₁ (NO): their log-odds are
+    ln(q₀/q₁) + √ᾱ·(v₀ − v₁)·(2x − √ᾱ·(v₀ + v₁))/(2(1 − ᾱ)), the difference of the two
+    squared distances expanded, so x̂₀ = v₁ + (v₀ − v₁)·sigmoid(log-odds): the general
+    formula's value without its (n, m, m − 1) arrays, which the sampler paid for every step."""
+    v0, v1 = float(points[0]), float(points[1])
+    root = np.sqrt(ab)
+    odds = np.log(weights[:, :1] / weights[:, 1:])
+    odds = odds + root * (v0 - v1) * (2.0 * x - root * (v0 + v1)) / (2.0 * (1.0 - ab))
+    posterior: np.ndarray = v1 + (v0 - v1) * (0.5 + 0.5 * np.tanh(0.5 * odds))
+    return posterior
 
 
 @functools.cache
@@ -332,21 +351,76 @@ def _with_prior(
 
 BOUNDARY_SPAN = 6.0
 """Bisection searches z* in [−6, 6]: P(YES) from 1e-9 to 1 − 1e-9."""
+GUESS_HALVINGS = 4
+"""The bisection starts from a bracket 2⁻⁴ of [−6, 6] wide (±0.375) around the boundary the
+market prior alone would give, and so needs four sampler runs fewer for the same precision.
+The network's correction moves z* by less than that for nearly every row (trained for 2,000
+steps on 600 synthetic markets: median 0.057, largest 0.51, 1 row in 500 beyond 0.375); a row
+whose z* lies outside is searched again over [−6, 6]."""
 
 
 def _flow_boundary(
-    net: Callable[[np.ndarray, int], np.ndarray], weights: np.ndarray, c: DiffusionConfig
+    predictor: Callable[[np.ndarray], Callable[[np.ndarray, int], np.ndarray]],
+    weights: np.ndarray,
+    c: DiffusionConfig,
 ) -> np.ndarray:
-    """(n, 2) [P(YES), P(NO)]: 1 − Φ(z*) where z* is the starting point the sampler's flow
-    sends to 0, found by ``c.mc`` bisection steps (see the module's docstring)."""
+    """(n, 2) [P(YES), P(NO)]: the mass above z*, the starting point the sampler's flow sends
+    to 0, located to the precision of ``c.mc`` bisection steps over [−6, 6] (a bracket
+    12/2^mc wide; see the module's docstring). ``predictor(rows)`` is the network on those
+    rows' conditions.
+
+    Every sampler run costs the same per row, and the flow's end is ±1 on either side of z*
+    (a step, so only its sign tells anything): the saving is in the runs. The first search is
+    over ±0.375 around the prior's boundary, 4 runs fewer; a row whose bracket ends against
+    either edge of it (z* may be outside) is searched again over [−6, 6] with all mc runs."""
     n = weights.shape[0]
-    lo, hi = np.full(n, -BOUNDARY_SPAN), np.full(n, BOUNDARY_SPAN)
-    predict = _with_prior(net, weights)
-    for _ in range(c.mc):
-        mid = 0.5 * (lo + hi)
-        above = ddim_sample(predict, mid[:, None].astype(np.float32), c.sample_steps)[:, 0] > 0
-        hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
+    everyone = np.arange(n)
+    guess = _prior_boundary(weights[:, 0])
+    halvings = min(GUESS_HALVINGS, c.mc)
+    half = BOUNDARY_SPAN / 2**halvings
+    lo, hi = _bisect(predictor, weights, everyone, guess - half, guess + half,
+                     c.mc - halvings, c.sample_steps)  # fmt: skip
+    outside = everyone[(lo == guess - half) | (hi == guess + half)]
+    if outside.size:
+        span = np.full(outside.size, BOUNDARY_SPAN)
+        lo[outside], hi[outside] = _bisect(
+            predictor, weights, outside, -span, span, c.mc, c.sample_steps
+        )
     return np.column_stack([p_yes := _mass_above(0.5 * (lo + hi)), 1.0 - p_yes])
+
+
+def _bisect(
+    predictor: Callable[[np.ndarray], Callable[[np.ndarray, int], np.ndarray]],
+    weights: np.ndarray,
+    rows: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    steps: int,
+    sample_steps: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``steps`` halvings of [lo, hi] for ``rows``, each one sampler run of all of them: the
+    half whose flow ends below 0 at its lower end and above at its upper end is kept."""
+    predict = _with_prior(predictor(rows), weights[rows])
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        above = ddim_sample(predict, mid[:, None].astype(np.float32), sample_steps)[:, 0] > 0
+        hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
+    return lo, hi
+
+
+def _prior_boundary(p_yes: np.ndarray) -> np.ndarray:
+    """The z* of the market prior alone (a network that adds nothing): ``_mass_above``'s
+    inverse at the price, read off a table of it (a starting guess: 0.003 in z is plenty)."""
+    grid, mass = _mass_table()
+    guess: np.ndarray = np.interp(p_yes, mass, grid)
+    return guess
+
+
+@functools.cache
+def _mass_table() -> tuple[np.ndarray, np.ndarray]:
+    """z over [−6, 6] from high to low and ``_mass_above`` of it, increasing, for np.interp."""
+    grid = np.linspace(BOUNDARY_SPAN, -BOUNDARY_SPAN, 4097)
+    return grid, _mass_above(grid)
 
 
 def _mass_above(z: np.ndarray) -> np.ndarray:

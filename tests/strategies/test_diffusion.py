@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
@@ -28,6 +31,7 @@ from strategies.diffusion import (
     AdamW,
     Denoiser,
     DiffusionConfig,
+    _silu_in_place,
     clip_grad_norm,
     ddim_sample,
     embed_texts,
@@ -202,6 +206,37 @@ def test_sampling_is_deterministic() -> None:
     assert np.array_equal(first, ddim_sample(model.predictor(cond), start.copy(), 32))
     config = DiffusionConfig(hidden=8, depth=2)
     assert np.array_equal(forecast(model, cond, config, 9), forecast(model, cond, config, 9))
+
+
+def test_the_sampler_s_network_is_the_trained_one() -> None:
+    # the predictor (condition projected once, time-MLP tabulated, SiLUs in place) against the
+    # forward pass training differentiates, for one-number x and for ALR x (out_dim 3)
+    for out_dim in (1, 3):
+        model = Denoiser.init(5, 16, 3, np.random.default_rng(out_dim), out_dim=out_dim)
+        rng = np.random.default_rng(7)
+        cond, x = rng.standard_normal((6, 5)), 3.0 * rng.standard_normal((6, out_dim))
+        predict = model.predictor(cond)
+        p = model.params
+        for t in (0, 17, 63):
+            _, th = model._time(time_embedding(np.full(6, t)))
+            a = x @ p["in.x"] + th @ p["in.time"] + cond @ p["in.cond"] + p["in.b"]
+            assert np.allclose(predict(x, t), model._trunk(a)[0], rtol=1e-12, atol=1e-12)
+
+
+@given(
+    st.lists(st.floats(-1e4, 1e4), min_size=1, max_size=40),
+    st.sampled_from([np.float32, np.float64]),
+)
+def test_silu_in_place_is_a_times_sigmoid_without_warnings(
+    values: list[float], dtype: type
+) -> None:
+    a: np.ndarray = np.array(values, dtype=dtype)
+    expected = a.astype(np.float64) / (1.0 + np.exp(-np.clip(a.astype(np.float64), -700, 700)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e^−a overflowing must stay silent
+        got = _silu_in_place(a.copy())
+    assert got.dtype == dtype
+    assert np.allclose(got, expected, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-30)
 
 
 # -- training ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from strategies.api import Context, MarketMeta, ResolvedMarket, StrategyError
 from strategies.builtin.edge import Sign
-from strategies.diffusion import LOGIT_SCALE, Denoiser, DiffusionConfig
+from strategies.diffusion import ALPHA_BAR, LOGIT_SCALE, Denoiser, DiffusionConfig
 from strategies.loader import build_strategy
 from strategies.market_diffusion.examples import ResolvedPath, market_rows, training_set
 from strategies.market_diffusion.features import (
@@ -32,6 +32,9 @@ from strategies.market_diffusion.model import (
     MarketModel,
     ModelFileError,
     Summary,
+    _bisect,
+    _mass_above,
+    _prior_boundary,
     market_prior,
     market_weights,
 )
@@ -142,6 +145,44 @@ def test_the_prior_at_the_last_step_is_the_posterior_mean() -> None:
     # ε = (0.9 − 0.99995·1)/0.01 = −9.995
     eps = market_prior(np.array([[0.9]]), 0, market_weights(np.array([[0.5, 0.5]])))
     assert eps[0, 0] == pytest.approx((0.9 - math.sqrt(0.9999)) / math.sqrt(1e-4), rel=1e-6)
+
+
+@given(
+    st.floats(-4.0, 4.0),
+    st.integers(0, 63),
+    st.floats(1e-6, 1.0 - 1e-6),
+)
+def test_the_binary_prior_is_the_general_posterior(x: float, t: int, q: float) -> None:
+    # the general formula by hand: posterior over the points +1 (YES) and −1 (NO)
+    ab = ALPHA_BAR[t]
+    logits = np.log([q, 1 - q]) - (x - math.sqrt(ab) * np.array([1.0, -1.0])) ** 2 / (2 * (1 - ab))
+    w = np.exp(logits - logits.max())
+    x0 = (w[0] - w[1]) / w.sum()
+    eps = market_prior(np.array([[x]]), t, market_weights(np.array([[q, 1 - q]])))
+    assert eps[0, 0] == pytest.approx((x - math.sqrt(ab) * x0) / math.sqrt(1 - ab), abs=1e-9)
+
+
+def test_the_search_near_the_prior_finds_the_full_search_s_boundary() -> None:
+    # a network that adds −0.9 to ε̂ moves z* far from the prior's boundary for some prices
+    # (searched again over [−6, 6]) and little for others: either way the result lies within
+    # the precision of 16 halvings of [−6, 6] (12/2¹⁶) of what the full search finds
+    config = DiffusionConfig(sample_steps=32, mc=16)
+    model = zero_model(config=config)
+    model.denoisers[2].params["out.b"][:] = -0.9
+    model = MarketModel(model.denoisers, model.summary)
+    q = np.array([1e-4, 0.003, 0.05, 0.3, 0.5, 0.7, 0.95, 0.999])
+    conditions, weights = (
+        np.zeros((q.size, condition_dim(2))),
+        market_weights(np.column_stack([q, 1 - q])),
+    )
+    net = model._sampling[2]
+    rows, span = np.arange(q.size), np.full(q.size, 6.0)
+    lo, hi = _bisect(lambda r: net.predictor(conditions[r]), weights, rows, -span, span, 16, 32)
+    moved = np.abs(0.5 * (lo + hi) - _prior_boundary(q))
+    assert np.any(moved > 0.375) and np.any(moved < 0.375)  # both paths are taken
+    width = 12 / 2**16
+    p = model.forecast(2, conditions, np.column_stack([q, 1 - q]))[:, 0]
+    assert np.all(p <= _mass_above(lo - width)) and np.all(p >= _mass_above(hi + width))
 
 
 def test_multi_outcome_forecasts_are_distributions() -> None:
