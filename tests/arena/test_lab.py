@@ -24,7 +24,14 @@ from arena.lab.experiments import (
 )
 from arena.lab.parity import ParityMarket, encode, sample, subcube_keys
 from arena.lab.progress import Silent
-from arena.lab.training import DiffTrainConfig, SimplexConfig, run_difftrain, run_difftrain_simplex
+from arena.lab.training import (
+    DiffTrainConfig,
+    SimplexConfig,
+    blind_sce,
+    blind_simplex_sce,
+    run_difftrain,
+    run_difftrain_simplex,
+)
 from tests.conftest import Arena
 from tests.llm_server import FakeLLM, Received
 
@@ -168,6 +175,24 @@ def test_difftrain_beats_the_constant_on_a_small_parity() -> None:
     assert failed(result.checks) == []
     assert result.models["diffusion"]["sce"] < 0.2 * result.models["const_0.5"]["sce"]
     assert result.config["target_scale"] == pytest.approx(math.log(0.9 / 0.1))
+
+
+def test_a_sampler_that_ignores_z_scores_the_blind_sce() -> None:
+    # by hand: (α/2)²(1 + 1/mc) = 0.16·2 = 0.32 at mc = 1, 0.16·17/16 = 0.17 at mc = 16
+    assert blind_sce(DiffTrainConfig(alpha=0.8, mc=1)) == pytest.approx(0.32)
+    assert blind_sce(DiffTrainConfig(alpha=0.8, mc=16)) == pytest.approx(0.17)
+    # and by simulation: 4 draws of ½ ± α/2 at random per row, whatever χ_S is
+    rng, n, alpha = np.random.default_rng(5), 200_000, 0.6
+    f = 0.5 + alpha / 2 * rng.choice([-1.0, 1.0], n)
+    q = 0.5 + alpha / 2 * rng.choice([-1.0, 1.0], (4, n)).mean(axis=0)
+    errors = (q - f) ** 2
+    expected = blind_sce(DiffTrainConfig(alpha=alpha, mc=4))
+    assert abs(errors.mean() - expected) < 5 * errors.std() / math.sqrt(n)
+    # the simplex estimate: q independent of p, so E‖q − p‖² = E‖p − μ‖²(1 + 1/mc)
+    p = rng.dirichlet([1.0, 2.0, 3.0], n)
+    qs = p[rng.integers(0, n, (3, n))].mean(axis=0)
+    squared = np.sum((qs - p) ** 2, axis=1)
+    assert abs(squared.mean() - blind_simplex_sce(p, 3)) < 5 * squared.std() / math.sqrt(n)
 
 
 def test_difftrain_strided_bug_changes_the_forecast() -> None:
