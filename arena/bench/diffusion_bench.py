@@ -1,6 +1,6 @@
 """How long the market diffusion model takes at the issue's sizes: training on 20,000 markets
-for 2,000 steps of batch 256 (target under 2 minutes), and forecasting 500 markets with 16
-sampler runs of 32 DDIM steps (target under 1 s).
+for 2,000 steps of batch 256 (target under 2 minutes), and forecasting 500 markets to the
+precision of 16 bisection steps of 32-step DDIM sampler runs (target under 1 s).
 
 The markets are synthetic (a random walk of prices, random questions and categories), made
 here so the figure needs no data file; a row costs the same whatever its numbers are. Times

@@ -71,7 +71,8 @@ def _when(ts: int) -> str:
 @click.option("--sample-steps", type=click.IntRange(2, T), default=D.sample_steps,
               show_default=True, help="DDIM steps when it forecasts (of T = 64).")  # fmt: skip
 @click.option("--mc", type=click.IntRange(1), default=D.mc, show_default=True,
-              help="Sampler runs per forecast (bisection steps for a binary market).")  # fmt: skip
+              help="Sampler runs per forecast: for a binary market, the boundary is found to the "
+                   "precision of this many bisection steps over [-6, 6].")  # fmt: skip
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True,
               help="Seed of the initial weights and every training draw.")  # fmt: skip
 @click.option("--quiet", is_flag=True, help="No progress bar.")

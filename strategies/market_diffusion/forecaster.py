@@ -97,7 +97,8 @@ class DiffusionForecaster(RegisteredForecaster):
         mc: int = pydantic.Field(
             default=DEFAULTS.mc,
             ge=1,
-            description="sampler runs per forecast: bisection steps for a binary market, "
+            description="sampler runs per forecast: for a binary market, the precision of "
+            "this many bisection steps, "
             f"samples averaged otherwise (forecastbench: {ORIGINS.mc} samples)",
         )
         per_market: int = pydantic.Field(
