@@ -407,39 +407,32 @@ _MONOTONIC = frozenset(
 )
 
 
-def _frozen_clock_gettime(real: Callable[[int], float]) -> Callable[[int], float]:
-    """``time.clock_gettime`` that reads the wall and monotonic clocks from the frozen
-    ``time.time`` / ``time.monotonic``, as freezegun does not patch it (CPU clocks stay real)."""
+def _frozen_clock_reader(
+    real: Callable[[int], Any], wall: str, monotonic: str
+) -> Callable[[int], Any]:
+    """``time.clock_gettime`` (or ``_ns``) that reads the wall and monotonic clocks from the
+    frozen ``time.<wall>`` / ``time.<monotonic>``, looked up at each call, as freezegun does not
+    patch it; CPU clocks stay real."""
 
-    def clock_gettime(clock: int) -> float:
+    def read(clock: int) -> Any:
         if clock in _REALTIME:
-            return time.time()
+            return getattr(time, wall)()
         if clock in _MONOTONIC:
-            return time.monotonic()
+            return getattr(time, monotonic)()
         return real(clock)
 
-    return clock_gettime
+    return read
 
 
-def _frozen_clock_gettime_ns(real: Callable[[int], int]) -> Callable[[int], int]:
-    def clock_gettime_ns(clock: int) -> int:
-        if clock in _REALTIME:
-            return time.time_ns()
-        if clock in _MONOTONIC:
-            return time.monotonic_ns()
-        return real(clock)
-
-    return clock_gettime_ns
-
-
-_CLOCK_READERS: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
-    (name, wrap)
-    for name, wrap in (
-        ("clock_gettime", _frozen_clock_gettime),
-        ("clock_gettime_ns", _frozen_clock_gettime_ns),
+_CLOCK_READERS: tuple[tuple[str, str, str], ...] = tuple(
+    reader
+    for reader in (
+        ("clock_gettime", "time", "monotonic"),
+        ("clock_gettime_ns", "time_ns", "monotonic_ns"),
     )
-    if hasattr(time, name)
+    if hasattr(time, reader[0])
 )
+"""``time`` functions freezegun leaves real, each with the frozen ones it should read."""
 
 _setitimer = signal.setitimer if hasattr(signal, "setitimer") else None
 _signal = signal.signal
@@ -537,9 +530,9 @@ class Sandbox:
         for module, attr, value in saved:
             if attr == "kill":
                 setattr(module, attr, _kill_others_only(value))
-        for attr, wrap in _CLOCK_READERS:
+        for attr, wall, monotonic in _CLOCK_READERS:
             saved.append((time, attr, getattr(time, attr)))
-            setattr(time, attr, wrap(getattr(time, attr)))
+            setattr(time, attr, _frozen_clock_reader(getattr(time, attr), wall, monotonic))
         try:
             yield
         finally:
