@@ -10,6 +10,7 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.charts import PALETTE, nice_ticks, padded, tick_labels
+from arena.html_report import _cost_section, _replay_settings
 from tests.browser import dates_wrapped, screenshot
 from tests.conftest import Arena
 
@@ -102,10 +104,6 @@ def test_the_command_the_page_gives_replays_the_same_log(
 ) -> None:
     """Run as written (the embedded tape named ``sample``), it gives the log's digest; a
     tape other than the sample is named by its hash, for the reader to find."""
-    import shlex
-
-    from arena.html_report import _replay_settings
-
     text = html_lib.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
     line = next(s for s in text.splitlines() if "arena replay --tape" in s)
     words = shlex.split(line[line.index("arena replay") : line.index(" (")])
@@ -119,8 +117,6 @@ def test_the_command_the_page_gives_replays_the_same_log(
 
 
 def test_a_cost_section_appears_when_the_data_has_it() -> None:
-    from arena.html_report import _cost_section
-
     assert _cost_section(None) == []
     usage = {"gpt": {"calls": 12, "tokens_in": 3400, "cost": 0.0315, "latency_median_ms": 1.5}}
     html = "".join(_cost_section(usage))
