@@ -30,13 +30,13 @@ import functools
 import importlib
 import inspect
 from collections.abc import Collection, Mapping
-from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
 import pydantic
 
 from strategies.api import StrategyError, View
+from strategies.plugins import installed, with_plugins
 
 ENTRY_POINT_GROUP = "arena.forecasters"
 
@@ -94,14 +94,10 @@ class RegisteredForecaster:
         raise NotImplementedError
 
 
-def _plugins() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def available() -> dict[str, str]:
     """Every forecaster a spec can name: built-ins, then installed plugins (a plugin cannot
     take a built-in's name)."""
-    return {**BUILTINS, **{k: v for k, v in _plugins().items() if k not in BUILTINS}}
+    return with_plugins(BUILTINS, installed(ENTRY_POINT_GROUP))
 
 
 def split(text: str) -> tuple[str, str]:

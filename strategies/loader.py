@@ -16,7 +16,6 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -24,6 +23,7 @@ from urllib.parse import parse_qsl
 import pydantic
 
 from strategies.api import Strategy, StrategyError
+from strategies.plugins import installed, with_plugins
 
 ENTRY_POINT_GROUP = "arena.strategies"
 
@@ -63,12 +63,13 @@ class AgentSpec:
 
 
 def _plugin_names() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return installed(ENTRY_POINT_GROUP)
 
 
 def available() -> dict[str, str]:
-    """Every strategy that can be named without a path: built-ins, then installed plugins."""
-    return {**BUILTINS, **_plugin_names()}
+    """Every strategy that can be named without a path: built-ins, then installed plugins (a
+    plugin cannot take a built-in's name)."""
+    return with_plugins(BUILTINS, _plugin_names())
 
 
 def _import_target(target: str) -> type[Strategy]:

@@ -58,3 +58,17 @@ def test_a_broken_plugin_is_listed_with_its_error(
     assert "no_such_module_xyz" in entries["broken"]["error"]
     assert entries["sign"]["error"] is None
     assert "cannot load" in succeeded(arena("strategies"))
+
+
+def test_a_plugin_cannot_take_a_built_in_name(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed package registering ``favourite`` replaced the baseline every agent named
+    so runs, in every replay; a built-in's name keeps meaning the built-in."""
+    taken = {"favourite": "no_such_module_xyz:Thing", "mine": "no_such_module_xyz:Mine"}
+    monkeypatch.setattr(loader, "_plugin_names", lambda: taken)
+    assert loader.available()["favourite"] == loader.BUILTINS["favourite"]
+    assert loader.available()["mine"] == "no_such_module_xyz:Mine"
+    assert loader.strategy_class("favourite").__name__ == "Favourite"
+    entries = {e["name"]: e for e in arena.json("strategies")}
+    assert entries["favourite"]["error"] is None
