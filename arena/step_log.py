@@ -22,7 +22,7 @@ import msgspec
 from arena.timeline import FOLD_CHUNK, TAIL_TYPES, Decided, Fact, Restore, Timeline
 from ledger.errors import LedgerError
 from ledger.events import EVENT_TYPES, AnyEvent, Event, PromptStored
-from ledger.projection import CohortState
+from ledger.projection import IGNORED_BY_FOLD, CohortState, FoldEvent
 from ledger.restore import usable_state
 from ledger.snapshot import Snapshot
 from ledger.store import EventStore
@@ -32,6 +32,9 @@ PAGES_KEPT = 256
 for a view's decision and what followed it and for stepping around one place."""
 
 _pages_decoder = msgspec.json.Decoder(list[AnyEvent])
+_fold_decoder = msgspec.json.Decoder(list[FoldEvent])
+_UNFOLDED = tuple(f'{{"type":"{name}",'.encode() for name in sorted(IGNORED_BY_FOLD))
+"""The leading bytes of the payloads the fold passes by (every payload begins with its tag)."""
 
 
 class LogEvents(Sequence[Event]):
@@ -44,7 +47,8 @@ class LogEvents(Sequence[Event]):
         self._pages: OrderedDict[int, list[Event]] = OrderedDict()
         self._checked: set[int] = set()
         self.pages_read = 0
-        """Pages read from SQLite so far (a page read again after it was dropped counts again)."""
+        """Pages read from SQLite so far, whole or as a fold reads them (a page read again
+        counts again)."""
 
     def __len__(self) -> int:
         return self._length
@@ -71,6 +75,43 @@ class LogEvents(Sequence[Event]):
     def __iter__(self) -> Iterator[Event]:
         for p in range(0, self._length, FOLD_CHUNK):
             yield from self._page(p // FOLD_CHUNK)
+
+    def fold_events(self, low: int, high: int) -> list[FoldEvent]:
+        """Events ``low`` to ``high`` (exclusive) as a fold reads them, every link checked, in
+        one read of each row: what moving the state on needs, not what a view shows. The
+        orders placed and the record-only events are left out, a decision is decoded to the
+        facts the fold counts (``ledger.projection.FoldEvent``), and a page already checked
+        is not hashed again (SQLite leaves the passed-by types out itself then). Measured on a
+        million-event log: a third of the time of reading, checking and decoding the pages
+        whole (``arena bench step``)."""
+        pages = range(low // FOLD_CHUNK, (high - 1) // FOLD_CHUNK + 1) if high > low else ()
+        self.pages_read += len(pages)
+        if all(p in self._checked for p in pages):
+            joined = self._store.payload_arrays(
+                self._cohort, high - low, skip=IGNORED_BY_FOLD, after_version=low,
+                through_version=high,
+            )  # fmt: skip
+            text = next(joined, b"[]")
+        else:
+            payloads = [
+                payload
+                for page in self._store.checked_payloads(self._cohort, low, high)
+                for payload in page
+                if not payload.startswith(_UNFOLDED)
+            ]
+            self._checked.update(
+                p
+                for p in pages
+                if p * FOLD_CHUNK >= low and min((p + 1) * FOLD_CHUNK, self._length) <= high
+            )
+            text = b"[" + b",".join(payloads) + b"]"
+        try:
+            return _fold_decoder.decode(text)
+        except msgspec.MsgspecError as exc:
+            raise LedgerError(
+                f"{self._store.path}: an event of {self._cohort} after its event {low} is not "
+                f"a readable event ({exc}); run 'arena verify'"
+            ) from None
 
     def _page(self, p: int) -> list[Event]:
         page = self._pages.get(p)
@@ -118,8 +159,9 @@ def scan_facts(store: EventStore, cohort: str) -> list[Fact]:
 def open_timeline(store: EventStore, cohort: str) -> Timeline:
     """``cohort`` of ``store`` as a timeline that reads the log as it is stepped through (the
     store must stay open while the timeline is used)."""
+    events = LogEvents(store, cohort)
     return Timeline(
-        LogEvents(store, cohort), cohort, scan_facts(store, cohort), _restorers(store, cohort)
+        events, cohort, scan_facts(store, cohort), _restorers(store, cohort), events.fold_events
     )
 
 

@@ -47,7 +47,8 @@ from ledger.events import (
     PositionSettled,
     PromptStored,
 )
-from ledger.projection import HANDLERS, CohortState
+from ledger.projection import HANDLERS, CohortState, FoldEvent
+from ledger.rebuild import cycle_collector_paused
 from ledger.snapshot import SnapshotError
 
 CHECKPOINT_EVERY = 5_000
@@ -55,7 +56,8 @@ CHECKPOINT_EVERY = 5_000
 bench step``)."""
 
 FOLD_CHUNK = 1_000
-"""Events a fold takes from the sequence at once (a finished log's page)."""
+"""Events in a finished log's page, and in a slice of ``warm`` (a few milliseconds: a key
+pressed meanwhile waits for no more)."""
 
 TAIL_TYPES = (
     OrderPlaced, OrderFilled, OrderRejected, ModelCalled, PromptStored, PositionSettled,
@@ -123,6 +125,9 @@ def folding(cohort: str, where: str = "") -> Iterator[None]:
         ) from None
 
 
+FoldSource = Callable[[int, int], Sequence[Event | FoldEvent]]
+"""Events ``low`` to ``high`` (exclusive) of a cohort, as a fold reads them."""
+
 Restore = Callable[[], CohortState]
 """A base not yet read: a log snapshot's state, restored (and checked) when first needed;
 SnapshotError when it cannot be used."""
@@ -141,12 +146,15 @@ class Timeline:
     """One cohort's events, its stops, its mark history, and its state at any cut.
 
     ``facts`` are the events' facts (``facts_of(events)`` unless a reader scanned them from
-    the log), ``snapshots`` the log's snapshots by the cut they were taken at."""
+    the log), ``snapshots`` the log's snapshots by the cut they were taken at, ``fold_events``
+    the events from one index to another as the fold reads them (a finished log's reader
+    leaves out what the fold passes by; by default the events themselves)."""
 
     events: Sequence[Event]
     cohort: str
     facts: Iterable[Fact] | None = None
     snapshots: dict[int, Restore] = field(default_factory=dict)
+    fold_events: FoldSource | None = None
     stops: list[Stop] = field(default_factory=list, init=False)
     marks: dict[str, MarkHistory] = field(default_factory=dict, init=False)
     decisions: dict[str, list[int]] = field(default_factory=dict, init=False)
@@ -168,6 +176,7 @@ class Timeline:
         self._checkpoints: dict[int, CohortState] = {}
         self._fold = _Fold(CohortState(self.cohort), 0)
         self._warming: tuple[_Fold, int] | None = None  # a warm-up fold and where it stops
+        self._warmed: _Fold | None = None  # the last warm-up fold, ended on a checkpoint
 
     def extend(self, events: Sequence[Event]) -> None:
         """Events appended to the log since (a live replay's next step): index them and move
@@ -245,7 +254,8 @@ class Timeline:
                 return kept
             restore = self.snapshots.pop(newest)
             try:
-                self._checkpoints[newest] = restore()
+                with cycle_collector_paused(keep=True):
+                    self._checkpoints[newest] = restore()
             except SnapshotError as exc:
                 self.notes.append(f"the snapshot after event {newest} is unusable: {exc}")
 
@@ -255,21 +265,23 @@ class Timeline:
 
     def _fold_to(self, fold: _Fold, cut: int) -> None:
         """Fold ``fold`` on to ``cut``, keeping a checkpoint at every ``CHECKPOINT_EVERY``."""
-        state, events, cohort = fold.state, self.events, self.cohort
-        while fold.cut < cut:
-            stop = min(
-                cut, fold.cut + FOLD_CHUNK, (fold.cut // CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY
-            )
-            chunk = events[fold.cut : stop]
-            with folding(cohort, f" before its event {stop}"):
-                for e in chunk:
-                    if e.cohort == cohort:
-                        handler = HANDLERS.get(type(e))
-                        if handler is not None:
-                            handler(state, e)
-            fold.cut = stop
-            if stop % CHECKPOINT_EVERY == 0 and stop not in self._checkpoints:
-                self._checkpoints[stop] = state.copy()
+        state, cohort = fold.state, self.cohort
+        read = self.fold_events or self._events_between
+        with cycle_collector_paused(keep=True):
+            while fold.cut < cut:
+                stop = min(cut, (fold.cut // CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY)
+                with folding(cohort, f" before its event {stop}"):
+                    for e in read(fold.cut, stop):
+                        if e.cohort == cohort:
+                            handler = HANDLERS.get(type(e))
+                            if handler is not None:
+                                handler(state, e)
+                fold.cut = stop
+                if stop % CHECKPOINT_EVERY == 0 and stop not in self._checkpoints:
+                    self._checkpoints[stop] = state.copy()
+
+    def _events_between(self, low: int, high: int) -> Sequence[Event]:
+        return self.events[low:high]
 
     def warm(self, budget: int = FOLD_CHUNK) -> bool:
         """Fold up to ``budget`` events towards a missing checkpoint, on a fold of its own (the
@@ -287,11 +299,13 @@ class Timeline:
                 return False
             below = [c for c in missing if c <= self._fold.cut]
             target = below[-1] if below else missing[0]
-            self._warming = (self._fold_from(self._base(target)), target)
+            base, done = self._base(target), self._warmed
+            fold = done if done is not None and done.cut == base else self._fold_from(base)
+            self._warming, self._warmed = (fold, target), None
         fold, target = self._warming
         self._fold_to(fold, min(target, fold.cut + budget))
-        if fold.cut >= target:
-            self._warming = None
+        if fold.cut >= target:  # its state is not a checkpoint's: the next stretch goes on with it
+            self._warming, self._warmed = None, fold
         return True
 
     # -- moving between stops ----------------------------------------------------------------

@@ -559,40 +559,51 @@ class EventStore:
     ) -> int:
         """Check the chain links of one stream's events after ``after_version`` (through
         ``through_version``: a reader that folds a page at a time checks that page); return
-        how many were checked.
+        how many were checked. See :meth:`checked_payloads`."""
+        return sum(map(len, self.checked_payloads(stream, after_version, through_version)))
+
+    def checked_payloads(
+        self, stream: str, after_version: int = 0, through_version: int | None = None
+    ) -> Iterator[list[bytes]]:
+        """The payloads of one stream's events after ``after_version`` (through
+        ``through_version``), a page at a time, each page's chain links checked before it is
+        handed out: a reader that folds the events reads each row once, not once to check and
+        again to fold.
 
         Each row must hash from its stored predecessor (the row before it in the global log,
         whichever stream that is) and follow its stream's previous version, so an edited
-        payload, a deleted or inserted row is caught at the row, for about a microsecond an
-        event, without reading the other streams. A consistent re-hash of everything from the
-        edit onwards is what this cannot see; ``verify`` with a recorded head or the closing
-        snapshots does. Raises IntegrityError naming the first bad seq.
+        payload, a deleted or inserted row is caught at the row, without reading the other
+        streams. While the stream's rows follow each other in the log (a cohort is appended in
+        one run) the predecessor is the row just checked; only a row after another stream's
+        run looks its predecessor up. A consistent re-hash of everything from the edit onwards
+        is what this cannot see; ``verify`` with a recorded head or the closing snapshots does.
+        Raises IntegrityError naming the first bad seq.
         """
         found = self._fetch("SELECT id FROM streams WHERE key = ?", (stream,))
         if not found:
-            return 0
+            return
         stream_id = found[0][0]
         framing = stream.encode() + b"\x00"
         sql = (
-            "SELECT e.seq, e.version, CAST(e.payload AS BLOB), e.hash, p.hash FROM events e"
-            " LEFT JOIN events p ON p.seq = e.seq - 1"
-            " WHERE e.stream_id = ? AND e.version > ? AND e.version <= ?"
-            f" ORDER BY e.version LIMIT {_PAGE}"
+            "SELECT seq, version, CAST(payload AS BLOB), hash FROM events"
+            f" WHERE stream_id = ? AND version > ? AND version <= ? ORDER BY version LIMIT {_PAGE}"
         )
         sha256 = hashlib.sha256
-        version, checked = after_version, 0
+        version, last_seq, prev = after_version, -1, GENESIS
         last = self._version_of(stream_id) if through_version is None else through_version
         while page := self._fetch(sql, (stream_id, version, last)):
-            for seq, row_version, payload, row_hash, prev in page:
+            for seq, row_version, payload, row_hash in page:
                 if row_version != version + 1:
                     raise self._broken(seq, f"breaks its stream's version order ({row_version})")
-                if prev is None and seq != 1:
-                    raise self._broken(seq, "does not link to its predecessor")
-                if sha256((prev or GENESIS) + framing + payload).digest() != row_hash:
+                if seq != last_seq + 1:
+                    found_prev = GENESIS if seq == 1 else self.hash_at(seq - 1)
+                    if found_prev is None:
+                        raise self._broken(seq, "does not link to its predecessor")
+                    prev = found_prev
+                if sha256(prev + framing + payload).digest() != row_hash:
                     raise self._broken(seq, "was altered (hash mismatch)")
-                version = row_version
-            checked += len(page)
-        return checked
+                version, last_seq, prev = row_version, seq, row_hash
+            yield [row[2] for row in page]
 
     def head(self) -> tuple[int, bytes]:
         """``(seq, hash)`` of the newest event: what a replay leaves, to be checked later.

@@ -150,6 +150,27 @@ def test_an_altered_event_stops_the_fold_that_reaches_it_with_its_seq(
     assert "event 3500 was altered" in one_line_error(arena("step", db, "--json"))
 
 
+def test_an_altered_event_the_fold_passes_by_still_stops_it(
+    logged: tuple[Path, list[Event]], tmp_path: Path
+) -> None:
+    """The fold leaves out the orders placed (they change no state) but reads and hashes
+    every row: an edited ``OrderPlaced`` between a snapshot and the cut is named, whether the
+    cut is reached by a jump or by the warm-up."""
+    db = _copy(logged, tmp_path)
+    seq = sqlite3.connect(db).execute(
+        "SELECT min(seq) FROM events_view WHERE type = 'OrderPlaced' AND seq > 4500"
+    ).fetchone()[0]
+    _tamper(db, f"{RESPACE} WHERE seq = {seq}")
+    with EventStore.open(db, readonly=True) as store:
+        line = open_timeline(store, COHORT)
+        with pytest.raises(IntegrityError, match=f"event {seq} was altered"):
+            line.state_at(seq + 10)
+        warmed = open_timeline(store, COHORT)
+        with pytest.raises(IntegrityError, match=f"event {seq} was altered"):
+            while warmed.warm(1_000):
+                pass
+
+
 def test_in_the_app_a_damaged_page_is_said_and_the_view_stays(
     logged: tuple[Path, list[Event]], tmp_path: Path
 ) -> None:

@@ -326,6 +326,41 @@ def test_the_chain_checked_in_pages_names_the_same_first_event(
         assert min(named) == bad_seq, (cut, named)
 
 
+@pytest.mark.parametrize(
+    ("statement", "bad_seq", "what"),
+    [
+        (None, None, ""),
+        ("UPDATE events SET hash = zeroblob(32) WHERE seq = 4", 5, "was altered"),
+        ("DELETE FROM events WHERE seq = 4", 5, "does not link to its predecessor"),
+        ("UPDATE events SET payload = replace(payload, '0.5', '0.6') WHERE seq = 5", 5, "altered"),
+        ("UPDATE events SET payload = replace(payload, '0.5', '0.6') WHERE seq = 2", 2, "altered"),
+    ],
+)
+def test_a_streams_links_are_checked_across_another_streams_run(
+    db: Path, statement: str | None, bad_seq: int | None, what: str
+) -> None:
+    """``checked_payloads`` reads one stream and takes a row's predecessor from the row before
+    it while the stream runs on, looking it up only after another stream's run: a's third
+    event (seq 5) must still link to b's last (seq 4), and an edit on either side of the seam
+    is named where a whole-log check names it."""
+    with EventStore.open(db) as store:
+        store.append("a", [marked(1), marked(2)])
+        store.append("b", [marked(3), marked(4)])
+        store.append("a", [marked(5), marked(6)])
+        pages = list(store.checked_payloads("a", 1, 3))
+        assert [json.loads(p)["ts"] for page in pages for p in page] == [2, 5]
+    if statement is None:
+        with EventStore.open(db, readonly=True) as store:
+            assert store.check_links("a") == 4 and store.check_links("a", 2) == 2
+        return
+    _tamper(db, statement)
+    with EventStore.open(db, readonly=True) as store:
+        for after in (0, 1):
+            with pytest.raises(IntegrityError, match=what) as caught:
+                store.check_links("a", after)
+            assert caught.value.seq == bad_seq
+
+
 def test_chain_links_rows_with_link_hash(db: Path) -> None:
     with EventStore.open(db) as store:
         store.append("s", [marked(1)])
