@@ -287,9 +287,15 @@ class Timeline:
         """Fold up to ``budget`` events towards a missing checkpoint, on a fold of its own (the
         state a view reads is not moved); False once every checkpoint is laid down.
 
-        The checkpoints below the cut last shown come first, the nearest stretch first (from
-        the newest base below the highest missing one up to it): stepping back is what a
-        person does next. Then the rest of the log, forwards."""
+        The log's snapshots are restored first, one a call, the newest first: the end of a
+        closed log is one key away ("run to the end") and its closing snapshot is the state
+        there, and each restored one bounds the fold of a far jump. Then the checkpoints below
+        the cut last shown, the nearest stretch first (from the newest base below the highest
+        missing one up to it): stepping back is what a person does next. Then the rest of
+        the log, forwards."""
+        if self._warming is None and self.snapshots:
+            self._base(max(self.snapshots))
+            return True
         if self._warming is None:
             missing = [
                 c for c in range(CHECKPOINT_EVERY, len(self.events) + 1, CHECKPOINT_EVERY)
