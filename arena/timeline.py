@@ -28,6 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 
@@ -88,10 +89,10 @@ def facts_of(events: Sequence[Event], start: int = 0) -> Iterable[Fact]:
             yield i, e
 
 
-@dataclass(frozen=True)
-class Stop:
+class Stop(NamedTuple):
     """A cut a person steps to: ``kind`` is decision, resolution or end; ``at`` the index of the
-    event it is about (the decision or the resolution; for the end, the last event)."""
+    event it is about (the decision or the resolution; for the end, the last event). A tuple:
+    a million-event log has a few hundred thousand, made while the first screen waits."""
 
     cut: int
     kind: str
@@ -204,9 +205,10 @@ class Timeline:
                         h = self.marks[market] = MarkHistory([], [])
                     h.index.append(i)
                     h.prices.append(prices)
-            elif isinstance(e, DecisionMade | Decided):
-                self.decisions.setdefault(e.agent, []).append(i)
-                self._open = (i, "decision", Decided(e.agent, e.week))
+            elif isinstance(e, Decided | DecisionMade):
+                decided = e if isinstance(e, Decided) else Decided(e.agent, e.week)
+                self.decisions.setdefault(decided.agent, []).append(i)
+                self._open = (i, "decision", decided)
             elif isinstance(e, MarketResolved | MarketVoided):
                 self._open = (i, "resolution", None)
             elif isinstance(e, MarketListed):
