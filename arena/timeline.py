@@ -239,12 +239,30 @@ class Timeline:
         """The fold of the first ``cut`` events. The returned state is the timeline's own and
         changes on the next call: read it, do not keep it. LedgerError if the log's events do
         not fold (or, read from SQLite, do not hold together)."""
+        self.fold_towards(cut)
+        return self._fold.state
+
+    def fold_towards(self, cut: int, budget: int | None = None) -> bool:
+        """Move the fold a view reads towards ``cut``, by at most ``budget`` events (all the
+        way without one); True once ``state_at(cut)`` has nothing left to fold. A screen that
+        must not freeze on a far jump folds there a slice at a time between keys."""
         cut = max(0, min(cut, len(self.events)))
         base = self._base(cut)
         if cut < self._fold.cut or base > self._fold.cut:
             self._fold = self._fold_from(base)
-        self._fold_to(self._fold, cut)
-        return self._fold.state
+        self._fold_to(self._fold, cut if budget is None else min(cut, self._fold.cut + budget))
+        return self._fold.cut == cut
+
+    def distance(self, cut: int) -> int:
+        """How many events ``state_at(cut)`` would fold: from the fold a view last read, when
+        it lies at or before ``cut`` and after every base, else from the nearest base (a log
+        snapshot not yet restored counts as a base: restoring it is one read)."""
+        cut = max(0, min(cut, len(self.events)))
+        base = max(
+            max((c for c in self._checkpoints if c <= cut), default=0),
+            max((c for c in self.snapshots if c <= cut), default=0),
+        )
+        return cut - max(base, self._fold.cut) if self._fold.cut <= cut else cut - base
 
     def _base(self, cut: int) -> int:
         """The cut of the newest base at or before ``cut``: a checkpoint, a log snapshot

@@ -80,6 +80,11 @@ def test_the_state_at_any_cut_in_any_order_is_the_fold_of_the_log_cut_there(
     with EventStore.open(db, readonly=True) as store:
         line = open_timeline(store, COHORT)
         for i, cut in enumerate(cuts):
+            if i % 3 == 2:  # a far move folded in slices between keys gets to the same state
+                budget = data.draw(st.integers(1, 3_000))
+                while not line.fold_towards(cut, budget):
+                    assert line.distance(cut) > 0
+                assert line.distance(cut) == 0
             assert encode_state(line.state_at(cut)) == fold(events[:cut]), cut
             if i % 2:
                 line.warm(700)  # a warm-up between keys never moves what a view reads
@@ -203,6 +208,50 @@ def test_in_the_app_a_damaged_page_is_said_and_the_view_stays(
 
         asyncio.run(run())
     assert any("event 6900 was altered" in m for m in shown), shown
+
+
+def test_a_far_jump_folds_between_keys_and_draws_when_it_arrives(
+    logged: tuple[Path, list[Event]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the warm-up, a jump farther than ``FOLD_AT_ONCE`` events does not freeze the
+    screen: the view stays, the header counts the events to go while the fold moves a slice
+    at a time, and the view drawn on arrival is the log's at that cut. A near move pressed
+    meanwhile replaces it."""
+    from arena import step_app
+    from arena.step_view import build_view
+
+    monkeypatch.setattr(step_app, "FOLD_AT_ONCE", 1_000)
+    monkeypatch.setattr(step_app, "FOLD_SLICE", 400)
+    monkeypatch.setattr(step_app, "WARM_EVERY", 60.0)  # the slices run when the test says
+    db, events = logged
+    end = len(events)
+    with EventStore.open(db, readonly=True) as store:
+        line = open_timeline(store, COHORT)
+        line.snapshots.clear()  # no base but the empty state: the end is 7,000 events away
+
+        async def run() -> None:
+            app = StepApp(line, ["x", "y", "z"], "x")
+            async with app.run_test(size=(100, 30)) as pilot:
+                await pilot.pause()
+                start = app.cut
+                await pilot.press("e")
+                assert app.cut == start and app.pending == (end, True)
+                assert "folding, 7,0" in str(app.query_one("#header").render())
+                app.fold_pending()
+                left = line.distance(end)
+                assert app.cut == start and 0 < left <= end - 400
+                assert f"folding, {left:,} events to go" in str(app.query_one("#header").render())
+                await pilot.press("d")  # near: drawn at once, the far move dropped
+                assert app.pending is None and app.cut == line.next_stop(start, "decision")
+                await pilot.press("e")
+                while app.pending is not None:
+                    app.fold_pending()
+                assert app.cut == end and app.history[-1] == line.next_stop(start, "decision")
+                fresh = open_timeline(store, COHORT)
+                fresh.snapshots.clear()
+                assert app.view.standings == build_view(fresh, end, "x").standings
+
+        asyncio.run(run())
 
 
 def test_an_unusable_snapshot_is_passed_over_with_a_note(
