@@ -20,7 +20,9 @@ step, a mark every 50 steps), written to SQLite as a replay writes them: a snaps
   start and imports included), and in this process the scan that indexes the log
   (``open_timeline``) and the first view. ``to_end`` is the view at the end (the
   closing snapshot). ``cold`` is the view at decisions picked at random before any warm-up
-  (restored from the log's snapshots and folded from there), ``warm_up`` the CPU time the
+  (restored from the log's snapshots and folded from there), ``back_through_a_walk`` the
+  step-back key after a jump and a walk of 200 decisions forward, before any warm-up (each
+  view built afresh), ``warm_up`` the CPU time the
   app spends between keys laying down a checkpoint every ``CHECKPOINT_EVERY`` events, and
   ``to_any_decision`` the view at decisions picked at random across the log, in random
   order, after it: restore the nearest checkpoint, fold the rest, build the view. Like the
@@ -58,6 +60,8 @@ from ledger.store import EventStore
 from ledger.stream import SNAPSHOT_EVERY
 
 COHORT = "bench-rebuild"
+WALK = 200
+"""Decisions walked forward before stepping back through them (``bench_step_back``)."""
 
 
 def _write_log(path: Path, n_events: int, markets: int, agents: Sequence[str]) -> int:
@@ -170,12 +174,13 @@ def bench_step_back(n_events: int = 1_000_000, samples: int = 40, seed: int = 0)
             decisions = [s for s in line.stops if s.kind == "decision"]
             rng = random.Random(seed)
             cold = [_view_at(line, stop) for stop in rng.sample(decisions, min(5, len(decisions)))]
+            back = _walk_back(line, decisions, rng)
             clock = Clock()
             while line.warm():
                 gc.freeze()  # as the app does after each slice (see StepApp.warm)
             warm_up = clock.read()
             picks = rng.sample(decisions, min(samples, len(decisions)))
-            back = [_view_at(line, stop) for stop in picks]
+            anywhere = [_view_at(line, stop) for stop in picks]
     return {
         "events": made,
         "checkpoint_every": CHECKPOINT_EVERY,
@@ -190,8 +195,24 @@ def bench_step_back(n_events: int = 1_000_000, samples: int = 40, seed: int = 0)
         "to_end": {"cpu_ms": round(to_end[0] * 1e3, 1), "wall_ms": round(to_end[1] * 1e3, 1)},
         "cold": _timed(cold),
         "warm_up": {"cpu_s": round(warm_up[0], 2), "wall_s": round(warm_up[1], 2)},
-        "to_any_decision": _timed(back),
+        "back_through_a_walk": _timed(back),
+        "to_any_decision": _timed(anywhere),
     }
+
+
+def _walk_back(
+    line: Timeline, decisions: list[Stop], rng: random.Random
+) -> list[tuple[float, float]]:
+    """Before any warm-up: a jump to a random decision past the middle of the log, then
+    ``WALK`` decisions forward, then the step-back key through all of them, each view built
+    afresh (the app keeps the last 64; here none): what "back" costs wherever a person has
+    walked, the figures of the steps back."""
+    walk = min(WALK, len(decisions) // 2)
+    start = rng.randrange(len(decisions) // 2, len(decisions) - walk + 1)
+    walked = decisions[start : start + walk]
+    for stop in walked:
+        build_view(line, stop.cut, stop.agent)
+    return [_view_at(line, stop) for stop in reversed(walked[:-1])]
 
 
 def _view_at(line: Timeline, stop: Stop) -> tuple[float, float]:

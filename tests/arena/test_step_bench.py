@@ -33,6 +33,7 @@ def test_step_back_samples_decisions_across_the_log() -> None:
     assert figures["events"] > 12_000
     assert figures["to_any_decision"]["cpu"]["samples"] == 5
     assert figures["cold"]["wall"]["samples"] == 5
+    assert figures["back_through_a_walk"]["cpu"]["samples"] == 199  # 200 walked, back from the last
     assert figures["open"]["to_first_screen_s"] > 0 < figures["open"]["to_first_screen_cpu_s"]
     assert figures["open"]["scan_cpu_s"] <= figures["open"]["scan_and_first_view_cpu_s"]
     assert set(figures["to_end"]) == {"cpu_ms", "wall_ms"}
