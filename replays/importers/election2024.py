@@ -9,8 +9,9 @@ category) that the markets' embedded events lack.
 winner derived from its final price by the same §1.9 rule (a side at or above 0.99 wins),
 resolving at its last point because its real close instant is unknown.
 
-Each market is covered until its own last point: the source recorded a race's price until it
-was called, which for a few races was weeks before their market closed.
+Each market is covered until its own last point, where its recording stops: a series stops
+growing when its market stops trading, or where the source's commits stopped (2024-11-12),
+which for three markets is one to two weeks before Gamma's ``closedTime``.
 """
 
 from __future__ import annotations
@@ -140,9 +141,10 @@ def import_election2024(directory: str | Path = DEFAULT_DIR) -> ImportResult:
 
 
 def _covered_to_last_points(tape: Tape) -> Tape:
-    """The map snapshots stopped recording a race once it was called (Vermont's presidential
-    series ends on 2024-11-06 though its market closed on 11-20), so each market is covered
-    until its own last point, not until it closed."""
+    """Each market is covered until its own last point, not until it closed. Vermont's
+    presidential series ends on 2024-11-06 12:00: UMA resolved the market at 13:32, and the
+    source's twelve later commits never extended the series, but Gamma closed it only on 11-20.
+    Covered until then, its last price (0.999) would be traded for two weeks after it ceased."""
     markets = [
         msgspec.structs.replace(market, covered_until=int(tape.times(m)[-1]))
         for m, market in enumerate(tape.markets)

@@ -11,7 +11,7 @@ def sample_path() -> Path:
 SAMPLE = "sample"
 """The embedded tape's name wherever a command takes a tape file."""
 
-SAMPLE_HASH = "1569b5755d678b429be4705347b251d13e0c0c5a1f31f7df3b28b85fc773789d"
+SAMPLE_HASH = "70058e06106eda8bf5317f48bc813b69fe2e2c4f5914e35cb450df9d41a7a777"
 """The embedded tape's content hash, so a log can be told to come from it without loading it
 (a test checks it against the file)."""
 

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
 from replays.errors import TapeError
 from replays.importers import import_election2024, import_polymarket
+from replays.importers.election2024 import NATIONAL_ID
 from replays.importers.parsing import align_outcomes, market_info, parse_ts, verdict
-from replays.samples import sample_path
-from replays.tape import Tape
+from replays.samples import SAMPLE_HASH, sample_path
 from replays.tapefile import load_tape, save_tape
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "polymarket"
@@ -163,25 +164,58 @@ def test_import_errors_are_one_line(tmp_path: Path) -> None:
 
 
 @needs_shared
-def test_election_import_matches_the_embedded_sample() -> None:
-    """The sample was imported before tapes carried scheduled ends and coverage, and is kept as
-    it was (its hash, so every cohort id, unchanged): without those fields the import is it."""
-    tape = import_election2024(SHARED / "election2024").tape
-    older = [
-        msgspec.structs.replace(m, end_ts=None, covered_until=None, volume_history=())
+def test_election_import_is_the_embedded_sample(tmp_path: Path) -> None:
+    """The sample is today's import of the shared data: written again, every member of the
+    file is the same bytes (the members, not the zip: deflate's output may differ between zlib
+    builds, what it inflates to may not)."""
+    again = tmp_path / "election2024.tape"
+    save_tape(import_election2024(SHARED / "election2024").tape, again)
+    with zipfile.ZipFile(sample_path()) as shipped, zipfile.ZipFile(again) as made:
+        assert [(i.filename, i.date_time) for i in shipped.infolist()] == [
+            (i.filename, i.date_time) for i in made.infolist()
+        ]
+        for name in shipped.namelist():
+            assert shipped.read(name) == made.read(name), name
+    assert load_tape(again, verify_hash=True).hash == SAMPLE_HASH
+
+
+@needs_shared
+def test_election_coverage_is_where_each_recording_stops() -> None:
+    """Each market is covered until the last point its source recorded, read here from the raw
+    files, not from the tape. For 97 of the 100 Gamma markets that point is under 12 h before
+    Gamma's closedTime (the CLOB history ends with trading); for three it is days before:
+    Vermont president (its series ends 11-06 12:00, 1.5 h before UMA resolved it at 13:32, but
+    Gamma closed it only on 11-20) and the two still trading when the source's last commit was
+    made on 11-12 (Pennsylvania senate, Vermont governor)."""
+    folder = SHARED / "election2024"
+    tape = import_election2024(folder).tape
+    with open(folder / "election2024_market_index.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    raw = {f: json.loads((folder / "tapes" / Path(f).name).read_text())
+           for f in {r["tape_file"] for r in rows}}  # fmt: skip
+    for row in rows:
+        market = tape.markets[tape.index[row["gamma_market_id"] or NATIONAL_ID]]
+        assert market.covered_until == raw[row["tape_file"]][row["region"]][-1]["t"], row["region"]
+    early = sorted(
+        m.id
         for m in tape.markets
-    ]
-    sample = load_tape(sample_path())
-    assert Tape(older, *tape.columns, tape.resolutions).hash == sample.hash
-    assert tape.hash != sample.hash
-    vermont = tape.markets[tape.index["255186"]]  # called early: its series stops on 11-06
-    assert vermont.covered_until == int(tape.times(tape.index["255186"])[-1]) == 1730894403
-    assert vermont.close_ts == 1732124310 and vermont.end_ts == parse_ts("2024-11-05T12:00:00Z")
-    national = tape.resolutions["election2024-president-national"]
+        if m.close_ts is not None and m.close_ts - tape.coverage(tape.index[m.id]) > 12 * 3600
+    )
+    assert early == ["255186", "500108", "501491"]
+    vermont = tape.markets[tape.index["255186"]]
+    assert vermont.covered_until == 1730894403  # 2024-11-06 12:00:03 UTC = 1730851200 + 43203
+    assert vermont.close_ts == parse_ts("2024-11-20 17:38:30.502018+00")
+    assert vermont.end_ts == parse_ts("2024-11-05T12:00:00Z")
+    # the tape's last points: Pennsylvania senate 2024-11-12 14:01:03, Vermont governor 15:01:03
+    assert tape.coverage(tape.index["500108"]) == 1731420063
+    assert tape.coverage(tape.index["501491"]) == 1731423663
+    national = tape.resolutions[NATIONAL_ID]
     assert national.winner == "No"  # final price 0.0015: NO at 0.9985 >= 0.99
     pa = tape.markets[tape.index["255151"]]
     assert pa.volume == pytest.approx(12_960_333.136703)
     assert pa.category == next(t for t in pa.tags if t != "All")
+    # every market of the shared data is closed: its volume is only known as final
+    assert all(m.volume_history == () for m in tape.markets)
 
 
 @needs_shared

@@ -40,10 +40,13 @@ def test_show_sample_lists_markets_by_volume(arena: Arena) -> None:
     assert result.exit_code == 0
     rows = json.loads(result.output)["market_rows"]
     assert [r["id"] for r in rows] == ["255151", "255143"]  # PA then MI president
-    # the sample records no coverage and no scheduled end: the default, the tape's last point
-    assert {(r["covered_until"], r["coverage_recorded"], r["scheduled_end"]) for r in rows} == {
-        ("2024-11-12 15:01", False, None)
-    }
+    # each is covered until its own last point (the CLOB history ends with trading, under 12 h
+    # before Gamma's closedTime: PA 11-07 12:53, MI 11-07 09:59), not the tape's (11-12 15:01),
+    # and shown its scheduled end (Gamma endDate)
+    assert [(r["covered_until"], r["coverage_recorded"], r["scheduled_end"]) for r in rows] == [
+        ("2024-11-07 12:00", True, "2024-11-05 12:00"),
+        ("2024-11-07 00:00", True, "2024-11-05 12:00"),
+    ]
 
 
 def test_validate_reports_each_file_and_fails_on_any_bad(arena: Arena, tmp_path: Path) -> None:
