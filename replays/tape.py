@@ -446,8 +446,8 @@ class Tape:
 
         A tape that records no coverage is taken to reach its last point, the latest instant
         of any market, and no further: nothing says its recording went on after that. (Taking
-        a resolved market as covered until it closed would carry three of the sample's prices
-        a week or two past where their source stopped recording them.)"""
+        a resolved market as covered until it closed would carry three of the 2024 election
+        markets' prices a week or two past where their source stopped recording them.)"""
         recorded = self.markets[m].covered_until
         return self.span()[1] if recorded is None else recorded
 
