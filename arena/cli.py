@@ -8,6 +8,7 @@ test checks that it is still the first line of the command's own help.
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import importlib.util
 import sys
@@ -141,6 +142,10 @@ def main() -> None:
     click would print its usage block above a usage error; the one line that says what was
     wrong is the part a person needs (``--help`` has the rest).
     """
+    # a plugin's native code that crashes Python (a segfault) ends the process where no
+    # Python can run to say so: the crash's own trace, with the plugin's line in it, is the
+    # most that can be printed (under --isolate the crash is the agent's recorded error)
+    faulthandler.enable()
     try:
         cli(standalone_mode=False)
     except click.UsageError as exc:

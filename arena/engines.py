@@ -18,8 +18,10 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -101,10 +103,25 @@ class LocalEngine:
             }
             try:
                 for future in as_completed(futures):
-                    yield futures[future], future.result
+                    k = futures[future]
+                    yield k, partial(_recording, future, configs[k])
             finally:
                 for future in futures:
                     future.cancel()  # an error or an interrupt: start nothing more
+
+
+def _recording(future: Future[RecordedCohort], config: CohortConfig) -> RecordedCohort:
+    """A worker's recording; a pool whose process died (killed by a signal: a plugin's native
+    code crashing Python, or the kernel out of memory) as one line, not the pool's traceback."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise EngineError(
+            f"a worker process died abruptly before the cohort from {config.start:%Y-%m-%d} "
+            "finished (a plugin's native code crashed Python, or memory ran out); the cohorts "
+            "before it are in the log and the same command resumes there; --isolate runs each "
+            "agent in a process of its own, where a crash is that agent's recorded error"
+        ) from None
 
 
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")

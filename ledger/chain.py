@@ -64,7 +64,10 @@ class ChainCursor:
             self._versions[stream] += len(rows)
         # rows missing at the page's end: the next link cannot be checked from the last row
         # read (the page after names the row after the hole, as verify_chain does)
-        self._prev = hashes[-1] if len(rows) == through - after else None
+        if len(rows) != through - after:
+            self._prev = None
+        elif rows:  # an empty page (an empty log's only one) leaves the link where it was
+            self._prev = hashes[-1]
         self.last = through
         if stream is not None:
             return payloads, self.keys[stream]

@@ -103,6 +103,8 @@ def report(
     if as_json:
         click.echo(json.dumps(report_data(ledger, usage, intervals), indent=2))
         return
+    if not ledger.cohorts:  # a replay stopped before its first step leaves an empty log
+        raise click.ClickException(f"{db} holds no cohorts: nothing to report")
     console = make_console()
     print_report(console, ledger, detail=True if cohorts or show_all else None,
                  intervals=intervals, usage=usage)  # fmt: skip

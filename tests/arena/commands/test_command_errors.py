@@ -12,6 +12,7 @@ from click.testing import Result
 from arena.errors import ArenaError, domain_errors
 from arena.settings import SettingsError
 from ledger.errors import LedgerError
+from ledger.store import EventStore
 from replays.errors import TapeError
 from strategies.api import StrategyError
 from tests.conftest import Arena
@@ -39,6 +40,21 @@ def test_verify_and_step_name_a_file_that_is_no_log(arena: Arena, tmp_path: Path
         line = one_line(arena(command, junk))
         assert line.startswith(f"Error: {junk}: ") and "event log" in line
     assert junk.read_bytes() == b"not sqlite at all, just bytes " * 100
+
+
+def test_an_empty_log_verifies_and_reports_nothing_in_one_line(
+    arena: Arena, tmp_path: Path
+) -> None:
+    """A replay stopped before its first step (a plugin crashing the process, a kill) leaves
+    a log with no events: it verifies (its chain of nothing is intact) and every reader says
+    there is nothing in it, where verify raised an IndexError and report printed nothing."""
+    db = tmp_path / "empty.db"
+    EventStore.open(db).close()
+    checked = arena("verify", db)
+    assert checked.exit_code == 0, checked.output
+    assert checked.stdout.startswith(f"OK {db}: 0 events, hash chain intact")
+    assert one_line(arena("report", db)) == f"Error: {db} holds no cohorts: nothing to report"
+    assert one_line(arena("step", db)) == f"Error: {db} holds no cohorts"
 
 
 def test_verify_with_a_bad_tape_says_what_is_wrong_with_it(
