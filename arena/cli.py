@@ -8,6 +8,7 @@ test checks that it is still the first line of the command's own help.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib
 import importlib.util
@@ -145,7 +146,8 @@ def main() -> None:
     # a plugin's native code that crashes Python (a segfault) ends the process where no
     # Python can run to say so: the crash's own trace, with the plugin's line in it, is the
     # most that can be printed (under --isolate the crash is the agent's recorded error)
-    faulthandler.enable()
+    with contextlib.suppress(OSError, ValueError):  # a stderr with no file (a test's) cannot
+        faulthandler.enable()
     try:
         cli(standalone_mode=False)
     except click.UsageError as exc:
