@@ -9,9 +9,12 @@ category) that the markets' embedded events lack.
 winner derived from its final price by the same §1.9 rule (a side at or above 0.99 wins),
 resolving at its last point because its real close instant is unknown.
 
-Each market is covered until its own last point, where its recording stops: a series stops
-growing when its market stops trading, or where the source's commits stopped (2024-11-12),
-which for three markets is one to two weeks before Gamma's ``closedTime``.
+Coverage follows the generic importer's rule, which on this data cover each
+market until its own last point: every series runs past its market's scheduled end (2024-11-04
+or -05 12:00), and a series stops growing when its market stops trading, or where the source's
+commits stopped (2024-11-12), which for three markets is one to two weeks before Gamma's
+``closedTime``: Vermont's presidential series ends on 2024-11-06 12:00, where UMA resolved the
+market at 13:32, but Gamma closed it only on 11-20.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ import numpy as np
 from replays.errors import TapeError
 from replays.importers.parsing import clean_series, json_list
 from replays.importers.polymarket import ImportResult, Series, assemble, read_json
-from replays.tape import Tape
 from replays.validate import Instant
 
 DEFAULT_DIR = (
@@ -135,19 +137,5 @@ def import_election2024(directory: str | Path = DEFAULT_DIR) -> ImportResult:
         yes_token = row["yes_token_id"] or str(tokens[0])
         histories[yes_token] = series
     result = assemble(objects, histories, source=str(directory))
-    result.tape = _covered_to_last_points(result.tape)
     result.notes.extend(notes)
     return result
-
-
-def _covered_to_last_points(tape: Tape) -> Tape:
-    """Each market is covered until its own last point, not until it closed. Vermont's
-    presidential series ends on 2024-11-06 12:00: UMA resolved the market at 13:32, and the
-    source's twelve later commits never extended the series, but Gamma closed it only on 11-20.
-    Covered until then, its last price (0.999) would be traded for two weeks after it ceased."""
-    markets = [
-        msgspec.structs.replace(market, covered_until=int(tape.times(m)[-1]))
-        for m, market in enumerate(tape.markets)
-    ]
-    offsets, times, prices = tape.columns
-    return Tape(markets, offsets, times, prices, tape.resolutions, source="election2024")

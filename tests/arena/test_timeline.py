@@ -138,25 +138,70 @@ def test_a_sparse_tape_decides_weekly_until_its_markets_close() -> None:
     assert isinstance(closed, CohortClosed) and closed.reason == "every market settled"
 
 
-def test_an_imported_sparse_history_is_covered_until_its_market_closed(tmp_path: Path) -> None:
-    """A closed Gamma market whose CLOB history ends weeks before ``closedTime`` (illiquid, or
-    coarse fidelity) is covered until it closed: the cohort decides until then."""
-    closed_at = START + 3 * WEEK + 5 * 3600
+def sparse_market(tmp_path: Path, end_date: str) -> Tape:
+    """A closed Gamma market whose CLOB history ends days before the start (illiquid, or coarse
+    fidelity), scheduled to end on ``end_date`` and closed at +3w 5h."""
     obj = {
         "id": "9", "question": "Sparse?", "outcomes": '["Yes", "No"]', "clobTokenIds": '["1", "2"]',
-        "volumeNum": 50.0, "startDate": "2023-12-01T00:00:00Z", "endDate": "2024-01-20T00:00:00Z",
-        "closedTime": closed_at, "closed": True, "outcomePrices": '["0", "1"]',
+        "volumeNum": 50.0, "startDate": "2023-12-01T00:00:00Z", "endDate": end_date,
+        "closedTime": START + 3 * WEEK + 5 * 3600, "closed": True, "outcomePrices": '["0", "1"]',
     }  # fmt: skip
     markets = tmp_path / "m.json"
     markets.write_bytes(msgspec.json.encode([obj]))
     prices = tmp_path / "p.jsonl"
     prices.write_bytes(msgspec.json.encode({"token_id": "1", "history": [
         {"t": START - 5 * DAY, "p": 0.3}, {"t": START - 2 * DAY, "p": 0.25}]}))  # fmt: skip
-    tape = import_polymarket(markets, prices).tape
+    return import_polymarket(markets, prices).tape
+
+
+def test_an_imported_sparse_history_is_covered_until_its_scheduled_end(tmp_path: Path) -> None:
+    """No trade for weeks before its end is not the end of trading: the cohort decides until
+    the market's scheduled end, 2024-01-28 (+3w), five hours before Gamma closed it."""
+    tape = sparse_market(tmp_path, "2024-01-28T00:00:00Z")
     info = tape.markets[0]
-    assert (info.covered_until, info.close_ts, info.end_ts) == (closed_at, closed_at, 1705708800)
+    assert (info.covered_until, info.end_ts) == (START + 3 * WEEK, START + 3 * WEEK)
+    assert info.close_ts == START + 3 * WEEK + 5 * 3600
     assert info.volume_history == ()  # a closed market's volume is final: never shown
     assert decision_offsets(run(tape, config())) == [0, WEEK, 2 * WEEK, 3 * WEEK]
+
+
+def test_an_imported_market_is_not_decided_between_its_scheduled_end_and_its_close(
+    tmp_path: Path,
+) -> None:
+    """Scheduled to end on 2024-01-20 (+13d), closed by Gamma eight days later, with no point
+    after its end: nothing says what it traded at once its answer was knowable, so decisions
+    stop at the end (the old rule carried 0.25 to +3w 5h, decided at +2w and +3w) and the log
+    says why."""
+    events = run(sparse_market(tmp_path, "2024-01-20T00:00:00Z"), config())
+    assert decision_offsets(events) == [0, WEEK]
+    [stopped] = of_type(events, DecisionsStopped)
+    assert (stopped.ts, stopped.markets) == (START + 13 * DAY + 1, ["9"])
+
+
+def test_a_minute_recording_that_stops_at_the_end_fills_nothing_after_it(tmp_path: Path) -> None:
+    """The shape of the shared BTC tapes: a point a minute for a day, the last one a minute
+    before the scheduled end (+1d 17:00), Gamma's close 3 h 17 min later. An agent buying every
+    hour filled at 17:00 and never after (the old rule filled at 18:00, 19:00 and 20:00 at the
+    16:59 price, after the answer was known)."""
+    end = START + DAY + 17 * 3600  # 2024-01-08 17:00 UTC
+    obj = {
+        "id": "s", "question": "BTC in range?", "outcomes": '["Yes", "No"]',
+        "clobTokenIds": '["1", "2"]', "startDate": "2024-01-01T17:00:00Z",
+        "endDate": "2024-01-08T17:00:00Z", "closedTime": end + 3 * 3600 + 17 * 60,
+        "closed": True, "outcomePrices": '["0", "1"]',
+    }  # fmt: skip
+    markets = tmp_path / "m.json"
+    markets.write_bytes(msgspec.json.encode([obj]))
+    history = [{"t": end - DAY + 60 * k, "p": 0.5 if k < 1439 else 0.4} for k in range(1440)]
+    prices = tmp_path / "p.jsonl"
+    prices.write_bytes(msgspec.json.encode({"token_id": "1", "history": history}))
+    tape = import_polymarket(markets, prices).tape
+    start = end - 3 * 3600  # 14:00
+    events = run(tape, config(start=start, decision_cadence="hourly"), {"h": BuyS()})
+    fills = [(f.ts - end, f.price) for f in of_type(events, OrderFilled)]
+    assert fills == [(-3 * 3600, 0.5), (-2 * 3600, 0.5), (-3600, 0.5), (0, 0.4)]
+    [stopped] = of_type(events, DecisionsStopped)
+    assert stopped.ts == end + 1
 
 
 # Coverage ends at +10d while u trades until +5w: decisions at 0 and +7d, then a stop.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import csv
 import gzip
 import json
@@ -227,6 +228,15 @@ def test_btc_set_imports_through_the_generic_importer() -> None:
     # 728 YES series × 1,440 minutes, less 1,800 YES points recorded as NaN (3,600 over both sides)
     assert result.tape.n_points == 728 * 1440 - 1800
     assert result.notes == ["dropped 3600 points without a price (NaN or null)"]
+    # Each recording stops a minute before its market's scheduled end. 692 markets closed after
+    # it (a median 3.4 h): covered until the end, not the close. 36 list an end (21:00) after
+    # their close (20:08-20:27) and have points until 20:59: covered until their last point.
+    tape = result.tape
+    reach = [(m.covered_until or 0) - int(tape.times(k)[-1]) for k, m in enumerate(tape.markets)]
+    assert sorted(collections.Counter(reach).items()) == [(0, 36), (60, 692)]
+    assert all(
+        m.covered_until == m.end_ts for m, r in zip(tape.markets, reach, strict=True) if r == 60
+    )
 
 
 # -- hostile raw shapes: each was a traceback, or a tape that then could not be loaded ----------
