@@ -9,12 +9,12 @@ category) that the markets' embedded events lack.
 winner derived from its final price by the same §1.9 rule (a side at or above 0.99 wins),
 resolving at its last point because its real close instant is unknown.
 
-Coverage follows the generic importer's rule, which on this data cover each
+Coverage and resolution follow the generic importer's rules, which on this data cover each
 market until its own last point: every series runs past its market's scheduled end (2024-11-04
 or -05 12:00), and a series stops growing when its market stops trading, or where the source's
 commits stopped (2024-11-12), which for three markets is one to two weeks before Gamma's
-``closedTime``: Vermont's presidential series ends on 2024-11-06 12:00, where UMA resolved the
-market at 13:32, but Gamma closed it only on 11-20.
+``closedTime``. Vermont's presidential series ends on 2024-11-06 12:00, UMA settled the market
+at 13:32 and Gamma closed it only on 11-20: it resolves at the settlement.
 """
 
 from __future__ import annotations

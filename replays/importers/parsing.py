@@ -150,6 +150,24 @@ def is_closed(obj: Mapping[str, Any]) -> bool:
     return obj.get("closed") is True or first(obj, "closedTime", "closed_time") is not None
 
 
+def uma_settled(obj: Mapping[str, Any]) -> int | None:
+    """When UMA's oracle settled the market: ``umaEndDate`` where ``umaResolutionStatus`` is
+    "resolved" and the value is an instant; else None.
+
+    Gamma's ``closedTime`` usually is that same second (98 of the 99 election markets that have
+    both, every 2024 fixture), but it can lag: the Vermont presidential market was settled on
+    2024-11-06 13:32 and closed by Gamma on 11-20, and its price series stopped at 12:00 that
+    day. The payout was claimable from the settlement, so that is when the market resolved.
+    Markets from 2021-22 carry a free-text deadline there instead ("November 1, 2022", later
+    than their close): not the instant anything happened, so it is not read as one."""
+    if obj.get("umaResolutionStatus") != "resolved":
+        return None
+    try:
+        return parse_ts(obj.get("umaEndDate"))
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class Verdict:
     """How an importer judged a market's ending: resolved, voided, undecided or still open."""
@@ -164,7 +182,10 @@ def _match(outcomes: Sequence[str], label: Any) -> str | None:
 
 
 def verdict(obj: Mapping[str, Any], market: MarketInfo) -> Verdict:
-    """Winner detection in the order of origins §1.9.
+    """Winner detection in the order of origins §1.9, and the instant the market resolved.
+
+    That instant is when UMA settled it (``uma_settled``) where that is earlier than Gamma's
+    ``closedTime``, else ``closedTime`` (else ``umaEndDate``, else the scheduled end).
 
     A winner flag (simplified ``winner``; CLOB ``tokens[].winner``) first; then, for a closed
     market only, a token price or an ``outcomePrices`` entry at or above 0.99. All prices 0.5
@@ -172,6 +193,9 @@ def verdict(obj: Mapping[str, Any], market: MarketInfo) -> Verdict:
     it, so the tape leaves it unresolved.
     """
     ts = instant(obj, "closedTime", "closed_time", "umaEndDate", "endDate", "end_date")
+    settled = uma_settled(obj)
+    if ts is not None and settled is not None and (market.open_ts or 0) <= settled < ts:
+        ts = settled
     closed = is_closed(obj)
     tokens = [t for t in json_list(obj.get("tokens")) if isinstance(t, Mapping)]
     flagged = [obj["winner"]] if obj.get("winner") else []

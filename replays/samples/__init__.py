@@ -11,7 +11,7 @@ def sample_path() -> Path:
 SAMPLE = "sample"
 """The embedded tape's name wherever a command takes a tape file."""
 
-SAMPLE_HASH = "70058e06106eda8bf5317f48bc813b69fe2e2c4f5914e35cb450df9d41a7a777"
+SAMPLE_HASH = "0504338e08bd92f2bf6daf27b195f6b76408b798d2035caef83d37ad3907ae57"
 """The embedded tape's content hash, so a log can be told to come from it without loading it
 (a test checks it against the file)."""
 

@@ -4,7 +4,8 @@ Before its re-import, the sample carried no coverage: every market counted as re
 tape's last point (2024-11-12 15:01), so Vermont's presidential market, whose series ends on
 2024-11-06 12:00 (its market resolved at 13:32), was marked at its last price for six more days
 and traded on 11-10: `favourite` bought YES at 0.999, `contrarian` and `sign` NO at 0.001, at a
-price that no longer existed. This cohort runs the same agents over those weeks.
+price that no longer existed. This cohort runs the same agents over those weeks. Until the
+second re-import it also paid Vermont out on 11-20, when Gamma closed it, not when UMA settled it.
 """
 
 from __future__ import annotations
@@ -16,17 +17,25 @@ import pytest
 
 from arena.cohort import VOLUME_FINAL, CohortConfig
 from arena.runner import CohortRunner
-from ledger.events import AnyEvent, CohortOpened, Marked, OrderFilled
+from ledger.events import (
+    AnyEvent,
+    CohortOpened,
+    Marked,
+    MarketResolved,
+    OrderFilled,
+    PositionSettled,
+)
 from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tape import Tape
 from replays.tapefile import load_tape
-from strategies.api import Decision, Strategy, View
+from strategies.api import Bet, Decision, Strategy, View
 from strategies.loader import build_strategy
 
 VERMONT = "255186"  # Will a Democrat win Vermont Presidential Election?
 VERMONT_COVERED = 1730894403  # 2024-11-06 12:00:03 UTC, its last point
 NOV_10 = 1731196800  # the Sunday decision at which the old sample filled it
+VERMONT_SETTLED = 1730899927  # 2024-11-06 13:32:07 UTC, UMA's settlement (umaEndDate)
 
 
 class Probe(Strategy):
@@ -43,13 +52,29 @@ class Probe(Strategy):
         return Decision.hold("probe")
 
 
+class BuyVermont(Strategy):
+    """$100 on YES of Vermont at the first decision, then holds."""
+
+    def decide(self, view: View) -> Decision:
+        if view.ts != 1730592000:
+            return Decision.hold("bought")
+        return Decision(bets=[Bet(market=VERMONT, side="YES", amount=100.0)])
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Tape, list[AnyEvent], Probe]:
     tape = load_tape(sample_path())
-    agents = {"fav": "favourite", "con": "contrarian", "edge": "sign", "probe": "hold"}
+    agents = {
+        "fav": "favourite",
+        "con": "contrarian",
+        "edge": "sign",
+        "probe": "hold",
+        "vt": "hold",
+    }
     config = CohortConfig(start=datetime(2024, 11, 3, tzinfo=UTC), agents=agents)
     probe = Probe()
-    strategies = {name: build_strategy(spec) for name, spec in agents.items()} | {"probe": probe}
+    strategies = {name: build_strategy(spec) for name, spec in agents.items()}
+    strategies |= {"probe": probe, "vt": BuyVermont()}
     db = tmp_path_factory.mktemp("sample") / "run.db"
     with EventStore.open(db) as store:
         cohort = CohortRunner(tape, config, strategies=strategies).run(store).cohort
@@ -95,3 +120,19 @@ def test_the_universe_says_it_was_ranked_by_final_volume(
     assert all(m.volume_history == () for m in tape.markets)
     [opened] = [e for e in events if isinstance(e, CohortOpened)]
     assert opened.settings["universe_by"] == VOLUME_FINAL
+
+
+def test_vermont_pays_out_when_uma_settled_it_not_when_gamma_closed_it(
+    run: tuple[Tape, list[AnyEvent], Probe],
+) -> None:
+    """Settled by UMA on 11-06 13:32:07, closed by Gamma on 11-20 17:38: the sample used to pay
+    out two weeks late. Bought on 11-03 00:00 at the 11-02 12:00:03 price (0.9885; the 11-03
+    point is 3 s after the decision): 100 / 0.9885 = 101.1634 shares, paid $1 each."""
+    _, events, _ = run
+    [resolved] = [e for e in events if isinstance(e, MarketResolved) and e.market == VERMONT]
+    assert resolved.ts == VERMONT_SETTLED and resolved.winner == "Yes"
+    [bought] = [e for e in events if isinstance(e, OrderFilled) and e.market == VERMONT]
+    assert (bought.ts, bought.agent, bought.price) == (1730592000, "vt", 0.9885)
+    [paid] = [e for e in events if isinstance(e, PositionSettled) and e.market == VERMONT]
+    assert (paid.ts, paid.agent, paid.won) == (VERMONT_SETTLED, "vt", True)
+    assert paid.payout == pytest.approx(100 / 0.9885) == pytest.approx(101.16338)

@@ -313,9 +313,11 @@ def replay(db: Path, start: datetime, agents: dict[str, str]) -> list[Event]:
 
 
 def test_an_edge_agent_trades_on_diffusion_forecasts(tmp_path: Path) -> None:
-    # The sample tape's markets resolve from 2024-11-06: 91 of them (40 YES) before the 8th,
-    # when the rest are still open. The model stays close to the price, so it is the sign
-    # rule (B dollars whatever the edge) that trades on it; linear's B·|p − q| is below $50.
+    # The sample tape's markets resolve from 2024-11-06: 92 of them (41 YES) before the 8th,
+    # when the rest are still open (Vermont president among the 92 since it resolves when UMA
+    # settled it, 11-06, not at Gamma's close on 11-20). The model stays close to the price, so
+    # it is the sign rule (B dollars whatever the edge) that trades on it; linear's B·|p − q| is
+    # below $50.
     start = datetime(2024, 11, 8, tzinfo=UTC)
     agents = {"d": "sign?forecaster=diffusion&steps=150&mc=8&sample_steps=16"}
     events = replay(tmp_path / "first.db", start, agents)
@@ -323,7 +325,7 @@ def test_an_edge_agent_trades_on_diffusion_forecasts(tmp_path: Path) -> None:
     assert decisions and all(e.error is None for e in decisions)
     for e in decisions:
         assert e.model is not None
-        assert e.model.startswith("market diffusion: 91 binary markets (728 rows")
+        assert e.model.startswith("market diffusion: 92 binary markets (736 rows")
     assert any(e.bets for e in decisions)
     assert any(isinstance(e, OrderFilled) for e in events)
     first = decisions[0]
