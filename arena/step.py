@@ -19,7 +19,7 @@ decides how many rows of each section a terminal of a given height can show.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,14 +169,21 @@ def frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
     agent no longer saw it, so ``seen`` leaves it out. Events that do not fold are a
     LedgerError (``arena.timeline.folding``).
     """
+    return list(iter_frames(events, cohort, agent))
+
+
+def iter_frames(events: Iterable[Event], cohort: str, agent: str) -> Iterator[Frame]:
+    """``frames`` one at a time, each as soon as the fold has passed it (at the agent's next
+    decision, or the end): printing a million-event log's frames starts at once and holds one
+    frame, where the whole list took minutes and gigabytes before the first line."""
     with folding(cohort):
-        return _frames(events, cohort, agent)
+        yield from _frames(events, cohort, agent)
 
 
-def _frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
+def _frames(events: Iterable[Event], cohort: str, agent: str) -> Iterator[Frame]:
     state = CohortState(cohort)
     listed: dict[str, MarketListed] = {}
-    out: list[Frame] = []
+    index = 0
     current: Frame | None = None
     so_far = ModelUsage()
     filled: dict[tuple[str, str], float] | None = None  # set while the decision's own events run
@@ -194,9 +201,10 @@ def _frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
         elif isinstance(event, DecisionMade) and event.agent == agent:
             if current is not None:
                 current.at_next = portfolio(state, agent, {})
-            current = Frame(len(out), event, _seen(state, listed), portfolio(state, agent, {}))
+                yield current
+            current = Frame(index, event, _seen(state, listed), portfolio(state, agent, {}))
             current.usage_so_far = so_far.copy()
-            out.append(current)
+            index += 1
             filled = {}
         elif current is not None and _concerns(event, agent):
             current.outcomes.append(event)
@@ -207,7 +215,7 @@ def _frames(events: Iterable[Event], cohort: str, agent: str) -> list[Frame]:
         if filled is not None:
             current.after = portfolio(state, agent, filled)
         current.at_next = portfolio(state, agent, {})
-    return out
+        yield current
 
 
 # -- fitting a frame into a terminal -------------------------------------------------------------

@@ -40,16 +40,18 @@ from arena.timeline import Timeline
 from ledger.errors import LedgerError
 
 HELP = """\
-n  next decision of this agent      d / space  next decision (any agent)
-r  next resolution                  e / G      run to the end
-(stepping a live replay, these and w run the replay as far as needed: agents decide then)
-p / b  step back                    g          first stop
-w  go to week N                     a / A      next / previous agent
-t  prompt and answer panel          /          search markets and transcript
-?  this help                        q          quit
-Δ is a price's change since the agent's previous decision; history its marks up to this
-instant (never later). Totals are cash plus positions at this instant's marks.
-Panels scroll with the mouse wheel; Esc closes this help."""
+n      next decision of this agent   d, space  next decision (any agent)
+r      next resolution               e, G      the end
+p, b   step back                     g         the first stop
+w      go to week N                  a, A      next, previous agent
+t      prompt and answer panel       /         search markets and transcript
+?      this help                     q         quit
+Stepping a live replay, n d r e and w run it as far as needed: agents
+decide only then.
+Markets: Δ is the change since this agent's previous decision; history the
+last ten marks up to this instant (never later), of YES or of a
+multi-outcome market's first outcome. Totals are cash plus positions at
+this instant's marks. Panels scroll with the mouse wheel. Esc closes."""
 
 
 VIEWS_KEPT = 64
@@ -123,7 +125,9 @@ class Lines(ScrollView):
         # never less than the panel's height: a count that changes within it changes no
         # scrollbar, so it needs no new layout of the screen
         rows = max(count + (heading is not None), self.scrollable_content_region.height)
-        size = Size(self.size.width, rows)
+        # as wide as the rows are drawn, no wider: the panel's own width counts its scrollbar,
+        # which made a horizontal scrollbar appear under every scrolling panel, over a row
+        size = Size(self.scrollable_content_region.width, rows)
         if size != self.virtual_size or had_heading != (heading is not None) or not self._strips:
             self._strips, self._texts = {}, {}
             self.virtual_size = size
@@ -185,6 +189,7 @@ class StepApp(App[None]):
     TITLE = "arena step"
     CSS = """
     #header { height: 2; text-wrap: nowrap; text-overflow: ellipsis; }
+    Lines { scrollbar-gutter: stable; scrollbar-size-vertical: 1; }
     Horizontal { height: 1fr; }
     Horizontal > * { border: round $primary; border-title-color: $text; }
     Horizontal > * { width: 1fr; }
@@ -194,9 +199,10 @@ class StepApp(App[None]):
     #ask { dock: bottom; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("n", "agent_decision", "next (agent)"),
-        Binding("d,space", "decision", "next decision"),
-        Binding("r", "resolution", "resolution"),
+        # short words, so that every key shown fits the footer of an 80-column terminal
+        Binding("n", "agent_decision", "next"),
+        Binding("d,space", "decision", "any"),
+        Binding("r", "resolution", "resolve"),
         Binding("e,G", "end", "end"),
         Binding("p,b", "step_back", "back"),
         Binding("g", "first", "first", show=False),
@@ -204,10 +210,11 @@ class StepApp(App[None]):
         Binding("a", "agent(1)", "agent"),
         Binding("A", "agent(-1)", "prev agent", show=False),
         Binding("t", "transcript", "prompt"),
-        Binding("slash", "ask('search')", "search"),
+        Binding("slash", "ask('search')", "find"),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),
     ]
+    ENABLE_COMMAND_PALETTE = False  # its commands are Textual's (themes, screenshots), not ours
 
     def __init__(
         self,
@@ -245,7 +252,7 @@ class StepApp(App[None]):
         with Horizontal():
             yield Lines(id="portfolio")
             yield Lines(id="board")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         # after the first layout, when the panels know their widths: a text wrapped before
@@ -253,6 +260,10 @@ class StepApp(App[None]):
         self.call_after_refresh(self.redraw)
         self._warming = self.set_interval(WARM_EVERY, self.warm)
         gc.freeze()
+
+    def on_resize(self) -> None:
+        """The leaderboard picks its columns for the panel's width: drawn again at the new one."""
+        self.call_after_refresh(self.redraw)
 
     def warm(self) -> None:
         """A slice of the timeline's warm-up (its checkpoints, so stepping back anywhere is
@@ -352,10 +363,12 @@ class StepApp(App[None]):
             k for k in range(len(rows))
             if needle in rows.ids[k].lower() or needle in rows.question(k).lower()
         ] if needle else range(len(rows))  # fmt: skip
-        widths = panels.market_widths(rows)
+        id_width = panels.id_width(rows)
+        # a line per market, and one per outcome under a multi-outcome market
+        lines = [(k, o) for k in shown for o in (None, *rows.outcome_lines(k))]
         markets.show(
-            panels.market_line(None, widths), len(shown),
-            lambda k: panels.market_line(rows[shown[k]], widths),
+            panels.market_line(None, id_width), len(lines),
+            lambda k: panels.market_line(rows[lines[k][0]], id_width, lines[k][1]),
         )  # fmt: skip
         found = f" · '{self.search}'" if self.search else ""
         markets.titled(f"markets {len(shown)}/{len(rows)}{found}")
@@ -366,9 +379,9 @@ class StepApp(App[None]):
         portfolio.titled(f"{view.agent}'s portfolio at this instant")
         portfolio.show(None, *panels.portfolio(view))
         board = self.query_one("#board", Lines)
-        heading, standings = panels.leaderboard(view)
+        heading, standings = panels.leaderboard(view, board.scrollable_content_region.width)
         board.show(heading, len(standings), standings.__getitem__)
-        board.titled("leaderboard now · n = resolved bets")
+        board.titled("leaderboard now (n: resolved bets)")
         transcript = self.query_one("#transcript", Lines)
         transcript.titled("prompt · answer · model calls")
         text = panels.transcript(view)

@@ -25,7 +25,8 @@ from ledger.events import (
     PositionSettled,
 )
 
-WIDTH_ROWS = 60
+ID_WIDTH = 12
+"""The widest a market id is shown in the markets panel (cut with "…" beyond)."""
 
 
 def money(x: float) -> str:
@@ -61,7 +62,7 @@ def header(view: View, status: str = "") -> Text:
 
 def prices(row: MarketRow) -> str:
     """A binary market's YES price; a multi-outcome market's every outcome by name."""
-    if len(row.outcomes) == 2 and row.outcomes[0].lower() == "yes":
+    if row.is_binary:
         return f"{row.prices[0]:.3f}"
     return " ".join(f"{name} {p:.2f}" for name, p in zip(row.outcomes, row.prices, strict=False))
 
@@ -73,34 +74,49 @@ def change(value: float | None) -> Text:
     return Text(f"{value:+.3f}", style=style)
 
 
-def market_widths(rows: MarketRows) -> tuple[int, int]:
-    """The id and price columns' widths for ``market_line``: ids over every row, prices over
-    the first ``WIDTH_ROWS`` (rows are made when read, and a redraw should make only those it
-    shows)."""
-    return (
-        max([6, *(len(m) for m in rows.ids)]),
-        max([5, *(len(prices(r)) for r in rows[:WIDTH_ROWS])]),
-    )
+def id_width(rows: MarketRows) -> int:
+    """The first column's width for ``market_line``: the longest id or (indented by one) name
+    of a multi-outcome market's outcome, up to ``ID_WIDTH``."""
+    names = [len(rows.listed[m].outcomes[o]) + 1 for k, m in enumerate(rows.ids)
+             for o in rows.outcome_lines(k)]  # fmt: skip
+    return min(ID_WIDTH, max([6, *(len(m) for m in rows.ids), *names]))
 
 
-def market_line(row: MarketRow | None, widths: tuple[int, int]) -> Text:
-    """One line of the markets panel (the heading when ``row`` is None): id, price(s), change,
-    history of marks, holding, question; ``widths`` are the id's and the prices' columns."""
-    market, price = widths
+def market_line(row: MarketRow | None, id_width: int, outcome: int | None = None) -> Text:
+    """One line of the markets panel (the heading when ``row`` is None): id, change and
+    history of marks, price, holding and question, the fixed-width columns first so that they
+    show in a panel half of 80 columns wide (one long id, a slug among numbers, once pushed all
+    but the ids out of sight). A multi-outcome market takes a line of its own (id, holding,
+    question) and one per ``outcome``: its name, change, history and price."""
     if row is None:
         return Text(
-            f"{'market':<{market}} {'price':>{price}} {'Δ':>6} {'history':<10} held · question",
+            f"{'market':<{id_width}} {'Δ':>6} {'history':<10} {'price':>5} · held · question",
             style="bold",
             no_wrap=True,
         )
-    text = Text(f"{row.market:<{market}} {prices(row):>{price}} ", no_wrap=True)
-    delta = change(row.change)
-    delta.pad_left(6 - len(delta))
-    text.append_text(delta)
-    text.append(f" {row.spark:<10} ")
+    if outcome is not None:
+        name = _cut(f" {row.outcomes[outcome]}", id_width)
+        text = Text(f"{name:<{id_width}} ", no_wrap=True)
+        delta = change(row.changes[outcome])
+        delta.pad_left(6 - len(delta))
+        text.append_text(delta)
+        text.append(f" {row.sparks[outcome]:<10} {row.prices[outcome]:>5.3f}")
+        return text
+    text = Text(f"{_cut(row.market, id_width):<{id_width}} ", no_wrap=True)
+    if row.is_binary:
+        delta = change(row.change)
+        delta.pad_left(6 - len(delta))
+        text.append_text(delta)
+        text.append(f" {row.spark:<10} {prices(row):>5} · ")
+    else:
+        text.append(f"{len(row.outcomes)} outcomes:".ljust(23) + " · ")
     text.append(row.held + " · " if row.held else "", style="bold")
     text.append(row.question, style="dim")
     return text
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def event_line(e: Event) -> str:
@@ -143,13 +159,20 @@ def decision(view: View) -> Text:
     if d is None:
         return Text.from_markup(f"[dim]{escape(view.agent)} has not decided yet[/]")
     lines = [f"[bold]{d.action}[/] · week {d.week} · {when(d.ts)}"]
-    for b in d.bets:
-        belief = f", belief {b.belief:.2f}" if b.belief is not None else ""
-        lines.append(f"bet {money(b.amount)} on {escape(b.side)} of {escape(b.market)}{belief}")
+    # the broker executes the sells, then the bets, each in order and each to one fill or
+    # rejection: the k-th sell's outcome is the k-th sell order's, and so for bets
+    done = {kind: [e for e in view.orders if e.kind == kind] for kind in ("sell", "buy")}
     for s in d.sells:
         target = s.position_id or f"{s.side} of {s.market}"
         lines.append(f"sell {s.percentage:g}% of {escape(target)}")
-    lines.extend(event_line(e) for e in view.orders)
+        lines.extend(f"  {event_line(e)}" for e in done["sell"][:1])
+        done["sell"] = done["sell"][1:]
+    for b in d.bets:
+        belief = f", belief {b.belief:.2f}" if b.belief is not None else ""
+        lines.append(f"bet {money(b.amount)} on {escape(b.side)} of {escape(b.market)}{belief}")
+        lines.extend(f"  {event_line(e)}" for e in done["buy"][:1])
+        done["buy"] = done["buy"][1:]
+    lines.extend(event_line(e) for e in done["sell"] + done["buy"])  # none, from this broker
     if d.reasoning:
         lines.append(f"[italic]“{escape(d.reasoning)}”[/]")
     if d.error:
@@ -186,29 +209,41 @@ def portfolio(view: View) -> tuple[int, Callable[[int], Text]]:
     return len(head) + len(p.positions), line
 
 
-def leaderboard(view: View) -> tuple[Text, list[Text]]:
+def leaderboard(view: View, width: int = 80) -> tuple[Text, list[Text]]:
     """Every agent at the cut, richest first, as ``arena report``'s standings say: total value
     (cash plus positions at the cut's marks), return on the starting cash, Brier over the
-    resolved bets so far with their count. The agent in view is marked ▶."""
+    resolved bets so far with their count. The agent in view is marked ▶. In ``width`` cells:
+    whole dollars and a Brier of three decimals when cents and four do not fit (as the report's
+    table shows them), then names cut."""
     names = ("agent", "total", "return", "Brier (n)")
-    cells = [
-        (
-            ("▶ " if s.agent == view.agent else "") + s.agent,
-            money(s.total_value),
-            f"{s.return_pct:+.2f}%",
-            ("—" if s.brier is None else f"{s.brier:.4f}") + f" ({s.n_resolved})",
-        )
-        for s in view.standings
-    ]
-    widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names)]
+
+    def cells(precise: bool) -> list[tuple[str, ...]]:
+        return [
+            (
+                ("▶ " if s.agent == view.agent else "  ") + s.agent,
+                f"${s.total_value:,.2f}" if precise else f"${s.total_value:,.0f}",
+                f"{s.return_pct:+.2f}%",
+                ("—" if s.brier is None else f"{s.brier:.{4 if precise else 3}f}")
+                + f" ({s.n_resolved})",
+            )
+            for s in view.standings
+        ]
+
+    def widths(rows: list[tuple[str, ...]]) -> list[int]:
+        return [max([len(n), *(len(c[i]) for c in rows)]) for i, n in enumerate(names)]
+
+    rows = cells(precise=True)
+    if sum(widths(rows)) + 3 > width:
+        rows = cells(precise=False)
+    w = widths(rows)
+    w[0] = max(min(w[0], width - sum(w[1:]) - 3), 6)
 
     def line(row: tuple[str, ...], style: str) -> Text:
-        first = f"{row[0]:<{widths[0]}}"
-        rest = " ".join(f"{c:>{w}}" for c, w in zip(row[1:], widths[1:], strict=True))
-        return Text(f"{first} {rest}", style=style, no_wrap=True)
+        name = row[0] if len(row[0]) <= w[0] else row[0][: w[0] - 1] + "…"
+        rest = " ".join(f"{c:>{n}}" for c, n in zip(row[1:], w[1:], strict=True))
+        return Text(f"{name:<{w[0]}} {rest}", style=style, no_wrap=True)
 
-    mine = ("▶ " + view.agent,)
-    return line(names, "bold"), [line(c, "bold" if c[:1] == mine else "") for c in cells]
+    return line(names, "bold"), [line(c, "bold" if c[0][0] == "▶" else "") for c in rows]
 
 
 def _call_lines(call: ModelCalled, prompts: dict[str, str]) -> list[str]:
@@ -246,3 +281,12 @@ def transcript(view: View) -> Text:
     if not lines:
         lines.append(f"[dim]{escape(view.agent)}'s decision asked no model[/]")
     return Text.from_markup("\n".join(lines))
+
+
+def damaged(exc: Exception, consequence: str, where: str = "") -> str:
+    """A damaged log's one line: what is wrong and where (the store names the event's seq),
+    what came of it, and what to run (``arena verify`` checks the whole log and says all that
+    is wrong with it; ``where`` names the log)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = text.removesuffix("; run 'arena verify'").removesuffix("; run 'arena verify' on its log")
+    return f"{text}; {consequence} (run 'arena verify{where}')"

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
+from arena.cohort import week_of
 from arena.step import Portfolio, portfolio
 from arena.timeline import Stop, Timeline
 from ledger.events import (
@@ -42,6 +43,11 @@ def sparkline(prices: list[float]) -> str:
     return "".join(SPARK[min(top, max(0, round(p * top)))] for p in prices)
 
 
+def is_binary(outcomes: Sequence[str]) -> bool:
+    """A YES/NO market, shown as its YES price; any other shows each outcome by name."""
+    return len(outcomes) == 2 and outcomes[0].lower() == "yes"
+
+
 @dataclass(frozen=True)
 class MarketRow:
     """One unresolved market as marked last before the cut."""
@@ -50,9 +56,22 @@ class MarketRow:
     question: str
     outcomes: list[str]
     prices: list[float]
-    change: float | None  # first outcome's price minus its price at the agent's previous decision
-    spark: str
+    changes: list[float | None]  # each outcome's price minus its price at the agent's previous
+    sparks: list[str]  # decision, and its last marks up to the cut
     held: str
+
+    @property
+    def is_binary(self) -> bool:
+        return is_binary(self.outcomes)
+
+    @property
+    def change(self) -> float | None:
+        """The first outcome's (a binary market's YES) change."""
+        return self.changes[0] if self.changes else None
+
+    @property
+    def spark(self) -> str:
+        return self.sparks[0] if self.sparks else ""
 
 
 class MarketRows(Sequence[MarketRow]):
@@ -100,20 +119,30 @@ class MarketRows(Sequence[MarketRow]):
         """Row ``k``'s question, without making the row (for searching every row)."""
         return self.listed[self.ids[k]].question
 
+    def outcome_lines(self, k: int) -> range:
+        """The outcomes row ``k`` shows a line each for (none for a binary market), without
+        making the row."""
+        outcomes = self.listed[self.ids[k]].outcomes
+        return range(0 if is_binary(outcomes) else len(outcomes))
+
     def _row(self, market: str) -> MarketRow:
         history = self._timeline.marks[market]
         seen = history.upto(self._cut)
-        first = [p[0] for p in history.prices[max(0, seen - SPARK_POINTS) : seen]]
+        recent = history.prices[max(0, seen - SPARK_POINTS) : seen]
         then = history.upto(self._previous) if self._previous is not None else 0
-        change = first[-1] - history.prices[then - 1][0] if then and first else None
+        before = history.prices[then - 1] if then and recent else None
+        prices = list(self._marks[market])
         listed = self.listed[market]
         return MarketRow(
             market=market,
             question=listed.question,
             outcomes=list(listed.outcomes),
-            prices=list(self._marks[market]),
-            change=change,
-            spark=sparkline(first),
+            prices=prices,
+            changes=[
+                recent[-1][k] - before[k] if before is not None else None
+                for k in range(len(prices))
+            ],
+            sparks=[sparkline([p[k] for p in recent]) for k in range(len(prices))],
             held=", ".join(self._held.get(market, [])),
         )
 
@@ -133,7 +162,7 @@ class View:
     stop: Stop | None
     markets: MarketRows
     decision: DecisionMade | None
-    orders: list[Event]
+    orders: list[OrderFilled | OrderRejected]
     since: list[Event]  # settlements and resolutions between the decision and the cut
     portfolio: Portfolio
     standings: list[AgentStanding]
@@ -163,7 +192,7 @@ def build_view(
     decision = events[at] if at is not None else None
     assert decision is None or isinstance(decision, DecisionMade)
     previous = timeline.last_decision(agent, at) if at is not None else None
-    orders: list[Event] = []
+    orders: list[OrderFilled | OrderRejected] = []
     calls: list[ModelCalled] = []
     since: list[Event] = []
     if at is not None:
@@ -190,13 +219,16 @@ def build_view(
     )  # fmt: skip
     opened = state.opened
     last = events[cut - 1] if cut else None
+    ts = last.ts if last is not None else (opened.start if opened else 0)
     return View(
         cut=cut,
         total=len(events),
         agent=agent,
         cohort=timeline.cohort,
-        ts=last.ts if last is not None else (opened.start if opened else 0),
-        week=decision.week if decision is not None else 0,
+        ts=ts,
+        # the instant's week, whoever is in view: the agent's last decision may be a week
+        # behind (it decides after the agent whose decision this cut follows)
+        week=week_of(opened.start, ts) if opened else 0,
         rules=opened.rules if opened else "",
         tape=opened.tape if opened else "",
         stop=timeline.stop_at(cut),
