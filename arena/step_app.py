@@ -278,7 +278,8 @@ class StepApp(App[None]):
         try:
             more = self.timeline.warm(WARM_SLICE)
         except LedgerError as exc:
-            self.notify(str(exc), severity="error", timeout=30)
+            self.notify(panels.damaged(exc, "the warm-up stopped there"), severity="error",
+                        timeout=30)  # fmt: skip
             more = False
         # Python's full collection walks every object the app holds (the log's pages, the
         # checkpoints, the widgets): 60 ms landing in the middle of a key now and then,
@@ -321,7 +322,8 @@ class StepApp(App[None]):
         try:
             view = self.project(cut, self.agent)
         except LedgerError as exc:
-            self.notify(str(exc), severity="error", timeout=30)
+            self.notify(panels.damaged(exc, "the view stays where it was"), severity="error",
+                        timeout=30)  # fmt: skip
             return
         self._moved = time.monotonic()
         if remember and cut != self.cut:

@@ -265,10 +265,13 @@ def step(
                 "give one or the other"
             )
         with EventStore.open(db, readonly=True) as store:
-            timeline = _read_log(store, cohort_id)
-            if no_input or as_json or not _keys_available():
-                _check_links(store, timeline.cohort, db)
-            _show(timeline, named[0] if named else None, no_input, as_json, db)
+            try:
+                timeline = _read_log(store, cohort_id)
+                if no_input or as_json or not _keys_available():
+                    store.check_links(timeline.cohort)  # a broken chain before any frame
+                _show(timeline, named[0] if named else None, no_input, as_json, db)
+            except LedgerError as exc:  # in the scan, the links, or the first screen's pages
+                raise click.ClickException(damaged(exc, "nothing shown", f" {db}")) from None
         return
     if cohort_id is not None:
         raise click.UsageError("--cohort picks a cohort of DB; a live replay has one")
@@ -325,15 +328,6 @@ def _read_log(store: EventStore, cohort: str | None) -> Timeline:
     if cohort not in streams:
         raise click.ClickException(f"{store.path} has no cohort {cohort}")
     return open_timeline(store, cohort)
-
-
-def _check_links(store: EventStore, cohort: str, db: Path) -> None:
-    """Every link of the cohort checked before a frame is printed: a log whose chain breaks
-    half-way is one line naming the event, not half the frames and then an error."""
-    try:
-        store.check_links(cohort)
-    except LedgerError as exc:
-        raise click.ClickException(damaged(exc, "nothing shown", f" {db}")) from None
 
 
 def _show(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -33,7 +34,7 @@ from rich.console import Console
 from arena.cohort import CohortConfig
 from arena.commands.step import render
 from arena.runner import CohortRunner
-from arena.step import Fit, Frame, Portfolio, Seen, fit, frames
+from arena.step import Fit, Frame, Portfolio, Seen, fit, frames, iter_frames
 from ledger.events import (
     BetIntent,
     DecisionMade,
@@ -474,3 +475,91 @@ def test_the_step_command_fits_80_by_24(arena: Arena, db: Path) -> None:
     for panel in panels:
         lines = panel.rstrip("\n").splitlines()
         assert len(lines) <= 24 and all(cell_len(line) <= 80 for line in lines[1:])
+
+
+# -- printed frames on a long or damaged log -------------------------------------------------------
+
+
+def test_each_frame_is_given_when_the_fold_passes_it_not_after_the_whole_log(
+    log: tuple[str, list[Event]],
+) -> None:
+    """Piped, a million-event log's 28,550 frames were made into one list first: 325 s and
+    3.4 GB before the first line. Each frame is now given at the agent's next decision."""
+    cohort, events = log
+    read = 0
+
+    def reading() -> Iterable[Event]:
+        nonlocal read
+        for e in events:
+            read += 1
+            yield e
+
+    second = next(i for i, e in enumerate(events)
+                  if isinstance(e, DecisionMade) and e.agent == "s" and e.week == 2)  # fmt: skip
+    made = iter_frames(reading(), cohort, "s")
+    first = next(made)
+    assert first.index == 0 and first.decision.week == 1
+    assert read == second + 1  # the first frame is done at s's second decision, not at the end
+    assert [first, *made] == frames(events, cohort, "s")
+    assert read == len(events)
+
+
+def _break_chain(db: Path, tmp_path: Path, seq: int) -> Path:
+    """A copy of ``db`` whose event ``seq`` was edited (a space in its payload), so that only
+    the hash chain can tell."""
+    copy = tmp_path / "broken.db"
+    copy.write_bytes(db.read_bytes())
+    conn = sqlite3.connect(copy, isolation_level=None)
+    conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+    conn.execute("""UPDATE events SET payload = replace(payload, '"ts":', '"ts": ') """
+                 f"WHERE seq = {seq}")  # fmt: skip
+    conn.close()
+    return copy
+
+
+@pytest.mark.parametrize("how", ["--no-input", "--json"])
+def test_a_chain_broken_half_way_is_one_line_naming_the_event_and_arena_verify(
+    arena: Arena, db: Path, tmp_path: Path, how: str
+) -> None:
+    """The hint to run 'arena verify' was lost when the reader became lazy; and printed, half
+    the frames came out before the error."""
+    broken = _break_chain(db, tmp_path, 20)
+    result = arena("step", broken, "--agent", "s", how)
+    assert result.stdout == ""  # nothing shown: the links are checked before the first frame
+    line = one_line_error(result)
+    assert f"{broken}: event 20 was altered" in line
+    assert line.endswith(f"nothing shown (run 'arena verify {broken}')")
+
+
+def test_a_log_that_breaks_only_as_it_folds_says_how_many_frames_came_before(
+    arena: Arena, db: Path, tmp_path: Path
+) -> None:
+    """A chain that holds but whose events do not fold (a fill for an agent never opened, as a
+    buggy writer could leave it, re-chained) is found while the frames print: the ones before
+    it stay printed, and the line says so."""
+    with EventStore.open(db, readonly=True) as store:
+        [cohort] = store.streams()
+        events = list(store.read(stream=cohort))
+    week2 = next(i for i, e in enumerate(events)
+                 if isinstance(e, DecisionMade) and e.agent == "s" and e.week == 3)  # fmt: skip
+    alien = OrderFilled(cohort=cohort, ts=events[week2].ts, agent="nobody", order_id="x",
+                        kind="buy", market="a", side="YES", position_id="p", price=0.5,
+                        shares=2.0, amount=1.0, cash_before=10.0)  # fmt: skip
+    forged = tmp_path / "forged.db"
+    with EventStore.open(forged) as store:
+        store.append(cohort, [*events[: week2 + 1], alien, *events[week2 + 1 :]])
+    result = arena("step", forged, "--agent", "s", "--no-input")
+    assert result.stdout.count("s · decision") == 2  # the frames of weeks 1 and 2
+    line = result.stderr.strip()
+    assert line.startswith(f"Error: cohort {cohort} does not fold")
+    assert line.endswith(f"the 2 frames before it printed (run 'arena verify {forged}')")
+
+
+def test_in_a_terminal_a_chain_broken_under_the_first_screen_is_the_same_one_line(
+    arena: Arena, db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("arena.commands.step._keys_available", lambda: True)
+    broken = _break_chain(db, tmp_path, 5)  # in the first page the first screen reads
+    line = one_line_error(arena("step", broken, "--agent", "s"))
+    assert line == (f"Error: {broken}: event 5 was altered (hash mismatch); nothing shown "
+                    f"(run 'arena verify {broken}')")  # fmt: skip

@@ -12,23 +12,30 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import sqlite3
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from textual.events import MouseScrollDown
 
+from arena import step_panels as panels
 from arena.bench.rebuild_bench import make_log
+from arena.cohort import CohortConfig
 from arena.report import report_data
-from arena.step_app import Lines, StepApp
+from arena.runner import CohortRunner
+from arena.step_app import HELP, Lines, StepApp
 from arena.step_log import open_timeline
 from arena.timeline import Timeline
 from ledger.events import Event
 from ledger.projection import Ledger
 from ledger.store import EventStore
-from replays.tape import Tape
+from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import save_tape
+from strategies.loader import build_strategy
 from tests.arena.test_step import REJECTION, replay_script
 from tests.conftest import Arena
 from tests.tmux_terminal import Tmux
@@ -217,3 +224,127 @@ def test_without_the_tui_extra_a_terminal_gets_a_one_line_error(
         "Error: the interactive view needs the tui extra: pip install 'arena[tui]' "
         "(or pass --no-input to print every frame)"
     ]
+
+
+# -- an 80×24 terminal with a multi-outcome market, a long id and a long agent name ---------------
+
+LONG_ID = "election2024-president-national"  # as the sample's one slug among numeric ids
+HOLDER = "a-holder-with-a-long-name"
+YES_NO = ("Yes", "No")
+
+
+def crowded_log(folder: Path) -> tuple[str, list[Event]]:
+    """``test_multi_outcome``'s three-way market and agent x, beside a binary market with a
+    long id and 20 small ones (so the markets panel scrolls), and a hold agent with a long name
+    that decides after x."""
+    from tests.arena.test_multi_outcome import START as T0
+    from tests.arena.test_multi_outcome import ThreeWay
+
+    day = 86_400
+    times = np.array([T0 - day, T0 + 7 * day], dtype=np.int64)
+    pres = MarketInfo(id="pres", question="Who wins?", outcomes=("Trump", "Harris", "Other"),
+                      volume=1e6)  # fmt: skip
+    markets = [MarketInfo(id=LONG_ID, question="Who wins the popular vote?", outcomes=YES_NO,
+                          volume=9e5),
+               *(MarketInfo(id=f"m{i:02d}", question=f"Market {i}?", outcomes=YES_NO,
+                            volume=1e3 + i) for i in range(20))]  # fmt: skip
+    binary = np.array([[0.3, 0.7], [0.35, 0.65]])
+    series = {"pres": (times, np.array([[0.5, 0.4, 0.1], [0.45, 0.5, 0.05]])),
+              **{m.id: (times, binary) for m in markets}}  # fmt: skip
+    won = Resolution(market="pres", ts=T0 + 14 * day, winner="Harris")
+    tape = Tape.from_series([pres, *markets], series, [won])
+    config = CohortConfig(start=datetime.fromtimestamp(T0, UTC),
+                          agents={"x": "hold", HOLDER: "hold"},
+                          decision_cadence="weekly", mark_cadence="weekly")  # fmt: skip
+    with EventStore.open(folder / "crowded.db") as store:
+        agents = {"x": ThreeWay(), HOLDER: build_strategy("hold")}
+        run = CohortRunner(tape, config, strategies=agents).run(store)
+        return run.cohort, list(store.read(stream=run.cohort))
+
+
+def test_at_80_by_24_every_panel_shows_what_it_is_for(tmp_path: Path) -> None:
+    """Walked in tmux at 80×24 on the sample: one long market id pushed the price, change and
+    history out of the markets panel, a multi-outcome market showed 'Trump 0.49 Ha', every
+    scrolling panel lost a row to a horizontal scrollbar and wrapped text under its vertical
+    one, the leaderboard cut its Brier column, the header gave the shown agent's last
+    decision's week, the footer had no room for ? and q, and the help wrapped mid-sentence."""
+    cohort, events = crowded_log(tmp_path)
+    line = Timeline(events, cohort)
+
+    async def run() -> None:
+        app = StepApp(line, ["x", HOLDER], "x")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            screen = screen_text(app).splitlines()
+
+            def row(*words: str) -> str:
+                return next((s for s in screen if all(w in s for w in words)), "")
+
+            # the three-way market a line per outcome with its price; the long id cut, priced
+            assert row("pres", "3 outcomes")
+            for name, price in (("Trump", "0.500"), ("Harris", "0.400"), ("Other", "0.100")):
+                assert row(f" {name} ", price), "\n".join(screen)
+            assert row("election202…", "0.300")
+            markets = app.query_one("#markets", Lines)
+            assert markets.count == 1 + 3 + 21 and not markets.show_horizontal_scrollbar
+            # each order's fill or rejection right under it, every wrapped row in sight
+            decision = panels.decision(app.view).plain.splitlines()
+            harris = decision.index("bet $1,000.00 on Harris of pres")
+            assert decision[harris + 1].startswith("  ✓ bought 2,500.00 Harris of pres at 0.400")
+            assert decision[harris + 2] == "bet $50.00 on harris of pres"
+            assert decision[harris + 3].startswith("  ✗ rejected buy harris on pres")
+            for panel in app.query(Lines):  # the wrapped texts, and the leaderboard
+                if panel.text is None and panel.id != "board":
+                    continue
+                width = panel.scrollable_content_region.width
+                assert all(len(text) <= width for text in panel.plain()), panel.id
+            # the leaderboard: every column of every agent, the long name cut to fit
+            rows = app.query_one("#board", Lines).plain()
+            assert rows[0].split() == ["agent", "total", "return", "Brier", "(n)"]
+            assert any(r.startswith("  a-holder") and "$10,000" in r and "— (0)" in r
+                       for r in rows)  # fmt: skip
+            assert "? help" in screen[-1] and "q quit" in screen[-1]
+            # x's week 2; then the holder, whose last decision is still week 1's
+            await pilot.press("n", "a")
+            await pilot.pause()
+            header = screen_text(app).splitlines()[0]
+            assert " · week 2 · after x's decision" in header
+            assert app.view.decision is not None and app.view.decision.week == 1
+            await pilot.press("question_mark")
+            await pilot.pause()
+            helped = screen_text(app)
+            assert all(text in helped for text in HELP.splitlines())
+
+    asyncio.run(run())
+
+
+def test_a_chain_broken_further_on_is_said_with_its_event_and_arena_verify(tmp_path: Path) -> None:
+    """Stepping onto a damaged page of a long log: one line naming the event, what came of it
+    and the command that checks the whole log (the hint was lost with the lazy reader)."""
+    db = tmp_path / "long.db"
+    with EventStore.open(db) as store:
+        make_log(store, 3_000, markets=5, agents=("x", "y"))
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("DROP TRIGGER IF EXISTS events_no_update")
+    conn.execute("""UPDATE events SET payload = replace(payload, '"ts":', '"ts": ') """
+                 "WHERE seq = 2500")  # fmt: skip
+    conn.close()
+    said: list[str] = []
+
+    async def run(line: Timeline) -> None:
+        app = StepApp(line, ["x", "y"], "x")
+        app.notify = lambda message, **kw: said.append(message)  # type: ignore[method-assign]
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            cut = app.cut
+            await pilot.press("e")
+            await pilot.pause()
+            assert app.cut == cut and app.is_running
+
+    with EventStore.open(db, readonly=True) as store:
+        [cohort] = store.streams()
+        line = open_timeline(store, cohort)
+        line.snapshots.clear()  # so the end is folded through the damage
+        asyncio.run(run(line))
+    assert (f"{db}: event 2500 was altered (hash mismatch); the view stays where it "
+                       "was (run 'arena verify')") in said  # fmt: skip
