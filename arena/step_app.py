@@ -190,6 +190,7 @@ class StepApp(App[None]):
     CSS = """
     #header { height: 2; text-wrap: nowrap; text-overflow: ellipsis; }
     Lines { scrollbar-gutter: stable; scrollbar-size-vertical: 1; }
+    #board { scrollbar-gutter: auto; }
     Horizontal { height: 1fr; }
     Horizontal > * { border: round $primary; border-title-color: $text; }
     Horizontal > * { width: 1fr; }
@@ -381,7 +382,11 @@ class StepApp(App[None]):
         portfolio.titled(f"{view.agent}'s portfolio at this instant")
         portfolio.show(None, *panels.portfolio(view))
         board = self.query_one("#board", Lines)
-        heading, standings = panels.leaderboard(view, board.scrollable_content_region.width)
+        # the leaderboard's rows are cut, not wrapped, so its scrollbar takes a column only
+        # when there are more agents than rows (its width counts the column then)
+        scrolls = len(view.standings) + 1 > board.scrollable_content_region.height
+        width = board.content_region.width - scrolls * board.styles.scrollbar_size_vertical
+        heading, standings = panels.leaderboard(view, width)
         board.show(heading, len(standings), standings.__getitem__)
         board.titled("leaderboard now (n: resolved bets)")
         transcript = self.query_one("#transcript", Lines)

@@ -213,14 +213,15 @@ def leaderboard(view: View, width: int = 80) -> tuple[Text, list[Text]]:
     """Every agent at the cut, richest first, as ``arena report``'s standings say: total value
     (cash plus positions at the cut's marks), return on the starting cash, Brier over the
     resolved bets so far with their count. The agent in view is marked ▶. In ``width`` cells:
-    whole dollars and a Brier of three decimals when cents and four do not fit (as the report's
-    table shows them), then names cut."""
+    whole dollars, a Brier of three decimals and a narrower mark when cents and four do not fit
+    (as the report's table shows them), then names cut."""
     names = ("agent", "total", "return", "Brier (n)")
 
     def cells(precise: bool) -> list[tuple[str, ...]]:
+        mark, blank = ("▶ ", "  ") if precise else ("▶", " ")
         return [
             (
-                ("▶ " if s.agent == view.agent else "  ") + s.agent,
+                (mark if s.agent == view.agent else blank) + s.agent,
                 f"${s.total_value:,.2f}" if precise else f"${s.total_value:,.0f}",
                 f"{s.return_pct:+.2f}%",
                 ("—" if s.brier is None else f"{s.brier:.{4 if precise else 3}f}")

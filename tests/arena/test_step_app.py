@@ -301,7 +301,7 @@ def test_at_80_by_24_every_panel_shows_what_it_is_for(tmp_path: Path) -> None:
             # the leaderboard: every column of every agent, the long name cut to fit
             rows = app.query_one("#board", Lines).plain()
             assert rows[0].split() == ["agent", "total", "return", "Brier", "(n)"]
-            assert any(r.startswith("  a-holder") and "$10,000" in r and "— (0)" in r
+            assert any(r.startswith(" a-holder") and "$10,000" in r and "— (0)" in r
                        for r in rows)  # fmt: skip
             assert "? help" in screen[-1] and "q quit" in screen[-1]
             # x's week 2; then the holder, whose last decision is still week 1's
@@ -348,3 +348,32 @@ def test_a_chain_broken_further_on_is_said_with_its_event_and_arena_verify(tmp_p
         asyncio.run(run(line))
     assert (f"{db}: event 2500 was altered (hash mismatch); the view stays where it "
                        "was (run 'arena verify')") in said  # fmt: skip
+
+
+def test_in_tmux_at_80_by_24_the_samples_seven_agents_end_with_every_reported_figure(
+    arena: Arena, tmux: Tmux, tmp_path: Path
+) -> None:
+    """The sample's seven agents (names up to ten letters) at 80×24: after the end, each row
+    showed its total but cut its Brier and count ("0.2526 ("). Every agent's total, return and
+    Brier with its count of resolved bets is on screen, as ``arena report`` gives them (whole
+    dollars and three decimals, as its table shows them, when cents do not fit)."""
+    db = tmp_path / "sample.db"
+    assert arena("replay", "--tape", "sample", "--db", db).exit_code == 0
+    program = Path(sys.executable).with_name("arena")
+    command = f"{shlex.quote(str(program))} step {shlex.quote(str(db))}"
+    env = {"TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    tmux("new-session", "-d", "-s", "step", "-x", "80", "-y", "24",
+         "env", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", command)  # fmt: skip
+    tmux.wait_for("after hold's decision")
+    tmux("send-keys", "-t", "step", "e")
+    end = tmux.wait_for("end of the log")
+    tmux("send-keys", "-t", "step", "q")
+    with EventStore.open(db, readonly=True) as store:
+        [cohort] = report_data(Ledger().apply_all(store.read()))["cohorts"]
+    assert len(cohort["agents"]) == 7
+    rows = [line.replace("│", " ").replace("▶", " ").split() for line in end.splitlines()]
+    for a in cohort["agents"]:
+        brier = "—" if a["brier"] is None else f"{a['brier']:.3f}"
+        figures = [a["agent"], f"${a['total_value']:,.0f}", f"{a['return_pct']:+.2f}%", brier,
+                   f"({a['n_resolved']})"]  # fmt: skip
+        assert any(row[-5:] == figures for row in rows), (figures, end)
