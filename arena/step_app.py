@@ -44,7 +44,7 @@ n      next decision of this agent   d, space  next decision (any agent)
 r      next resolution               e, G      the end
 p, b   step back                     g         the first stop
 w      go to week N                  a, A      next, previous agent
-t      prompt and answer panel       /         search markets and transcript
+t      prompt and answer panel       /         find (again: the next match)
 ?      this help                     q         quit
 Stepping a live replay, n d r e and w run it as far as needed: agents
 decide only then.
@@ -154,6 +154,12 @@ class Lines(ScrollView):
     def on_resize(self) -> None:
         if self.text is not None:
             self._wrap()
+
+    def find(self, needle: str, after: int = -1) -> int | None:
+        """The first row after ``after`` that holds ``needle`` (in any case), or None."""
+        needle = needle.lower()
+        return next((k for k in range(after + 1, self.count)
+                     if needle in self.line(k).plain.lower()), None)  # fmt: skip
 
     def plain(self) -> list[str]:
         """Every row as text (the heading first), for tests and search."""
@@ -377,7 +383,10 @@ class StepApp(App[None]):
         markets.titled(f"markets {len(shown)}/{len(rows)}{found}")
         decision = self.query_one("#decision", Lines)
         decision.titled(f"{view.agent}'s decision")
-        decision.show_text(panels.decision(view))
+        said = panels.decision(view)
+        if self.search:
+            said.highlight_words([self.search], style="reverse", case_sensitive=False)
+        decision.show_text(said)
         portfolio = self.query_one("#portfolio", Lines)
         portfolio.titled(f"{view.agent}'s portfolio at this instant")
         portfolio.show(None, *panels.portfolio(view))
@@ -483,6 +492,25 @@ class StepApp(App[None]):
             self.live[0].kill()
         self.exit()
 
+    def find(self, again: bool) -> None:
+        """Bring the search's first match (``again``: the next one, from the top after the
+        last) into the decision panel and, when shown, the transcript, which can run to
+        thousands of lines; the markets panel is filtered by it instead. Found nowhere, it
+        is said."""
+        panels_searched = ["decision"] + ["transcript"] * self.screen.has_class("transcript")
+        found = len(self.view.markets) > 0 and self.query_one("#markets", Lines).count > 0
+        for name in panels_searched:
+            panel = self.query_one(f"#{name}", Lines)
+            row = panel.find(self.search, panel.scroll_offset.y if again else -1)
+            if row is None and again:
+                row = panel.find(self.search)
+            if row is not None:
+                panel.scroll_to(y=row, animate=False, immediate=True)
+                found = True
+        if not found:
+            self.notify(f"no {self.search!r} in the markets, the decision or the transcript",
+                        severity="warning")  # fmt: skip
+
     def action_first(self) -> None:
         self.move(self.timeline.first_stop())
 
@@ -520,8 +548,11 @@ class StepApp(App[None]):
         message.input.remove()
         value = message.value.strip()
         if self.asking == "search":
+            again = bool(value) and value == self.search
             self.search = value
             self.redraw()
+            if value:
+                self.call_after_refresh(self.find, again)
             return
         if not value.isdigit():
             self.notify(f"no week {value!r}", severity="warning")

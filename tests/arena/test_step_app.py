@@ -30,7 +30,7 @@ from arena.runner import CohortRunner
 from arena.step_app import HELP, Lines, StepApp
 from arena.step_log import open_timeline
 from arena.timeline import Timeline
-from ledger.events import Event
+from ledger.events import CohortOpened, DecisionMade, Event, ModelCall, ModelCalled
 from ledger.projection import Ledger
 from ledger.store import EventStore
 from replays.tape import MarketInfo, Resolution, Tape
@@ -230,6 +230,7 @@ def test_without_the_tui_extra_a_terminal_gets_a_one_line_error(
 
 LONG_ID = "election2024-president-national"  # as the sample's one slug among numeric ids
 HOLDER = "a-holder-with-a-long-name"
+START_TS = 1_704_585_600  # Sunday 2024-01-07 00:00 UTC
 YES_NO = ("Yes", "No")
 
 
@@ -377,3 +378,48 @@ def test_in_tmux_at_80_by_24_the_samples_seven_agents_end_with_every_reported_fi
         figures = [a["agent"], f"${a['total_value']:,.0f}", f"{a['return_pct']:+.2f}%", brier,
                    f"({a['n_resolved']})"]  # fmt: skip
         assert any(row[-5:] == figures for row in rows), (figures, end)
+
+
+def test_search_brings_each_match_of_a_long_transcript_into_view() -> None:
+    """A model's prompt runs to hundreds of lines: the search highlighted a match somewhere
+    below the panel's edge. It now scrolls the transcript (and the decision) to the first
+    match, to the next on the same search again, and says when nothing matches."""
+    c, t = "c1", START_TS
+    prompt = "\n".join(f"market m{i:03d} at 0.5" + (" needle" if i in (150, 260) else "")
+                       for i in range(300))  # fmt: skip
+    call = ModelCall(
+        model="m",
+        question="decision",
+        request="r1",
+        status=200,
+        messages=[{"role": "user", "content": prompt}],
+        answer='{"action": "HOLD"}',
+    )
+    events: list[Event] = [
+        CohortOpened(cohort=c, ts=t, start=t, rules="v1", cash=10_000.0, agents=["llm"],
+                     decision_cadence="weekly", mark_cadence="weekly"),
+        DecisionMade(cohort=c, ts=t, agent="llm", week=1, action="HOLD", reasoning="quiet"),
+        ModelCalled(cohort=c, ts=t, agent="llm", week=1, n=1, call=call),
+    ]  # fmt: skip
+    said: list[str] = []
+
+    async def run() -> None:
+        app = StepApp(Timeline(events, c), ["llm"], "llm")
+        app.notify = lambda message, **kw: said.append(message)  # type: ignore[method-assign]
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("t")
+            await pilot.pause()
+            transcript = app.query_one("#transcript", Lines)
+            assert transcript.scroll_offset.y == 0 and transcript.count > 300
+            shown: list[str] = []
+            for _ in range(3):
+                await pilot.press("slash", *"needle", "enter")
+                await pilot.pause()
+                shown.append(transcript.line(transcript.scroll_offset.y).plain)
+            assert shown == ["market m150 at 0.5 needle", "market m260 at 0.5 needle",
+                             "market m150 at 0.5 needle"]  # fmt: skip
+            await pilot.press("slash", *"zzz", "enter")
+            await pilot.pause()
+
+    asyncio.run(run())
+    assert said == ["no 'zzz' in the markets, the decision or the transcript"]
