@@ -98,6 +98,7 @@ class Lines(ScrollView):
         self.count = 0
         self.line: Callable[[int], Text] = lambda k: Text()
         self.text: Text | None = None  # shown wrapped to the width, when set by show_text
+        self.fitted: Callable[[int], tuple[Text, list[Text]]] | None = None  # by show_fitted
         self._strips: dict[int, Strip] = {}  # row -> as drawn (-1: the heading)
         self._texts: dict[int, Text | None] = {}  # row -> its text as drawn (None: blank)
         self._strips_width = 0
@@ -105,8 +106,23 @@ class Lines(ScrollView):
         self._title = ""
 
     def show(self, heading: Text | None, count: int, line: Callable[[int], Text]) -> None:
-        self.text = None
+        self.text = self.fitted = None
         self._show(heading, count, line)
+
+    def show_fitted(self, rows: Callable[[int], tuple[Text, list[Text]]]) -> None:
+        """A heading and rows that ``rows`` lays out for a width (the leaderboard's columns),
+        laid out again when the panel's width changes. Cut rather than wrapped, they leave
+        the scrollbar's column to the text unless they overflow the panel."""
+        self.text, self.fitted = None, rows
+        self._fit()
+
+    def _fit(self) -> None:
+        assert self.fitted is not None
+        width = self.content_region.width
+        heading, lines = self.fitted(width)
+        if len(lines) + 1 > self.scrollable_content_region.height:
+            heading, lines = self.fitted(width - self.styles.scrollbar_size_vertical)
+        self._show(heading, len(lines), lines.__getitem__)
 
     def titled(self, title: str) -> None:
         """Set the border's title; Textual draws the whole panel again on every assignment,
@@ -116,7 +132,7 @@ class Lines(ScrollView):
 
     def show_text(self, text: Text) -> None:
         """A long text, one row per line it wraps to at the panel's width."""
-        self.text = text
+        self.text, self.fitted = text, None
         self._wrap()
 
     def _show(self, heading: Text | None, count: int, line: Callable[[int], Text]) -> None:
@@ -154,6 +170,8 @@ class Lines(ScrollView):
     def on_resize(self) -> None:
         if self.text is not None:
             self._wrap()
+        elif self.fitted is not None:
+            self._fit()
 
     def find(self, needle: str, after: int = -1) -> int | None:
         """The first row after ``after`` that holds ``needle`` (in any case), or None."""
@@ -267,10 +285,6 @@ class StepApp(App[None]):
         self.call_after_refresh(self.redraw)
         self._warming = self.set_interval(WARM_EVERY, self.warm)
         gc.freeze()
-
-    def on_resize(self) -> None:
-        """The leaderboard picks its columns for the panel's width: drawn again at the new one."""
-        self.call_after_refresh(self.redraw)
 
     def warm(self) -> None:
         """A slice of the timeline's warm-up (its checkpoints, so stepping back anywhere is
@@ -391,12 +405,7 @@ class StepApp(App[None]):
         portfolio.titled(f"{view.agent}'s portfolio at this instant")
         portfolio.show(None, *panels.portfolio(view))
         board = self.query_one("#board", Lines)
-        # the leaderboard's rows are cut, not wrapped, so its scrollbar takes a column only
-        # when there are more agents than rows (its width counts the column then)
-        scrolls = len(view.standings) + 1 > board.scrollable_content_region.height
-        width = board.content_region.width - scrolls * board.styles.scrollbar_size_vertical
-        heading, standings = panels.leaderboard(view, width)
-        board.show(heading, len(standings), standings.__getitem__)
+        board.show_fitted(lambda width: panels.leaderboard(view, width))
         board.titled("leaderboard now (n: resolved bets)")
         transcript = self.query_one("#transcript", Lines)
         transcript.titled("prompt · answer · model calls")

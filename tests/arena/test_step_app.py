@@ -423,3 +423,22 @@ def test_search_brings_each_match_of_a_long_transcript_into_view() -> None:
 
     asyncio.run(run())
     assert said == ["no 'zzz' in the markets, the decision or the transcript"]
+
+
+def test_the_leaderboard_is_laid_out_again_when_the_terminal_grows(tmp_path: Path) -> None:
+    """Its columns are chosen for the panel's width: cut to fit 80 columns, whole again at
+    200 (a resize redrew the rows as they were)."""
+    cohort, events = crowded_log(tmp_path)
+
+    async def run() -> None:
+        app = StepApp(Timeline(events, cohort), ["x", HOLDER], "x")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            rows = app.query_one("#board", Lines).plain()
+            assert not any(HOLDER in r for r in rows) and any("a-holder" in r for r in rows)
+            await pilot.resize_terminal(200, 50)
+            await pilot.pause()
+            rows = app.query_one("#board", Lines).plain()
+            assert any(r.split()[:2] == [HOLDER, "$10,000.00"] for r in rows), rows
+
+    asyncio.run(run())
