@@ -238,6 +238,9 @@ class StepApp(App[None]):
         Binding("slash", "ask('search')", "find"),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),
+        # Textual asks for ctrl+q instead; in a terminal program ctrl+c ends it (a live
+        # replay quit so is resumable, as with q)
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
     ENABLE_COMMAND_PALETTE = False  # its commands are Textual's (themes, screenshots), not ours
 

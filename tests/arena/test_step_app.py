@@ -442,3 +442,17 @@ def test_the_leaderboard_is_laid_out_again_when_the_terminal_grows(tmp_path: Pat
             assert any(r.split()[:2] == [HOLDER, "$10,000.00"] for r in rows), rows
 
     asyncio.run(run())
+
+
+def test_ctrl_c_quits_as_q_does(log: tuple[str, list[Event]]) -> None:
+    """Textual's ctrl+c asked to press ctrl+q instead."""
+    cohort, events = log
+
+    async def run() -> None:
+        app = StepApp(Timeline(events, cohort), ["s", "h"], "s")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+            assert not app.is_running
+
+    asyncio.run(run())
