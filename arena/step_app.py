@@ -443,9 +443,10 @@ class StepApp(App[None]):
 
         self.reach(find, kind)
 
-    def reach(self, find: Callable[[], int | None], kind: str) -> None:
+    def reach(self, find: Callable[[], int | None], kind: str, missing: str = "") -> None:
         """To the cut ``find`` names in the log read so far; when it names none, a live replay
-        is run a step of ``kind`` at a time until it does (or the replay ends), else the end."""
+        is run a step of ``kind`` at a time until it does (or the replay ends, when
+        ``missing`` says what was not found), else the end."""
         cut = find()
         if cut is not None:
             self.move(cut)
@@ -456,9 +457,9 @@ class StepApp(App[None]):
         else:
             self.running = True
             self.redraw()
-            self.run_worker(self._advance(find, kind), group="live", exclusive=True)
+            self.run_worker(self._advance(find, kind, missing), group="live", exclusive=True)
 
-    async def _advance(self, find: Callable[[], int | None], kind: str) -> None:
+    async def _advance(self, find: Callable[[], int | None], kind: str, missing: str) -> None:
         """Ask the replay for steps until one brings the stop wanted (an agent that sat the
         cohort out never decides: its next decision is the end), reading the log after each."""
         assert self.live is not None
@@ -476,6 +477,8 @@ class StepApp(App[None]):
             self.notify(str(exc), severity="error", timeout=30)
         finally:
             self.running = False
+        if cut is None and run.closed and missing:
+            self.notify(f"{missing}: the replay ran to its end", severity="warning")
         self.move(cut if cut is not None else len(self.timeline.events))
 
     def status_line(self) -> str:
@@ -572,8 +575,9 @@ class StepApp(App[None]):
         week = int(value)
         cut = self.timeline.week_stop(week, self.agent)
         read = max((s.week for s in self.timeline.stops if s.kind == "decision"), default=0)
+        missing = f"no decision in week {week}"
         if cut is None and (self.live is None or self.live[0].closed or week <= read):
-            self.notify(f"no decision in week {week}", severity="warning")
+            self.notify(missing, severity="warning")
             return
         # live, a later week is run to: each decision instant until one in that week
-        self.reach(lambda: self.timeline.week_stop(week, self.agent), "decision")
+        self.reach(lambda: self.timeline.week_stop(week, self.agent), "decision", missing)

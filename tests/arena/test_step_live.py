@@ -443,3 +443,26 @@ def test_what_plugins_print_goes_to_the_output_file_not_the_screen(
     assert sorted(lines) == sorted(
         ["thinking about week 1", "and complaining", "thinking about week 2", "and complaining"]
     )
+
+
+def test_a_week_the_replay_never_reaches_is_said_once_it_has_run_to_its_end(
+    folder: Path, tmp_path: Path
+) -> None:
+    """w 99 ran the replay to its close and showed the end with no word of the week."""
+    run, tail, line = opened(folder, config(folder), tmp_path / "week.db")
+    said: list[str] = []
+
+    async def drive() -> None:
+        app = StepApp(line, run.agents, "s", (run, tail))
+        app.notify = lambda message, **kw: said.append(message)  # type: ignore[method-assign]
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("w", "9", "9", "enter")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert run.closed and app.cut == len(line.events)
+
+    try:
+        asyncio.run(drive())
+    finally:
+        run.stop()
+    assert said == ["no decision in week 99: the replay ran to its end"]
