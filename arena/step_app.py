@@ -49,9 +49,9 @@ t      prompt and answer panel       /         find (again: the next match)
 Stepping a live replay, n d r e and w run it as far as needed: agents
 decide only then.
 Markets: Δ is the change since this agent's previous decision; history the
-last ten marks up to this instant (never later), of YES or of a
-multi-outcome market's first outcome. Totals are cash plus positions at
-this instant's marks. Panels scroll with the mouse wheel. Esc closes."""
+last ten marks up to this instant (never later); of YES, or of the outcome
+named on the line. Totals are cash plus positions at this instant's marks.
+Panels scroll with the mouse wheel. Esc closes."""
 
 
 VIEWS_KEPT = 64
@@ -90,7 +90,10 @@ class Lines(ScrollView):
     hundreds of positions, a decision's reasoning or a prompt wrapped to the panel's width.
     Text widgets and tables lay out every row on every change (and a text whose height changes
     lays out the whole screen again), which took ten times the redraw budget on 500 markets and
-    20 agents (``arena bench step``)."""
+    20 agents (``arena bench step``).
+
+    The vertical scrollbar keeps its column (one cell) whether shown or not: a text wrapped to
+    the panel's width before the bar appeared had the bar drawn over its last cells."""
 
     def __init__(self, id: str) -> None:
         super().__init__(id=id)
@@ -507,13 +510,13 @@ class StepApp(App[None]):
             self.live[0].kill()
         self.exit()
 
-    def find(self, again: bool) -> None:
+    def show_match(self, again: bool) -> None:
         """Bring the search's first match (``again``: the next one, from the top after the
         last) into the decision panel and, when shown, the transcript, which can run to
         thousands of lines; the markets panel is filtered by it instead. Found nowhere, it
         is said."""
         panels_searched = ["decision"] + ["transcript"] * self.screen.has_class("transcript")
-        found = len(self.view.markets) > 0 and self.query_one("#markets", Lines).count > 0
+        found = self.query_one("#markets", Lines).count > 0  # filtered by the search
         for name in panels_searched:
             panel = self.query_one(f"#{name}", Lines)
             row = panel.find(self.search, panel.scroll_offset.y if again else -1)
@@ -567,7 +570,7 @@ class StepApp(App[None]):
             self.search = value
             self.redraw()
             if value:
-                self.call_after_refresh(self.find, again)
+                self.call_after_refresh(self.show_match, again)
             return
         if not value.isdigit():
             self.notify(f"no week {value!r}", severity="warning")
