@@ -24,6 +24,7 @@ from ledger.events import (
     PositionRefunded,
     PositionSettled,
 )
+from replays.samples import SAMPLE, SAMPLE_HASH
 
 ID_WIDTH = 12
 """The widest a market id is shown in the markets panel (cut with "…" beyond)."""
@@ -50,7 +51,7 @@ def header(view: View, status: str = "") -> Text:
         else "between stops"
     )  # fmt: skip
     line1 = f"{when(view.ts)} · week {view.week} · {what} · event {view.cut:,}/{view.total:,}"
-    line2 = f"cohort {view.cohort} · rules {view.rules} · tape {view.tape or '—'}"
+    line2 = f"cohort {view.cohort} · rules {view.rules} · tape {tape_name(view.tape)}"
     stopped = status.startswith("stopped")
     if status and not stopped:
         line1 += f" · {status}"
@@ -58,6 +59,14 @@ def header(view: View, status: str = "") -> Text:
     text.append(line1, style="bold")
     text.append("\n" + (status if stopped else line2), style="red" if stopped else "")
     return text
+
+
+def tape_name(tape: str) -> str:
+    """A tape as the header names it: its hash's first 12 characters, as the report gives
+    them, and ``sample`` for the embedded one (the name a command takes it by)."""
+    if not tape:
+        return "—"
+    return f"{SAMPLE} {tape[:12]}" if tape == SAMPLE_HASH else tape[:12]
 
 
 def prices(row: MarketRow) -> str:

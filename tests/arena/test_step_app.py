@@ -33,6 +33,7 @@ from arena.timeline import Timeline
 from ledger.events import CohortOpened, DecisionMade, Event, ModelCall, ModelCalled
 from ledger.projection import Ledger
 from ledger.store import EventStore
+from replays.samples import SAMPLE_HASH
 from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import save_tape
 from strategies.loader import build_strategy
@@ -365,7 +366,8 @@ def test_in_tmux_at_80_by_24_the_samples_seven_agents_end_with_every_reported_fi
     env = {"TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
     tmux("new-session", "-d", "-s", "step", "-x", "80", "-y", "24",
          "env", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", command)  # fmt: skip
-    tmux.wait_for("after hold's decision")
+    first = tmux.wait_for("after hold's decision")
+    assert f"rules v1 · tape sample {SAMPLE_HASH[:12]}" in first  # named as commands take it
     tmux("send-keys", "-t", "step", "e")
     end = tmux.wait_for("end of the log")
     tmux("send-keys", "-t", "step", "q")
