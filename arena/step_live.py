@@ -21,6 +21,7 @@ sandbox could not stop) closes its end of the pipe; the parent reports that as a
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
 from collections.abc import Iterator
@@ -145,9 +146,15 @@ class LiveRun:
             target=_serve,
             args=(child, str(tape_path), settings, str(db), str(output) if output else None),
             name="arena-step-replay",
-            daemon=True,
+            # not a daemon: a daemonic process may start none, and --isolate runs each agent
+            # in a worker of the replay's process ("daemonic processes are not allowed to
+            # have children"). Stopped at exit instead, before multiprocessing would wait
+            # for it (atexit runs the later registration first); a parent that dies closes
+            # the pipe, and the child ends on that.
+            daemon=False,
         )
         self._process.start()
+        atexit.register(self.stop)
         child.close()  # the child's end lives in the child alone, so its death closes the pipe
         self.db = db
         self.position = Position("start", settings.cohort.start_ts, 0)
@@ -176,6 +183,7 @@ class LiveRun:
 
     def stop(self) -> None:
         """End the child between steps (the log holds every reported step) and wait for it."""
+        atexit.unregister(self.stop)
         if self._process.is_alive():
             with contextlib.suppress(BrokenPipeError, OSError):
                 self._conn.send(Request(()))

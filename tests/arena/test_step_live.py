@@ -466,3 +466,19 @@ def test_a_week_the_replay_never_reaches_is_said_once_it_has_run_to_its_end(
     finally:
         run.stop()
     assert said == ["no decision in week 99: the replay ran to its end"]
+
+
+def test_isolate_runs_each_agent_in_a_worker_of_the_replays_process(
+    folder: Path, tmp_path: Path, reference: tuple[str, list[Event]]
+) -> None:
+    """The replay's process was a daemon, which may start no process: arena step --isolate
+    failed with 'daemonic processes are not allowed to have children'."""
+    settings = RunSettings(cohort=config(folder), options=RunOptions(isolate=True))
+    run = LiveRun(folder / "hand.tape", settings, tmp_path / "isolated.db")
+    try:
+        assert run.advance("decision").version == 11
+        assert run.advance("close").closed
+    finally:
+        run.stop()
+    with EventStore.open(run.db, readonly=True) as store:
+        assert store.digest() == reference[0]  # as the replay in one process
