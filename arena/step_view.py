@@ -56,8 +56,10 @@ class MarketRow:
     question: str
     outcomes: list[str]
     prices: list[float]
-    changes: list[float | None]  # each outcome's price minus its price at the agent's previous
-    sparks: list[str]  # decision, and its last marks up to the cut
+    # per outcome: its price minus its price at the agent's previous decision, and its last
+    # marks up to the cut as a sparkline
+    changes: list[float | None]
+    sparks: list[str]
     held: str
 
     @property
