@@ -38,6 +38,7 @@ from ledger.events import (
     PositionSettled,
     PromptStored,
 )
+from ledger.leaderboard import mean_brier
 from ledger.projection import CohortState, side_index
 from ledger.usage import ModelUsage
 
@@ -129,7 +130,7 @@ def portfolio(
         cash=book.cash,
         positions_value=value,
         total_value=book.cash + value,
-        brier=sum(r.brier for r in scored) / len(scored) if scored else None,
+        brier=mean_brier(scored),
         n_resolved=len(scored),
         positions=rows,
     )

@@ -104,7 +104,10 @@ class CategoryRow(msgspec.Struct, frozen=True, kw_only=True):
 # -- scores of Brier rows -----------------------------------------------------------------------
 
 
-def _mean_brier(rows: Sequence[BrierRow]) -> float | None:
+def mean_brier(rows: Sequence[BrierRow]) -> float | None:
+    """The mean implied-confidence Brier of scored buys, summed exactly (``math.fsum``), so
+    every view of the same rows (the report, ``arena step``'s portfolio) gives the same
+    float."""
     return math.fsum(r.brier for r in rows) / len(rows) if rows else None
 
 
@@ -134,7 +137,7 @@ def cohort_standings(state: CohortState) -> list[AgentStanding]:
         open_cost = math.fsum(p.cost for p in book.positions.values())
         total_value = book.cash + positions_value
         pnl = total_value - book.initial_cash
-        brier = _mean_brier(book.brier_rows)
+        brier = mean_brier(book.brier_rows)
         rows.append(
             AgentStanding(
                 cohort=state.cohort,
@@ -263,7 +266,7 @@ def leaderboard(
             return_low, return_high = resample.return_interval(agent, return_mean)
             if brier_mean is not None:
                 brier_low, brier_high = resample.brier_interval(agent, brier_mean)
-        pooled = _mean_brier(rows)
+        pooled = mean_brier(rows)
         board.append(
             LeaderboardRow(
                 agent=agent,

@@ -74,7 +74,7 @@ class ModelUsage:
         """One line for people: calls, re-asks, failures, tokens, dollars, latency."""
         cost = "cost not reported" if self.cost is None else f"${self.cost:,.4f}"
         median = percentile(self.latencies, 50)
-        latency = "" if median is None else f", median {median / 1000:.2f} s"
+        latency = "" if median is None else f", median latency {median / 1000:.2f} s a call"
         return (
             f"{self.calls} model calls ({self.reasks} re-asks, {self.failures} failed), "
             f"tokens {self.tokens_in:,} in / {self.tokens_out:,} out, {cost}{latency}"

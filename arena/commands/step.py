@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
@@ -28,10 +29,11 @@ from arena.settings import RunSettings
 from arena.step import Frame, Portfolio, fit, iter_frames
 from arena.step_live import LiveRun, LogTail
 from arena.step_log import open_timeline
-from arena.step_panels import damaged, event_line
+from arena.step_panels import damaged, event_line, tape_name
 from arena.timeline import Timeline
 from ledger.errors import LedgerError
 from ledger.events import CohortOpened, Event
+from ledger.leaderboard import cohort_standings
 from ledger.store import EventStore
 from strategies.loader import build_strategy
 
@@ -358,6 +360,7 @@ def _show(
             _print_json(cut())
         else:
             _print_frames(cut(), total, agent, opened, f"{agent} made no decision in {cohort}")
+            _print_standings(timeline)
     except LedgerError as exc:
         shown = f"the {_count(printed, 'frame')} before it printed" if printed else "nothing shown"
         where = f" {db}" if db is not None else ""
@@ -382,15 +385,36 @@ def _print_frames(
 
     volume = universe_volume(opened) if isinstance(opened, CohortOpened) else "volume"
     console = make_console()
+    if isinstance(opened, CohortOpened):
+        _echo(console, Text(
+            f"cohort {opened.cohort} · rules {opened.rules} · tape {tape_name(opened.tape)} · "
+            f"{agent}: {_count(total, 'decision')}", style="bold",
+        ))  # fmt: skip
     if total == 0:
         console.print(nothing)
         return
     for frame in cut:
-        text = render(frame, total, agent, console.height, console.width, volume)
-        if console.is_terminal:
-            console.print(text)
-        else:
-            click.echo(text.plain)
+        _echo(console, render(frame, total, agent, console.height, console.width, volume))
+
+
+def _print_standings(timeline: Timeline) -> None:
+    """Every agent at the end of the log, the table ``arena report`` gives for the cohort
+    (the frames follow one agent; this is how they all stood when it ended)."""
+    from arena.report import standings_table  # the printed frames' alone: not for the app
+
+    state = timeline.state_at(len(timeline.events))
+    if state.books:
+        console = make_console()
+        title = f"every agent at the end of the log (event {len(timeline.events):,})"
+        console.print(standings_table(title, cohort_standings(state)))
+
+
+def _echo(console: Console, text: Text) -> None:
+    """Styled on a terminal, plain text when piped."""
+    if console.is_terminal:
+        console.print(text)
+    else:
+        click.echo(text.plain)
 
 
 def _keys_available() -> bool:

@@ -148,6 +148,8 @@ def test_usage_per_agent_by_hand(tmp_path: Path, server: FakeLLM) -> None:
     d = u.as_dict()
     assert d["latency_median_ms"] == percentile(u.latencies, 50) is not None
     assert d["latency_p95_ms"] >= d["latency_median_ms"]
+    median = d["latency_median_ms"] / 1000
+    assert u.summary().endswith(f", median latency {median:.2f} s a call")  # says what it is
 
 
 def test_percentile_is_the_nearest_rank() -> None:

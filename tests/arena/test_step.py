@@ -331,6 +331,23 @@ def test_no_input_prints_one_panel_per_decision(arena: Arena, db: Path) -> None:
     assert "a looks cheap" in out
 
 
+def test_printed_frames_open_with_the_cohort_and_end_with_every_agent(
+    arena: Arena, db: Path
+) -> None:
+    """Piped, the frames follow one agent: a line first says which cohort, rules, tape and
+    how many decisions, and after the last frame every agent's standing at the end of the log
+    is the report's table (s: $10,750 in cash, nothing held; h: its $10,000)."""
+    result = arena("step", db, "--agent", "s", "--no-input")
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert re.fullmatch(r"cohort \S+ · rules v1 · tape [0-9a-f]{12} · s: 3 decisions", first)
+    after = result.stdout[result.stdout.rindex("╯") :]
+    assert "every agent at the end of the log" in after
+    rows = {line.split()[0]: line.split()[1:4] for line in after.splitlines()
+            if line.split() and line.split()[0] in ("s", "h")}  # fmt: skip
+    assert rows == {"s": ["10,750", "10,750", "+750.00"], "h": ["10,000", "10,000", "+0.00"]}
+
+
 def test_json_has_one_frame_per_decision(arena: Arena, db: Path, cut: list[Frame]) -> None:
     result = arena("step", db, "--agent", "s", "--json")
     assert result.exit_code == 0, result.output
@@ -470,11 +487,13 @@ def test_the_step_command_fits_80_by_24(arena: Arena, db: Path) -> None:
     result = arena("step", db, "--agent", "s", "--no-input",
                    env={"COLUMNS": "80", "LINES": "24"})  # fmt: skip
     assert result.exit_code == 0, result.output
-    panels = result.output.split("╭")[1:]
+    framed, standings = result.output.split("╭", 1)[1].rsplit("╯", 1)
+    panels = framed.split("╭")
     assert len(panels) == 3
     for panel in panels:
         lines = panel.rstrip("\n").splitlines()
         assert len(lines) <= 24 and all(cell_len(line) <= 80 for line in lines[1:])
+    assert all(cell_len(line) <= 80 for line in standings.splitlines())  # every agent, after
 
 
 # -- printed frames on a long or damaged log -------------------------------------------------------
