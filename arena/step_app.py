@@ -379,7 +379,7 @@ class StepApp(App[None]):
         return view
 
     def redraw_header(self) -> None:
-        header = panels.header(self.view, self.status_line())
+        header = panels.header(self.view, self.live_status(), self.moving())
         self.query_one("#header", Static).update(header, layout=False)  # its height is fixed
 
     def redraw(self) -> None:
@@ -484,13 +484,14 @@ class StepApp(App[None]):
             self.notify(f"{missing}: the replay ran to its end", severity="warning")
         self.move(cut if cut is not None else len(self.timeline.events))
 
-    def status_line(self) -> str:
-        """What the header says beside where the view is: a far move under way, else the live
-        replay's state."""
-        if self.pending is not None:
-            cut = self.pending[0]
-            return f"to event {cut:,}: folding, {self.timeline.distance(cut):,} events to go"
-        return self.live_status()
+    def moving(self) -> str:
+        """A far move under way, for the header: where to and how much is left to fold."""
+        if self.pending is None:
+            return ""
+        cut = self.pending[0]
+        return (
+            f"to event {cut:,}: folding, {self.timeline.distance(cut):,} events to go (keys work)"
+        )
 
     def live_status(self) -> str:
         """The replay's state for the header: running, where it stands, finished or stopped."""

@@ -38,10 +38,10 @@ def when(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def header(view: View, status: str = "") -> Text:
+def header(view: View, status: str = "", moving: str = "") -> Text:
     """Two lines: where in the log (instant, week, what this stop is, how far) and, stepping a
     live replay, what the replay is doing; then the cohort with its rules and tape, or why a
-    live replay stopped."""
+    live replay stopped, or (``moving``) a far move still folding, where 80 columns show it."""
     stop = view.stop
     what = (
         "start" if view.cut == 0
@@ -57,7 +57,10 @@ def header(view: View, status: str = "") -> Text:
         line1 += f" · {status}"
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(line1, style="bold")
-    text.append("\n" + (status if stopped else line2), style="red" if stopped else "")
+    if moving:
+        text.append("\n" + moving, style="yellow")
+    else:
+        text.append("\n" + (status if stopped else line2), style="red" if stopped else "")
     return text
 
 
