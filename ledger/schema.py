@@ -104,7 +104,10 @@ def ensure_schema(conn: sqlite3.Connection, path: Path, *, create: bool) -> None
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     if meta.get("application") != APPLICATION:
         raise LedgerError(f"{path}: not an arena event log (meta.application is missing)")
-    found = int(meta.get("schema_version", 0))
+    version = meta.get("schema_version", "0")
+    if not version.isdigit():
+        raise LedgerError(f"{path}: not an arena event log (schema version {version!r})")
+    found = int(version)
     if found > SCHEMA_VERSION:
         raise LedgerError(
             f"{path}: written by a newer arena (schema version {found}); "

@@ -433,7 +433,7 @@ def test_truncated_log_is_a_clear_error(db: Path, kept: float) -> None:
     assert str(caught.value).startswith(f"{db}: ")
 
 
-def _set_schema_version(db: Path, version: int) -> None:
+def _set_schema_version(db: Path, version: int | str) -> None:
     with EventStore.open(db):
         pass
     conn = sqlite3.connect(db)
@@ -451,6 +451,13 @@ def test_newer_schema_version_names_both_versions(db: Path) -> None:
 def test_older_schema_version_names_both_versions(db: Path) -> None:
     _set_schema_version(db, SCHEMA_VERSION - 1)
     with pytest.raises(LedgerError, match=f"version {SCHEMA_VERSION - 1}.*{SCHEMA_VERSION}"):
+        EventStore.open(db, readonly=True)
+
+
+@pytest.mark.parametrize("version", ["abc", "", "-1", "2.0", " 2"])
+def test_a_schema_version_that_is_no_number_is_a_clear_error(db: Path, version: str) -> None:
+    _set_schema_version(db, version)
+    with pytest.raises(LedgerError, match=rf"^{db}: not an arena event log \(schema version '"):
         EventStore.open(db, readonly=True)
 
 
