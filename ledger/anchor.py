@@ -73,6 +73,11 @@ def head_problem(store: EventStore, expected: str) -> str | None:
     if row_hash == want_hash and want_seq in (None, seq):
         return None
     at = store.seq_of_hash(want_hash)
+    if at is not None and want_seq not in (None, at):
+        return (
+            f"the head names seq {want_seq} but its hash is event {at}'s: "
+            "the head or the log's numbering was altered"
+        )
     if at is not None:
         return f"{seq - at} event(s) were appended after the recorded head (seq {at})"
     if want_seq is not None and seq < want_seq:

@@ -197,6 +197,17 @@ def test_the_cli_checks_the_head_it_is_given(arena: Arena, log: Path) -> None:
     assert garbled.exit_code == 1 and "is not a head" in garbled.output
 
 
+def test_a_head_whose_seq_and_hash_disagree_is_named_so(arena: Arena, log: Path) -> None:
+    """The log's own last hash under another seq: no event was appended (which it once said,
+    as '0 event(s) were appended'); the head and the log disagree on where it ends."""
+    seq, row_hash = str(read_head(log)).split(":")
+    for other in (int(seq) + 5, int(seq) - 1):
+        said = arena("verify", log, "--head", f"{other}:{row_hash}")
+        assert said.exit_code == 1
+        assert f"the head names seq {other} but its hash is event {seq}'s" in said.output
+        assert "appended" not in said.output
+
+
 def _logical(db: Path) -> list[tuple[object, ...]]:
     """Everything the log means, read through the table and through the stream index."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
