@@ -42,6 +42,8 @@ def export(db: Path, folder: Path, cohorts: tuple[str, ...], parquet: bool, as_j
     try:
         with EventStore.open(db, readonly=True) as store:
             run = read_tables(store, cohorts or None)
+        if not run.loaded.ledger.cohorts:  # a replay stopped before its first step
+            raise click.ClickException(f"{db} holds no cohorts: nothing to export")
         folder.mkdir(parents=True, exist_ok=True)
         written = write_csv(run.tables, folder)
         if parquet:

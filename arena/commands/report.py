@@ -84,6 +84,8 @@ def report(
             if unknown:
                 raise click.ClickException(f"{db} has no cohort {sorted(unknown)[0]}")
             loaded = load(store, cohorts or None)
+            if not loaded.ledger.cohorts:  # a replay stopped before its first step
+                raise click.ClickException(f"{db} holds no cohorts: nothing to report")
             usage = model_usage(store, cohorts or None)
             if html_dir is not None:
                 from arena.html_report import write_replay_report
@@ -103,8 +105,6 @@ def report(
     if as_json:
         click.echo(json.dumps(report_data(ledger, usage, intervals), indent=2))
         return
-    if not ledger.cohorts:  # a replay stopped before its first step leaves an empty log
-        raise click.ClickException(f"{db} holds no cohorts: nothing to report")
     console = make_console()
     print_report(console, ledger, detail=True if cohorts or show_all else None,
                  intervals=intervals, usage=usage)  # fmt: skip

@@ -53,7 +53,13 @@ def test_an_empty_log_verifies_and_reports_nothing_in_one_line(
     checked = arena("verify", db)
     assert checked.exit_code == 0, checked.output
     assert checked.stdout.startswith(f"OK {db}: 0 events, hash chain intact")
-    assert one_line(arena("report", db)) == f"Error: {db} holds no cohorts: nothing to report"
+    for how in ((), ("--json",), ("--html", tmp_path / "html")):
+        said = one_line(arena("report", db, *how))
+        assert said == f"Error: {db} holds no cohorts: nothing to report"
+    assert not (tmp_path / "html").exists()
+    said = one_line(arena("export", db, "--to", tmp_path / "out"))
+    assert said == f"Error: {db} holds no cohorts: nothing to export"
+    assert not (tmp_path / "out").exists()
     assert one_line(arena("step", db)) == f"Error: {db} holds no cohorts"
 
 
