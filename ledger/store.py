@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sqlite3
 import time
 from collections.abc import Generator, Iterable, Iterator, Sequence
@@ -118,14 +119,11 @@ class EventStore:
         if not exists and (readonly or not create):
             raise LedgerError(f"{path}: no such event log")
         try:
-            target = path.resolve().as_uri() + "?mode=ro" if readonly else str(path)
-            conn = sqlite3.connect(
-                target,
-                uri=readonly,
-                isolation_level=None,
-                timeout=_BUSY_TIMEOUT_S,
-                check_same_thread=False,  # the append pipeline's worker; see the module doc
-            )
+            conn = _connect(path, readonly)
+            if readonly and _wal_blocked(conn, path):
+                conn.close()
+                _check_no_wal_left(path)
+                conn = _connect(path, readonly, immutable=True)
         except sqlite3.Error as exc:
             raise LedgerError(f"{path}: cannot open event log ({exc})") from exc
         try:
@@ -136,6 +134,8 @@ class EventStore:
             _check_not_truncated(conn, path)
         except (sqlite3.Error, UnicodeDecodeError) as exc:  # a damaged name or meta value
             conn.close()
+            if not readonly and "readonly" in str(exc):
+                raise LedgerError(f"{path}: cannot write to this log ({exc})") from exc
             raise LedgerError(f"{path}: not a readable arena event log ({exc})") from exc
         except LedgerError:
             conn.close()
@@ -821,6 +821,44 @@ def _type_tests(names: Iterable[str], verb: str) -> tuple[list[str], list[str]]:
         tests.append("(payload >= ? AND payload < ?)")
         bounds += [f'{{"type":"{name}",', f'{{"type":"{name}-']  # '-' sorts right after ','
     return tests, bounds
+
+
+def _connect(path: Path, readonly: bool, *, immutable: bool = False) -> sqlite3.Connection:
+    target = str(path)
+    if readonly:
+        target = path.resolve().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+    return sqlite3.connect(
+        target,
+        uri=readonly,
+        isolation_level=None,
+        timeout=_BUSY_TIMEOUT_S,
+        check_same_thread=False,  # the append pipeline's worker; see the module doc
+    )
+
+
+def _wal_blocked(conn: sqlite3.Connection, path: Path) -> bool:
+    """Whether a read-only open must read the file as immutable: a log in WAL mode (every log
+    a writer left) needs its ``-shm`` file, which SQLite cannot create in a folder it may not
+    write (a read-only mount, a shared results folder), so even a report failed with 'attempt
+    to write a readonly database'. No writer can append in such a folder either, so the file
+    as it stands is the whole log (see :func:`_check_no_wal_left`)."""
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        return False
+    except sqlite3.OperationalError:
+        if os.access(path.parent, os.W_OK):
+            raise
+        return True
+
+
+def _check_no_wal_left(path: Path) -> None:
+    """An immutable read leaves a WAL's pages out without a word: refuse, saying what to do."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise LedgerError(
+            f"{path}: its folder is read-only and {wal.name} holds events not yet in the log; "
+            "copy both files to a folder you can write and read the copy"
+        )
 
 
 def _check_file(path: Path) -> bool:

@@ -550,3 +550,72 @@ def test_digest_changes_with_content_and_can_select_streams(db: Path) -> None:
         assert only_a != both
         store.append("a", [marked(3)])
         assert store.digest(["a"]) != only_a
+
+
+# -- a log in a folder no one may write ----------------------------------------------------------
+
+_READ = """
+import sys
+from ledger.errors import LedgerError
+from ledger.store import EventStore
+try:
+    with EventStore.open(sys.argv[1], readonly=True) as store:
+        print("read", store.last_seq())
+    EventStore.open(sys.argv[1])
+except LedgerError as exc:
+    print("error", exc)
+"""
+
+
+def _read_in_locked_folder(folder: Path, db: Path) -> list[str]:
+    """Run the read in a process that file permissions bind: as root, one without the
+    capabilities that override them (root reads and writes anything otherwise)."""
+    import subprocess
+    import sys
+
+    folder.chmod(0o555)
+    try:
+        command = [sys.executable, "-c", _READ, str(db)]
+        if os.geteuid() == 0:
+            drop = "--bounding-set=-dac_override,-dac_read_search,-fowner"
+            command = ["setpriv", drop, *command]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        return done.stdout.splitlines()
+    finally:
+        folder.chmod(0o755)
+
+
+def test_a_log_in_a_read_only_folder_is_read_and_not_written(tmp_path: Path) -> None:
+    """A closed log is in WAL mode, whose reader needs a ``-shm`` file SQLite cannot create
+    in a folder it may not write: every read once failed with 'attempt to write a readonly
+    database'. It is read as the file stands; a writer is told it cannot write."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    db = folder / "arena.db"
+    with EventStore.open(db) as store:
+        store.append("s", [marked(i) for i in range(3)])
+    db.chmod(0o444)
+    read, wrote = _read_in_locked_folder(folder, db)
+    assert read == "read 3"
+    assert wrote.startswith(f"error {db}: cannot write to this log (")
+    assert sorted(p.name for p in folder.iterdir()) == ["arena.db"]
+
+
+def test_a_wal_left_in_a_read_only_folder_is_not_silently_left_out(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    db = folder / "arena.db"
+    with EventStore.open(db) as store:
+        store.append("s", [marked(i) for i in range(3)])
+        copy = tmp_path / "copy.db"  # the log and its WAL as a writer still holding it has them
+        copy.write_bytes(db.read_bytes())
+        wal = Path(f"{db}-wal").read_bytes()
+    assert wal
+    db.unlink()
+    copy.rename(db)
+    Path(f"{db}-wal").write_bytes(wal)
+    [said] = _read_in_locked_folder(folder, db)
+    assert said == (
+        f"error {db}: its folder is read-only and arena.db-wal holds events not yet in the log; "
+        "copy both files to a folder you can write and read the copy"
+    )
