@@ -37,6 +37,11 @@ DECISION_TIMEOUT = 300.0
 costs minutes, not the run."""
 
 
+MAX_DECISION_TIMEOUT = 7 * 86_400.0
+"""A week: past the longest wait anyone means, and inside what the time limit's timer takes
+(``--timeout inf`` or ``1e308`` overflowed it, and every agent sat the cohort out)."""
+
+
 class SettingsError(ArenaError, ValueError):
     """Cohort settings that do not validate; the message names the field, on one line."""
 
@@ -49,8 +54,9 @@ class RunOptions(pydantic.BaseModel):
     decision_timeout: float = pydantic.Field(
         default=DECISION_TIMEOUT,
         ge=0,
+        le=MAX_DECISION_TIMEOUT,
         description="seconds a strategy may take per decision before it is recorded as an "
-        "error and HOLD (0: no limit)",
+        "error and HOLD (0: no limit; at most a week)",
     )
     isolate: bool = pydantic.Field(
         default=False,

@@ -104,7 +104,7 @@ _COHORT_OPTIONS = (
     click.option("--timeout", "decision_timeout", type=float,
                  default=_default(RunOptions, "decision_timeout"), show_default=True,
                  help="Seconds a strategy may take per decision before it is recorded as an "
-                      "error and HOLD (0: no limit)."),
+                      "error and HOLD (0: no limit; at most a week)."),
     click.option("--on-miss", type=click.Choice(["error", "hold"]), expose_value=False,
                  callback=_on_miss,
                  help="A model question missing from a replay's cassette: stop the run with "
