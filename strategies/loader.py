@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import math
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -129,6 +130,12 @@ def build_strategy(spec: str) -> Strategy:
         settings = cls.settings_for(parsed.settings)(**parsed.settings)
     except pydantic.ValidationError as exc:
         raise StrategyError(f"{parsed.kind}: bad settings: {validation_summary(exc)}") from None
+    for key, value in settings:
+        if isinstance(value, float) and not math.isfinite(value):
+            # pydantic's lax floats take 'inf', 'nan' and '1e400', which no setting's bounds
+            # expect: stake=inf bet every cent, B=inf raised at every decision
+            given = parsed.settings.get(key, value)
+            raise StrategyError(f"{parsed.kind}: bad settings: {key}: {given!r} is not finite")
     kwargs: dict[str, Any] = {"settings": settings}
     if parsed.arg:
         if "path" not in inspect.signature(cls.__init__).parameters:

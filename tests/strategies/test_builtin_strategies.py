@@ -429,6 +429,23 @@ def test_bad_settings_name_the_field(spec: str, field: str) -> None:
         build_strategy(spec)
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("favourite?stake=inf", "favourite: bad settings: stake: 'inf' is not finite"),
+        ("random?max_amount=1e400", "random: bad settings: max_amount: '1e400' is not finite"),
+        ("extremized?B=Infinity", "extremized: bad settings: B: 'Infinity' is not finite"),
+        ("sign?forecaster=market&B=inf", "sign: bad settings: B: 'inf' is not finite"),
+    ],
+)
+def test_a_setting_that_is_no_finite_number_is_refused(spec: str, message: str) -> None:
+    """pydantic's lax floats take them, and no bound was written against them: stake=inf
+    bet all the cash, B=inf raised an OverflowError at every decision."""
+    with pytest.raises(StrategyError) as caught:
+        build_strategy(spec)
+    assert str(caught.value) == message
+
+
 # -- a real replay -------------------------------------------------------------------------
 
 
