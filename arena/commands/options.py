@@ -174,7 +174,11 @@ def read_agents_file(path: Path) -> dict[str, str]:
         raise click.BadParameter(f"{path}: use a .toml or .json file", param_hint="--agents-file")
     try:
         raw = path.read_bytes()
-        data = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw)
+        data = (
+            tomllib.loads(raw.decode())
+            if path.suffix == ".toml"
+            else json.loads(raw, object_pairs_hook=_unique_keys)
+        )
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--agents-file") from None
     if isinstance(data, dict) and isinstance(data.get("llm"), dict):
@@ -193,11 +197,22 @@ def read_agents_file(path: Path) -> dict[str, str]:
     return dict(table)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique (TOML refuses a repeated key itself; JSON would keep
+    the last, and an agent given twice would silently be the second)."""
+    table: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in table:
+            raise ValueError(f"{key!r} given twice")
+        table[key] = value
+    return table
+
+
 def parse_agents(specs: Sequence[str], from_file: dict[str, str] | None = None) -> dict[str, str]:
     """``NAME=SPEC`` pairs, in order (after any from a file; the built-in line-up when there
     are neither); a malformed or repeated name is a usage error."""
     agents: dict[str, str] = dict(from_file or {})
-    for item in specs or (() if from_file else DEFAULT_AGENTS):
+    for item in specs or (() if from_file is not None else DEFAULT_AGENTS):
         name, sep, spec = item.partition("=")
         if not sep or not name or not spec:
             raise click.BadParameter(f"{item!r} is not NAME=SPEC", param_hint="--agent")
@@ -208,6 +223,8 @@ def parse_agents(specs: Sequence[str], from_file: dict[str, str] | None = None) 
         if name in agents:
             raise click.BadParameter(f"agent {name!r} given twice", param_hint="--agent")
         agents[name] = spec
+    if not agents:  # an empty agents file once ran the built-in line-up instead
+        raise click.BadParameter("the file names no agent", param_hint="--agents-file")
     return agents
 
 

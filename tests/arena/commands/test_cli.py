@@ -44,6 +44,8 @@ def in_process(
         (("replay", "--universe", "x"), 2, "'x' is not a valid integer"),
         (("replay", "--agent", "x=nosuch"), 1, "unknown strategy 'nosuch'"),
         (("replay", "--agents-file", "agents.csv"), 2, "use a .toml or .json file"),
+        (("replay", "--agents-file", "empty.toml"), 2, "--agents-file: the file names no agent"),
+        (("replay", "--agents-file", "twice.json"), 2, "twice.json: 'a' given twice"),
         (("replay", "--starts", "2024-13-01..2024-14-01"), 2, "2024-13-01"),
         (("report", "missing.db"), 1, "missing.db: no such event log"),
         (("tapes", "show", "missing.tape"), 1, "missing.tape"),
@@ -57,6 +59,8 @@ def test_bad_input_is_one_line_on_stderr(
     """Each mistake through the entry point in this process; one of them also through the
     installed script as a process of its own, which must answer the same."""
     (tmp_path / "agents.csv").write_text("a,b\n")
+    (tmp_path / "empty.toml").write_text("# agents to come\n")
+    (tmp_path / "twice.json").write_text('{"a": "hold", "a": "favourite"}')
     done = in_process(*args, cwd=tmp_path, monkeypatch=monkeypatch, capsys=capsys)
     if args == ("replay", "--agent", "x=nosuch"):
         process = run(*args, cwd=tmp_path)
