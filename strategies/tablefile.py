@@ -64,7 +64,7 @@ def open_table(path: Path) -> Iterator[Table]:
     kind = table_format(path)
     try:
         with _open_text(path) as handle:
-            columns, rows = _csv(handle) if kind == ".csv" else _jsonl(path, handle)
+            columns, rows = _csv(path, handle) if kind == ".csv" else _jsonl(path, handle)
             yield Table(path, columns, rows)
     except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
         raise TableError(f"{path}: cannot read ({exc})") from None
@@ -76,9 +76,28 @@ def _open_text(path: Path) -> TextIO:
     return path.open(encoding="utf-8", newline="")
 
 
-def _csv(handle: TextIO) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:
-    reader = csv.DictReader(handle)
-    return list(reader.fieldnames or []), enumerate(reader, start=1)
+def _csv(path: Path, handle: TextIO) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:
+    """Rows as records of the header's columns. A row with more or fewer fields than the header
+    is an error: ``csv.DictReader`` filled the missing ones with None (read as a blank, "no
+    forecast") and kept extra ones aside, so a stray comma or an unclosed quote, which swallows
+    the rest of the file into one field, went unnoticed."""
+    reader = csv.reader(handle)
+    columns = next(reader, [])
+
+    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+        number = 0
+        for fields in reader:
+            if not fields:
+                continue  # a blank line is no row
+            number += 1
+            if len(fields) != len(columns):
+                raise TableError(
+                    f"{path}: row {number}: {len(fields)} field(s) where the header has "
+                    f"{len(columns)}"
+                )
+            yield number, dict(zip(columns, fields, strict=True))
+
+    return columns, rows()
 
 
 def _jsonl(path: Path, handle: TextIO) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:

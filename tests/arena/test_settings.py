@@ -138,7 +138,7 @@ def test_run_settings_cross_to_a_spawned_worker_whole() -> None:
                 "decision_timeout: Input should be less than or equal to 604800",
             )
             for seconds in (float("inf"), 1e308, 604_801)
-        ),  # fmt: skip
+        ),
         ({"jobs": -1}, "jobs: Input should be greater than or equal to 0"),
         (
             {"isolate": "maybe"},

@@ -60,6 +60,10 @@ def test_rows_are_numbered_by_data_row_in_both_formats(tmp_path: Path) -> None:
         ("t.jsonl", b'{"a": 1}\n[2]\n', "row 2: expected a JSON object"),
         ("t.csv.gz", b"not gzip at all", "cannot read (Not a gzipped file"),
         ("t.csv", b"a,b\n\xff\xfe,1\n", "cannot read ('utf-8' codec can't decode"),
+        # csv.DictReader read these as a blank forecast or kept the stray field aside
+        ("t.csv", b"a,b\n1,0.5\n\n2\n", "row 2: 1 field(s) where the header has 2"),
+        ("t.csv", b"a,b\n1,0.5,\n", "row 1: 3 field(s) where the header has 2"),
+        ("t.csv", b'a,b\n1,0.5\n"2,0.5\n3,0.5\n', "row 2: 1 field(s) where the header has 2"),
     ],
 )
 def test_a_bad_file_is_one_line_naming_it(

@@ -109,7 +109,7 @@ def test_table_and_reliability_diagram(arena: Arena, csv_file: Path) -> None:
         ("nan.csv", "y,pred_prob\n1,0.5\n0,abc\n", "row 2: pred_prob is 'abc', not a number"),
         ("market.csv", "y,pred_prob,market_prob\n1,0.5,-1\n", "row 1: market_prob"),
         ("blank.csv", "y,pred_prob\n1,\n", "row 1: pred_prob is '', not a number"),
-        ("short.csv", "y,pred_prob\n1,0.5\n0\n", "row 2: no value for column 'pred_prob'"),
+        ("short.csv", "y,pred_prob\n1,0.5\n0\n", "row 2: 1 field(s) where the header has 2"),
         ("empty.csv", "", "empty file"),
         ("header.csv", "y,pred_prob\n", "no data rows"),
         ("empty.jsonl", "\n", "empty file"),
