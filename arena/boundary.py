@@ -611,8 +611,24 @@ def error_text(exc: BaseException) -> str:
 
 
 def capped(text: str, limit: int = MAX_TEXT) -> tuple[str, bool]:
-    """``text`` cut to ``limit`` characters, and whether it was cut."""
+    """``text`` cut to ``limit`` characters, and whether it was cut; loggable (see
+    :func:`loggable`)."""
+    text = loggable(text)
     return (text, False) if len(text) <= limit else (text[:limit], True)
+
+
+def loggable(text: str) -> str:
+    """``text`` with any lone surrogate (``"\\udcff"``, what ``os.fsdecode`` makes of a
+    stray byte) replaced by '?': UTF-8 cannot encode one, and a plugin's reasoning, error
+    message or market id holding one crashed the run at the log's next flush, writing none
+    of the cohort."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode(errors="replace").decode()
+    return text
 
 
 def _number(x: object) -> float | None:
@@ -626,7 +642,7 @@ def _number(x: object) -> float | None:
 
 
 def _text(x: object) -> str | None:
-    return None if x is None else str(x)
+    return None if x is None else loggable(str(x))
 
 
 def _bet(bet: object) -> BetIntent:
@@ -634,6 +650,8 @@ def _bet(bet: object) -> BetIntent:
         type(bet) is BetIntent
         and type(bet.market) is str
         and type(bet.side) is str
+        and bet.market.isascii()
+        and bet.side.isascii()
         and type(bet.amount) is float
         and math.isfinite(bet.amount)
         and abs(bet.amount) <= MAX_AMOUNT
@@ -651,7 +669,8 @@ def _bet(bet: object) -> BetIntent:
         raise ValueError(f"bet on {bet.market}: amount {amount:g} is beyond {MAX_AMOUNT:g}")
     if belief is not None and not 0.0 <= belief <= 1.0:
         raise ValueError(f"bet on {bet.market}: belief {belief:g} is not a probability in [0, 1]")
-    return BetIntent(market=str(bet.market), side=str(bet.side), amount=amount, belief=belief)
+    market, side = loggable(str(bet.market)), loggable(str(bet.side))
+    return BetIntent(market=market, side=side, amount=amount, belief=belief)
 
 
 def _sell(sell: object) -> SellIntent:
@@ -778,6 +797,7 @@ def _plain_hold(d: Decision) -> bool:
         and not d.sells
         and type(d.reasoning) is str
         and len(d.reasoning) <= MAX_TEXT
+        and d.reasoning.isascii()
         and d.trace is None
     )
 

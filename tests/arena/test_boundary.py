@@ -44,6 +44,7 @@ from arena.cohort import CohortConfig
 from arena.runner import CohortRunner
 from arena.settings import RunOptions, RunSettings
 from ledger.events import (
+    ENCODER,
     AnyEvent,
     BetIntent,
     CohortClosed,
@@ -523,6 +524,36 @@ def test_a_hostile_plugin_is_a_recorded_hold_and_changes_nothing_else(
     assert {d.error.splitlines()[0] for d in made if d.error} == {error}
     assert not [e for e in events if getattr(e, "agent", None) == "bad" and e not in made]
     assert of_agent(events, "fav") == alone
+
+
+class StrayBytes(Strategy):
+    """Text made from bytes as ``os.fsdecode`` makes it: a lone surrogate for a stray byte."""
+
+    def decide(self, view: View) -> Decision:
+        m = view.markets.ids[0]
+        bets = [Bet(market=m + "\udcff", side="YES", amount=10.0),
+                Bet(market=m, side="Y\udcffES", amount=10.0)]  # fmt: skip
+        return Decision(
+            bets=bets, sells=[Sell(percentage=50.0, market="\udcff")], reasoning="\udcff"
+        )
+
+
+class StrayBytesRaised(Strategy):
+    def decide(self, view: View) -> Decision:
+        raise ValueError("byte \udcff")
+
+
+def test_text_utf8_cannot_encode_is_logged_with_a_mark_in_its_place() -> None:
+    """A lone surrogate in a plugin's reasoning, error or market id crashed the run at the
+    log's next flush (UnicodeEncodeError, a traceback and none of the cohort written)."""
+    events = replay({"bytes": StrayBytes(), "raises": StrayBytesRaised()})
+    for e in events:
+        ENCODER.encode(e)
+    made = {e.agent: e for e in events if isinstance(e, DecisionMade) and e.week == 1}
+    assert made["bytes"].reasoning == "?"
+    assert [(b.market[-1], b.side) for b in made["bytes"].bets] == [("?", "YES"), ("1", "Y?ES")]
+    assert [s.market for s in made["bytes"].sells] == ["?"]
+    assert str(made["raises"].error).splitlines()[0] == "ValueError: byte ?"
 
 
 @pytest.mark.parametrize("kind", [LeavesAClockRunning, ClearsTheClock])
