@@ -205,6 +205,12 @@ def verdict(obj: Mapping[str, Any], market: MarketInfo) -> Verdict:
     prices = [to_float(p) for p in json_list(obj.get("outcomePrices"))]
     if closed and len(prices) == len(market.outcomes):
         flagged += [o for o, p in zip(market.outcomes, prices, strict=True) if (p or 0) >= DECISIVE]
+    if flagged and obj.get("winner") and _match(market.outcomes, obj["winner"]) is None:
+        # read as no winner, a typo in the flag quietly left a settled market unresolved
+        raise TapeError(
+            f"market {market.id}: winner {obj['winner']!r} is not one of its outcomes "
+            f"({', '.join(market.outcomes)})"
+        )
     winner = next((w for w in (_match(market.outcomes, f) for f in flagged) if w), None)
     if ts is None:
         return Verdict("open")

@@ -55,6 +55,15 @@ def test_an_unreadable_date_is_refused_by_market_and_field(field: str) -> None:
         market_info(gamma(**{field: "not a date"}))
 
 
+def test_a_winner_flag_naming_no_outcome_is_refused() -> None:
+    """Read as no winner, a settled market stayed unresolved, counted as 'undecided'."""
+    market = market_info(gamma())
+    assert verdict(gamma(winner="no"), market).resolution.winner == "No"  # type: ignore[union-attr]
+    with pytest.raises(TapeError) as caught:
+        verdict(gamma(winner="Maybe"), market)
+    assert str(caught.value) == "market 253573: winner 'Maybe' is not one of its outcomes (Yes, No)"
+
+
 def test_an_unreadable_close_is_refused_when_judging_the_ending() -> None:
     market = market_info(gamma())
     with pytest.raises(TapeError, match="market 253573: umaEndDate: not an instant"):
