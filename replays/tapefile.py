@@ -224,13 +224,23 @@ def tape_kind(path: Path) -> str:
 
 
 def save_tape(tape: Tape, path: str | Path) -> None:
-    """Write ``tape``; the extension picks the form, the bytes are reproducible."""
+    """Write ``tape``; the extension picks the form, the bytes are reproducible.
+
+    Written beside ``path`` and moved into place, so a write that fails (a folder that is not
+    there or not writable, a full disk) leaves no half tape, only a one-line TapeError."""
     path = Path(path)
     kind = tape_kind(path)
-    if kind == "columnar":
-        _write_columnar(tape, path)
-    else:
-        _write_jsonl(tape, path, compress=kind == "jsonl.gz")
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        if kind == "columnar":
+            _write_columnar(tape, partial)
+        else:
+            _write_jsonl(tape, partial, compress=kind == "jsonl.gz")
+        partial.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise TapeError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def load_tape(path: str | Path, *, verify_hash: bool = False, max_bytes: int | None = None) -> Tape:

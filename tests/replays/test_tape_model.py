@@ -116,6 +116,24 @@ def test_unknown_extension_is_refused(tmp_path: Path) -> None:
         save_tape(small_tape(), tmp_path / "t.csv")
 
 
+@pytest.mark.parametrize("name", ["t.tape", "t.tape.jsonl", "t.tape.jsonl.gz"])
+def test_a_tape_that_cannot_be_written_is_one_line_and_leaves_nothing(
+    tmp_path: Path, name: str
+) -> None:
+    """``arena tapes import ... --out missing/x.tape`` ended in a FileNotFoundError traceback."""
+    missing = tmp_path / "missing" / name
+    with pytest.raises(TapeError) as caught:
+        save_tape(small_tape(), missing)
+    assert str(caught.value) == f"{missing}: cannot write: No such file or directory"
+    taken = tmp_path / name
+    taken.mkdir()  # the tape is written in full, then cannot take the place of a folder
+    with pytest.raises(TapeError, match=f"^{taken}: cannot write: "):
+        save_tape(small_tape(), taken)
+    assert [p.name for p in tmp_path.iterdir()] == [name] and taken.is_dir()
+    save_tape(small_tape(), tmp_path / f"x{name}")
+    assert load_tape(tmp_path / f"x{name}").hash == small_tape().hash
+
+
 prices = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 
 
