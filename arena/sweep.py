@@ -76,6 +76,8 @@ def check_grid(grid: Grid) -> Grid:
         raise SweepError("the grid is empty: give at least one KEY=V1,V2,...")
     keys = [key for key, _ in grid]
     for key, values in grid:
+        if not values:  # a sweep file's 'B = []': every setting of the grid would be none
+            raise SweepError(f"grid gives {key!r} no values")
         if keys.count(key) > 1:
             raise SweepError(f"grid names {key!r} twice")
         if len(set(values)) < len(values):

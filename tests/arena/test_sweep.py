@@ -272,6 +272,7 @@ def test_a_sweep_file_gives_the_same_sweep(
         ("against = 3\n[grid]\nB = [1]\n", "against is a list"),
         ("[grid]\nB = [[1]]\n", "not a string, number or boolean"),
         ("[grid\n", "sweep.toml"),
+        ("[grid]\nB = []\n", "grid gives 'B' no values"),  # was an IndexError traceback
     ],
 )
 def test_a_bad_sweep_file_is_one_line(tmp_path: Path, text: str, fragment: str) -> None:
