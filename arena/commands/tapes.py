@@ -195,7 +195,10 @@ def _tape_files(paths: tuple[str, ...]) -> Iterator[Path]:
     for raw in paths or ("sample",):
         path = tape_file(raw)
         if path.is_dir():
-            yield from sorted(p for p in path.iterdir() if p.name.endswith(TAPE_SUFFIXES))
+            found = sorted(p for p in path.iterdir() if p.name.endswith(TAPE_SUFFIXES))
+            if not found:  # an empty table, exit 0, looked like a folder of nothing wrong
+                raise click.ClickException(f"{path}: no tape in it ({', '.join(TAPE_SUFFIXES)})")
+            yield from found
         else:
             yield path
 
@@ -227,7 +230,13 @@ def list_(paths: tuple[str, ...], as_json: bool) -> None:
 @tapes.command("show")
 @click.argument("path")
 @click.option("--market", "market_id", default=None, help="Show one market in full.")
-@click.option("--limit", default=30, show_default=True, help="Markets to list, by volume.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=30,
+    show_default=True,
+    help="Markets to list, by volume.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def show(path: str, market_id: str | None, limit: int, as_json: bool) -> None:
     """Markets of one tape (`sample` = the embedded election tape).

@@ -72,6 +72,14 @@ def test_bad_input_is_one_line_not_a_traceback(arena: Arena, tmp_path: Path) -> 
     )
     result = arena("tapes", "show", "sample", "--market", "nope")
     assert result.exit_code == 1 and "no market 'nope'" in result.output
+    # --limit -1 listed all but the smallest market ([:-1]); an empty folder an empty table
+    result = arena("tapes", "show", "sample", "--limit", "-1")
+    assert result.exit_code == 2 and "-1 is not in the range x>=1" in result.output
+    result = arena("tapes", "list", tmp_path)
+    assert result.exit_code == 1
+    assert (
+        result.output == f"Error: {tmp_path}: no tape in it (.tape, .tape.jsonl, .tape.jsonl.gz)\n"
+    )
 
 
 def test_import_polymarket_writes_a_tape_and_summarises(arena: Arena, tmp_path: Path) -> None:
