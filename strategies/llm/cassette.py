@@ -111,6 +111,7 @@ def _from_log(path: Path) -> Iterator[tuple[str, tuple[ModelCall, ...]]]:
     another, and each asking starts again at attempt 1."""
     try:
         with EventStore.open(path, create=False, readonly=True) as store:
+            store.verify_chain()  # answers from an edited log would replay as the run's own
             pending: list[ModelCall] = []
             for _, event in store.read_types(["ModelCalled"]):
                 assert isinstance(event, ModelCalled)
@@ -203,10 +204,20 @@ def open_completer(
 
 def export_cassette(log: Path, out: Path) -> int:
     """Every question a log's ``ModelCalled`` events hold, written as a JSON Lines cassette;
-    returns how many questions."""
+    returns how many questions. OUT is written whole or not at all: it was opened (emptied)
+    before the log was read, so ``arena cassette run.db run.db`` emptied the log."""
+    if out.exists() and out.samefile(log):
+        raise LLMError(f"cassette {out}: is the log itself; name another file")
     n = 0
-    with out.open("w", encoding="utf-8") as f:
-        for key, calls in _from_log(log):
-            f.write(cassette_line(key, calls[0].model, calls))
-            n += 1
+    partial = out.with_name(f".{out.name}.partial")  # a failed export leaves no half cassette
+    try:
+        with partial.open("w", encoding="utf-8") as f:
+            for key, calls in _from_log(log):
+                f.write(cassette_line(key, calls[0].model, calls))
+                n += 1
+        partial.replace(out)
+    except OSError as exc:
+        raise LLMError(f"cassette {out}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        partial.unlink(missing_ok=True)
     return n

@@ -286,3 +286,33 @@ def test_arena_cassette_exports_a_log(arena: Arena, tmp_path: Path, server: Fake
     broken.write_bytes(b"SQLite format 3\x00" + b"\x00" * 200)
     failed = arena("cassette", broken, tmp_path / "x.jsonl")
     assert failed.exit_code == 1 and failed.output.startswith("Error: cassette ")
+    assert not (tmp_path / "x.jsonl").exists()  # it was left behind, empty
+
+
+def test_arena_cassette_never_writes_over_its_log_nor_reads_an_edited_one(
+    arena: Arena, tmp_path: Path, server: FakeLLM
+) -> None:
+    """``arena cassette run.db run.db`` opened the output first: the log was emptied. A log
+    edited after the run gave its edited answers, which a replay would take for the run's."""
+    db = tmp_path / "run.db"
+    run(db)
+    kept = db.read_bytes()
+    said = arena("cassette", db, tmp_path / "." / "run.db")
+    assert said.exit_code == 1
+    assert (
+        said.output
+        == f"Error: cassette {tmp_path / '.' / 'run.db'}: is the log itself; name another file\n"
+    )
+    assert db.read_bytes() == kept
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute(
+        "UPDATE events SET payload = payload || ' '"
+        " WHERE seq = (SELECT min(seq) FROM events_view WHERE type = 'ModelCalled')"
+    )
+    conn.commit()
+    conn.close()
+    out = tmp_path / "answers.jsonl"
+    said = arena("cassette", db, out)
+    assert said.exit_code == 1 and "was altered (hash mismatch)" in said.output
+    assert not out.exists()
