@@ -39,6 +39,9 @@ def export(db: Path, folder: Path, cohorts: tuple[str, ...], parquet: bool, as_j
       arena score out/predictions.csv --group-cols agent
       arena export arena.db --to out/ --parquet --cohort 2024-09-01-1a2b3c4d
     """
+    tables_db = folder / SQLITE_NAME
+    if tables_db.exists() and db.exists() and tables_db.samefile(db):  # it was overwritten
+        raise click.ClickException(f"{db} is the log; export it to another folder than {folder}")
     try:
         with EventStore.open(db, readonly=True) as store:
             run = read_tables(store, cohorts or None)

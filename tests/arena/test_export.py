@@ -119,6 +119,19 @@ def test_a_folder_that_cannot_be_written_is_named(
     assert result.output == f"Error: {blocker / 'out'}: cannot write the export: Not a directory\n"
 
 
+def test_an_export_never_writes_over_the_log(
+    arena: Arena, weekly_log: Path, tmp_path: Path
+) -> None:
+    """A log named tables.db exported into its own folder was replaced by the export's tables."""
+    db = tmp_path / "tables.db"
+    db.write_bytes(weekly_log.read_bytes())
+    result = arena("export", db, "--to", tmp_path)
+    assert result.exit_code == 1
+    assert result.output == f"Error: {db} is the log; export it to another folder than {tmp_path}\n"
+    assert db.read_bytes() == weekly_log.read_bytes()
+    assert arena("export", db, "--to", tmp_path / "out").exit_code == 0
+
+
 def test_open_run_gives_numpy_and_arrow(weekly_log: Path, exported: Path) -> None:
     run = open_run(weekly_log)
     fills = run.fills.to_numpy()
