@@ -23,6 +23,7 @@ from arena.diffusion_data import HeldOut, held_out, resolved_paths
 from arena.score_report import ScoreOptions, score_report
 from arena.scorefile import Forecasts, MultiRows
 from replays.instants import parse_instant
+from replays.samples import tape_file
 from replays.tapefile import load_tape
 from strategies.diffusion import DiffusionConfig, T
 from strategies.market_diffusion.examples import PER_MARKET, training_set
@@ -50,7 +51,7 @@ def _when(ts: int) -> str:
 
 @diffusion.command()
 @click.option("--tape", "tape_path", type=click.Path(path_type=Path), required=True,
-              help="Tape whose resolved markets to learn from.")  # fmt: skip
+              help="Tape whose resolved markets to learn from, or 'sample'.")  # fmt: skip
 @click.option("--before", default=None, metavar="INSTANT",
               help="Learn only from markets resolved strictly before this instant "
               "(default: every resolved market).")  # fmt: skip
@@ -98,7 +99,7 @@ def train(
     Example:
       arena diffusion train --tape btc.tape --before 2025-12-20 --out model.npz
     """
-    tape = load_tape(tape_path)
+    tape = load_tape(tape_file(tape_path))
     cutoff = 2**62 if before is None else int(parse_instant(before).timestamp())
     data = training_set(resolved_paths(tape), cutoff, per_market)
     if not data.conditions:
@@ -162,7 +163,8 @@ def _fit_with_bar(data: Any, cfg: DiffusionConfig, seed: int) -> MarketModel:
 @click.option("--model", "model_path", type=click.Path(path_type=Path), required=True,
               help="A model 'arena diffusion train' wrote.")  # fmt: skip
 @click.option("--tape", "tape_path", type=click.Path(path_type=Path), required=True,
-              help="Tape with markets that resolved after the model's cut-off.")  # fmt: skip
+              help="Tape with markets that resolved after the model's cut-off, or "
+              "'sample'.")  # fmt: skip
 @click.option("--per-market", type=click.IntRange(1, 1000), default=PER_MARKET, show_default=True,
               help="Rows per held-out market, spread over its life after the cut-off.")  # fmt: skip
 @click.option("--bins", type=click.IntRange(1), default=20, show_default=True,
@@ -190,7 +192,7 @@ def evaluate(
       arena diffusion eval --model model.npz --tape btc.tape --json
     """
     model = MarketModel.load(model_path)
-    tape = load_tape(tape_path)
+    tape = load_tape(tape_file(tape_path))
     rows = held_out(model, tape, per_market)
     if not rows.y and not rows.multi_y:
         raise click.ClickException(

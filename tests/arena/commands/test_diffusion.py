@@ -82,6 +82,15 @@ def test_train_refuses_a_tape_with_nothing_resolved_before(tmp_path: Path, arena
     assert result.exit_code == 1 and "no market with a price path resolved before" in result.output
 
 
+def test_both_read_the_embedded_sample_by_name(tmp_path: Path, arena: Arena) -> None:
+    """'sample' is a tape to every other command; here it was 'sample: cannot read'."""
+    out = tmp_path / "m.npz"
+    result = arena("diffusion", "train", "--tape", "sample", "--before", "2000-01-01", "--out", out)
+    assert result.exit_code == 1 and "no market with a price path resolved before" in result.output
+    result = arena("diffusion", "eval", "--model", out, "--tape", "sample")
+    assert result.output == f"Error: model file {out}: no such file\n"
+
+
 def test_resolved_paths_skip_voided_and_open_markets(tmp_path: Path) -> None:
     markets = [MarketInfo(id=k, question=k, outcomes=("Yes", "No")) for k in "abc"]
     series = {k: (np.array([T0, T0 + DAY]), np.array([0.4, 0.6])) for k in "abc"}
