@@ -399,6 +399,13 @@ def usage_by_agent(usage: Usage) -> dict[str, ModelUsage]:
     return dict(sorted(merged.items()))
 
 
+def universe_size(state: CohortState) -> int:
+    """The markets the cohort chose, as its opening names them: a cohort cut short (a replay
+    killed at its first step) has listed fewer of them, and said '0 markets'."""
+    opened = state.opened
+    return len(opened.universe) if opened and opened.universe else len(state.markets)
+
+
 def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:
     """The tables of one cohort: standings, open positions, stated beliefs, model calls,
     categories."""
@@ -409,7 +416,7 @@ def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:
         status += f"; no more decisions: {state.stopped.reason}"
     chosen = f" chosen by {universe_volume(opened)}" if opened else ""
     title = (
-        f"Cohort {state.cohort} — start {start}, {len(state.markets)} markets"
+        f"Cohort {state.cohort} — start {start}, {universe_size(state)} markets"
         f"{chosen}; {escape(status)}"
     )
     console.print(standings_table(title, cohort_standings(state)))

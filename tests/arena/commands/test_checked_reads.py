@@ -9,6 +9,7 @@ breaks at the row) and re-chained (the chain is whole; the facts no longer fold)
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -102,3 +103,16 @@ def test_a_report_from_the_closing_snapshot_keeps_the_runs_figures(arena: Arena,
     after = arena("report", log, "--json")
     assert after.exit_code == 0 and json.loads(after.stdout) == before
     assert f"event {seq} was altered" in _one_line(arena("verify", log))
+
+
+def test_a_cohort_cut_after_its_opening_names_the_markets_it_chose(arena: Arena, log: Path) -> None:
+    """A replay killed right after it opened a cohort: the report said '0 markets chosen'."""
+    chosen = arena("report", log, "--all").output
+    listed = _edit(log, "SELECT 1", rechain=False)  # drops the snapshots only
+    conn = sqlite3.connect(log, isolation_level=None)
+    conn.execute("DELETE FROM events WHERE seq > 1")
+    conn.close()
+    said = arena("report", log).output
+    assert listed == 1 and "still open" in said
+    counted = [re.search(r"Cohort \S+ — start \S+, (\d+) markets", t) for t in (chosen, said)]
+    assert [m.group(1) for m in counted if m] == ["6", "6"]
