@@ -159,7 +159,7 @@ def cohort_summary(state: CohortState) -> dict[str, Any]:
         "start": iso_utc(opened.start) if opened else None,
         "rules": opened.rules if opened else None,
         "tape": opened.tape if opened else None,
-        "markets": len(state.markets),
+        "markets": universe_size(state),
         "universe_by": universe_volume(opened) if opened else None,
         "closed": state.closed is not None,
         "close_reason": state.closed.reason if state.closed else None,
@@ -375,7 +375,7 @@ def cohort_lines_table(states: Sequence[CohortState], agents: Sequence[str]) -> 
         start = iso_utc(state.opened.start)[:10] if state.opened else "?"
         status = "closed" if state.closed else "open"
         table.add_row(
-            start, state.cohort, str(len(state.markets)), status,
+            start, state.cohort, str(universe_size(state)), status,
             *(_signed(returns.get(a), "%") for a in shown),
         )  # fmt: skip
     return table
