@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -69,6 +70,22 @@ def forwarded_environment() -> dict[str, str]:
     return env
 
 
+def _check_reachable(address: str | None, seconds: float = 5.0) -> None:
+    """A ``HOST:PORT`` address nothing answers at is one line now: ``ray.init`` retried the
+    cluster's GCS for over six minutes (measured: still waiting at 400 s) before any word.
+    ``auto``, ``ray://`` client addresses and none (a local instance) are Ray's to find."""
+    if not address or address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # not an address: Ray says so in one line itself
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise EngineError(f"no Ray cluster answers at {address}: {reason}") from None
+
+
 @dataclass
 class RayEngine:
     """Connects to the cluster at ``address`` (``auto``: the one ``ray start`` left on this
@@ -86,6 +103,7 @@ class RayEngine:
             raise EngineError("--engine ray needs Ray: pip install 'arena[ray]'") from None
         started = not ray.is_initialized()
         if started:
+            _check_reachable(self.address)
             try:
                 ray.init(
                     address=self.address,

@@ -4,6 +4,9 @@ them one by one."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +125,22 @@ def test_replay_errors_are_one_line_and_write_nothing(
     db = tmp_path / "run.db"
     assert one_line(arena("replay", *args, "--db", db)).startswith(message)
     assert not db.exists()
+
+
+def test_a_ray_address_nothing_answers_at_is_one_line(tmp_path: Path) -> None:
+    """ray.init retried a dead address's GCS for over six minutes before any word. In a
+    process of its own: the tests' session Ray instance would be used instead of any address."""
+    with socket.socket() as free:  # a port nothing listens on once this closes
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    arena = Path(sys.executable).parent / "arena"
+    for address, says in (
+        (f"127.0.0.1:{port}", f"Error: no Ray cluster answers at 127.0.0.1:{port}: "),
+        ("nowhere", "Error: cannot start Ray at nowhere: Invalid address format"),
+    ):
+        done = subprocess.run(
+            [arena, "replay", "--engine", "ray", "--address", address, "--db", tmp_path / "r.db"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 1 and done.stderr.startswith(says), done.stderr
+        assert done.stderr.count("\n") == 1 and not done.stdout
