@@ -71,9 +71,11 @@ def open_table(path: Path) -> Iterator[Table]:
 
 
 def _open_text(path: Path) -> TextIO:
+    """UTF-8, with the byte-order mark Excel's "CSV UTF-8" writes skipped: read as part of the
+    first column's name, it made 'missing column 'y' (has: y, pred_prob)', the mark unseen."""
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return path.open(encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    return path.open(encoding="utf-8-sig", newline="")
 
 
 def _csv(path: Path, handle: TextIO) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:

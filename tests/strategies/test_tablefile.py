@@ -77,6 +77,17 @@ def test_a_bad_file_is_one_line_naming_it(
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl", "t.csv.gz"])
+def test_a_byte_order_mark_is_no_part_of_the_first_column(tmp_path: Path, name: str) -> None:
+    """Excel's "CSV UTF-8" starts with one; the first column was then '\\ufeffmarket_id'."""
+    rows: list[dict[str, object]] = [{"market_id": "m", "pred_prob": 0.25}]
+    plain = write(tmp_path, name.removesuffix(".gz"), rows).read_bytes()
+    path = tmp_path / f"bom-{name}"
+    marked = b"\xef\xbb\xbf" + plain
+    path.write_bytes(gzip.compress(marked) if name.endswith(".gz") else marked)
+    assert read_predictions(path) == {"m": 0.25}
+
+
 def test_missing_columns_are_named_with_what_there_is(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     with path.open("w", newline="") as f:
