@@ -11,6 +11,7 @@ somewhere the log's editor cannot reach (a lab notebook, a commit message) is th
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -46,8 +47,16 @@ def write_head(store: EventStore) -> str:
     text = format_head(seq, row_hash)
     path = head_path(store.path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"head": text}) + "\n")
-    tmp.replace(path)  # atomic: a reader never sees half a head
+    try:
+        tmp.write_text(json.dumps({"head": text}) + "\n")
+        tmp.replace(path)  # atomic: a reader never sees half a head
+    except OSError as exc:  # the log is whole: say so, and give the head to keep
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise LedgerError(
+            f"{path}: cannot record the head ({exc.strerror or exc}); the log is whole, "
+            f"its head is {text}"
+        ) from None
     return text
 
 

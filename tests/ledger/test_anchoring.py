@@ -197,6 +197,20 @@ def test_the_cli_checks_the_head_it_is_given(arena: Arena, log: Path) -> None:
     assert garbled.exit_code == 1 and "is not a head" in garbled.output
 
 
+def test_a_head_that_cannot_be_recorded_is_one_line_giving_it(arena: Arena, log: Path) -> None:
+    """A DB.head that is a folder (or not writable) ended the replay in IsADirectoryError."""
+    head = str(read_head(log))
+    head_path(log).unlink()
+    head_path(log).mkdir()
+    said = arena("replay", "--tape", "sample", "--agent", "h=hold", "--db", log)
+    assert said.exit_code == 1
+    [line] = said.output.strip().splitlines()[-1:]
+    assert line.startswith(f"Error: {head_path(log)}: cannot record the head (Is a directory)")
+    assert "the log is whole, its head is " in line and line.split()[-1] != head
+    assert not head_path(log).with_name(head_path(log).name + ".tmp").exists()
+    assert arena("verify", log, "--head", line.split()[-1]).exit_code == 0
+
+
 def test_a_head_whose_seq_and_hash_disagree_is_named_so(arena: Arena, log: Path) -> None:
     """The log's own last hash under another seq: no event was appended (which it once said,
     as '0 event(s) were appended'); the head and the log disagree on where it ends."""
