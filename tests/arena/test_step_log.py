@@ -186,30 +186,6 @@ def test_an_altered_event_the_fold_passes_by_still_stops_it(
                 pass
 
 
-def test_in_the_app_a_damaged_page_is_said_and_the_view_stays(
-    logged: tuple[Path, list[Event]], tmp_path: Path
-) -> None:
-    db = _copy(logged, tmp_path)
-    _tamper(db, f"{RESPACE} WHERE seq = 6900")
-    with EventStore.open(db, readonly=True) as store:
-        line = open_timeline(store, COHORT)
-        line.snapshots.clear()  # so the end is folded through the damage
-        shown: list[str] = []
-
-        async def run() -> None:
-            app = StepApp(line, ["x", "y", "z"], "x")
-            app.notify = lambda message, **kw: shown.append(message)  # type: ignore[method-assign]
-            async with app.run_test(size=(80, 24)) as pilot:
-                await pilot.pause()
-                cut = app.cut
-                await pilot.press("e")
-                await pilot.pause()
-                assert app.cut == cut and app.is_running
-
-        asyncio.run(run())
-    assert any("event 6900 was altered" in m for m in shown), shown
-
-
 def test_a_far_jump_folds_between_keys_and_draws_when_it_arrives(
     logged: tuple[Path, list[Event]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
