@@ -308,11 +308,8 @@ class StepApp(App[None]):
             self.notify(panels.damaged(exc, "the warm-up stopped there"), severity="error",
                         timeout=30)  # fmt: skip
             more = False
-        # Python's full collection walks every object the app holds (the log's pages, the
-        # checkpoints, the widgets): 60 ms landing in the middle of a key now and then,
-        # measured. What the warm-up keeps lives as long as the app, so it is moved out of
-        # the collector's way (it is still freed when dropped: refcounts do not freeze).
-        gc.freeze()
+        # what the slice kept is already out of the full collections' way: every fold of
+        # the timeline ends in gc.freeze (ledger.rebuild.cycle_collector_paused(keep=True))
         if not more:
             self._warming.pause()  # resumed by a far move
 

@@ -82,8 +82,8 @@ class LogEvents(Sequence[Event]):
         orders placed and the record-only events are left out, a decision is decoded to the
         facts the fold counts (``ledger.projection.FoldEvent``), and a page already checked
         is not hashed again (SQLite leaves the passed-by types out itself then). Measured on a
-        million-event log: a third of the time of reading, checking and decoding the pages
-        whole (``arena bench step``)."""
+        million-event log (``arena bench step``, a cold jump): about 4.5 µs an event against
+        7 for reading, checking and decoding the pages whole."""
         pages = range(low // FOLD_CHUNK, (high - 1) // FOLD_CHUNK + 1) if high > low else ()
         self.pages_read += len(pages)
         if all(p in self._checked for p in pages):

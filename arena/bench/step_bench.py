@@ -26,8 +26,8 @@ step, a mark every 50 steps), written to SQLite as a replay writes them: a snaps
   jumps before) the CPU time the
   app spends between keys laying down a checkpoint every ``CHECKPOINT_EVERY`` events, and
   ``to_any_decision`` the view at decisions picked at random across the log, in random
-  order, after it: restore the nearest checkpoint, fold the rest, build the view. Like the
-  app, the warm-up moves what it keeps out of Python's full collections (``gc.freeze``).
+  order, after it: restore the nearest checkpoint, fold the rest, build the view. Every fold
+  of the timeline moves what it keeps out of Python's full collections (``gc.freeze``).
 
 Keys: ``d`` next decision (any agent), ``n`` this agent's next, ``p`` back (to the cut shown
 before, a view the app still holds), ``a`` the next agent at the same cut.
@@ -39,7 +39,6 @@ waiting for a core. Best and median of the samples, and the worst.
 
 from __future__ import annotations
 
-import gc
 import random
 import statistics
 import sys
@@ -179,7 +178,7 @@ def bench_step_back(n_events: int = 1_000_000, samples: int = 40, seed: int = 0)
             line = open_timeline(store, COHORT)  # the warm-up timed from the open, whole
             clock = Clock()
             while line.warm():
-                gc.freeze()  # as the app does after each slice (see StepApp.warm)
+                pass
             warm_up = clock.read()
             picks = rng.sample(decisions, min(samples, len(decisions)))
             anywhere = [_view_at(line, stop) for stop in picks]
