@@ -15,7 +15,7 @@ here, once:
   (kept apart from ``StrategyError`` on purpose: the loader reports an agent whose constructor
   raises it as that agent's fault, naming it);
 - :class:`ArenaError`: arena's own (cohort settings or run options that do not validate,
-  ``arena.settings.SettingsError``; a backtest that cannot start; a local model server that
+  ``arena.run.settings.SettingsError``; a backtest that cannot start; a local model server that
   cannot be run).
 
 The CLI's edge (``arena.cli.LazyGroup.invoke``, through :func:`domain_errors`) turns any of

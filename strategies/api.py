@@ -14,7 +14,7 @@ A strategy is a small class::
 
 Look-ahead is impossible by construction, as in backtesting.py: the view's arrays are the
 prices *at* the decision instant, and ``history`` returns copies that end there, read from
-memory that holds no later point (``arena.boundary``). There is no handle on the tape itself,
+memory that holds no later point (``arena.boundary.past``). There is no handle on the tape itself,
 and ``datetime.now()`` inside ``decide`` is the simulated instant.
 """
 

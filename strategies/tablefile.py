@@ -1,5 +1,6 @@
 """Reading a table of records from CSV or JSON Lines, maybe gzipped: the one reader behind the
-``file:`` forecaster (``strategies.forecasters``) and ``arena score`` (``arena.scorefile``).
+``file:`` forecaster (``strategies.forecasters``) and ``arena score``
+(``arena.forecasting.scorefile``).
 
 A table's columns are a CSV file's header, or the keys of a JSON Lines file's first object;
 its rows are numbered from 1 in data-row order (a CSV header and blank JSON Lines are not

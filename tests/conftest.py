@@ -21,7 +21,7 @@ and weekly decisions fall on 0, +7d and +14d.
 from __future__ import annotations
 
 # isort: off
-import arena.lab as _one_blas_thread  # noqa: F401  (set before numpy loads: see arena.lab)
+import arena.forecasting.lab as _one_blas_thread  # noqa: F401  (set before numpy loads: see arena.forecasting.lab)
 
 # isort: on
 import json
@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-from arena.cohort import CohortConfig
+from arena.run.cohort import CohortConfig
 from replays.synthetic import random_walk_tape
 from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import save_tape
@@ -129,8 +129,8 @@ def weekly_log(tmp_path_factory: pytest.TempPathFactory, synthetic_tape: Tape) -
     """Three weekly cohorts of the synthetic tape with a favourite and a coin-flipper,
     replayed one after another (each cohort's events are contiguous in the log), with their
     closing snapshots and the head recorded beside the log. Copy it before changing it."""
-    from arena.replay import replay_cohorts
-    from arena.settings import RunOptions
+    from arena.engines.driver import replay_cohorts
+    from arena.run.settings import RunOptions
 
     folder = tmp_path_factory.mktemp("weekly")
     tape_path = folder / "synthetic.tape"

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arena.cohort import CohortConfig, sundays
-from arena.replay import replay_cohorts
-from arena.settings import RunOptions
+from arena.engines.driver import replay_cohorts
+from arena.run.cohort import CohortConfig, sundays
+from arena.run.settings import RunOptions
 from replays.instants import parse_instant
 from replays.samples import sample_path
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from arena.cohort import CohortConfig
-from arena.runner import CohortRunner
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
 from replays.synthetic import random_walk_tape
 from strategies.api import Decision, MarketsView, Strategy, View
 from strategies.forecasters import ExtremizedForecaster

@@ -14,8 +14,8 @@ import sys
 import time
 from typing import Any
 
-from arena.lab.experiments import ParityConfig, run_parity
-from arena.lab.progress import Silent
+from arena.forecasting.lab.experiments import ParityConfig, run_parity
+from arena.forecasting.lab.progress import Silent
 
 _COMMAND = "from arena.cli import main; main()"
 

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from arena.bench.canned_llm import CannedLLM
-from arena.cohort import CohortConfig
 from arena.llm_server import serve
-from arena.runner import CohortRunner
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
 from replays.samples import sample_path
 from replays.tapefile import load_tape
 from strategies.api import Context, Decision, Strategy, View

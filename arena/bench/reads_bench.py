@@ -8,7 +8,7 @@ file, best of ``repeats``:
 * ``report``: ``ledger.restore.load``, what ``arena report`` reads through: the newest snapshot
   checked and restored, the tail (empty for a closed cohort) link-checked and folded, the head
   compared. ``events_per_s_equivalent`` is the log's events over that time.
-* ``verify``: ``arena.verify.verify_store``, the whole chain, the checking fold from the first
+* ``verify``: ``arena.verify.log.verify_store``, the whole chain, the checking fold from the first
   event, every snapshot against it; ``ranges`` are the seq ranges it was cut into (the last
   checked in the process, the others in children, whose CPU is ``children_cpu_seconds``).
 * ``rebuild``: the plain fold of every event, for comparison.
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from arena.bench.rebuild_bench import make_log
-from arena.verify import plan, verify_store
-from arena.verify_range import positions_of
+from arena.verify.log import plan, verify_store
+from arena.verify.ranges import positions_of
 from ledger.anchor import write_head
 from ledger.events import CohortClosed
 from ledger.rebuild import rebuild

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from arena.bench.peer_bench import run_peers
-from arena.cohort import CohortConfig
-from arena.runner import CohortRunner
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
 from ledger.store import EventStore
 from replays.synthetic import anchored_walk_tape
 from replays.tape import Tape

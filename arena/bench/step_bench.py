@@ -51,9 +51,9 @@ from typing import Any
 
 from arena.bench.pty_terminal import Press, PtyTerminal
 from arena.bench.rebuild_bench import make_log
-from arena.step_log import open_timeline
-from arena.step_view import build_view
-from arena.timeline import CHECKPOINT_EVERY, Stop, Timeline
+from arena.step.log import open_timeline
+from arena.step.timeline import CHECKPOINT_EVERY, Stop, Timeline
+from arena.step.view import build_view
 from ledger.events import CohortClosed
 from ledger.snapshot import FORMAT, encode_state
 from ledger.store import EventStore
@@ -229,8 +229,8 @@ def bench_live(
     without a DB does: ask the replay's process for the next decision, read the log up to the
     version it reports, extend the timeline and project the view. ``cpu`` is this process's
     share (reading and projecting); the replay's own work is in ``wall``."""
-    from arena.cohort import CohortConfig
-    from arena.step_live import LiveRun, LogTail
+    from arena.run.cohort import CohortConfig
+    from arena.step.live import LiveRun, LogTail
     from replays.samples import sample_path
 
     config = CohortConfig(

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from arena.cohort import DECISION, CohortConfig
-from arena.runner import CohortRunner
-from arena.settings import RunOptions, RunSettings
+from arena.run.cohort import DECISION, CohortConfig
+from arena.run.runner import CohortRunner
+from arena.run.settings import RunOptions, RunSettings
 from replays.synthetic import random_walk_tape
 from replays.tape import Tape
 from strategies.api import Decision, Strategy, View

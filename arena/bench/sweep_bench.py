@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arena.backtest import default_starts
-from arena.recorded import deliver, record_cohort
-from arena.settings import RunOptions
-from arena.sweep import SweepPlan, plan_sweep, run_sweep
+from arena.backtests.backtest import default_starts
+from arena.backtests.sweep import SweepPlan, plan_sweep, run_sweep
+from arena.engines.recorded import deliver, record_cohort
+from arena.run.settings import RunOptions
 from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tapefile import load_tape

@@ -11,12 +11,18 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arena.backtest import DEFAULT_AGAINST, STRATEGY, plan_backtest, results_data, run_backtest
+from arena.backtests.backtest import (
+    DEFAULT_AGAINST,
+    STRATEGY,
+    plan_backtest,
+    results_data,
+    run_backtest,
+)
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import skipped_note
 from arena.console import make_console, plugins_print_to_stderr
-from arena.html_report import write_report
-from arena.report import BRIER_IMPLIED, beliefs_table
+from arena.reports.html import write_report
+from arena.reports.model import BRIER_IMPLIED, beliefs_table
 from replays.tapefile import load_tape
 
 

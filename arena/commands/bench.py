@@ -412,7 +412,7 @@ def diffusion(
     Example:
       arena bench diffusion --json
     """
-    import arena.lab  # noqa: F401  (one BLAS thread, where numpy is not loaded yet)
+    import arena.forecasting.lab  # noqa: F401  (one BLAS thread, where numpy is not loaded yet)
     from arena.bench.diffusion_bench import bench_diffusion
 
     figures = lambda: bench_diffusion(markets, steps, batch, forecast_markets, mc, sample_steps)  # noqa: E731

@@ -4,7 +4,7 @@ evaluate it on the markets held out after its cut-off, next to the market price.
 from __future__ import annotations
 
 # isort: off
-import arena.lab  # noqa: F401  (one BLAS thread, set before numpy loads: see arena.lab)
+import arena.forecasting.lab  # noqa: F401  (one BLAS thread, set before numpy loads: see arena.forecasting.lab)
 
 # isort: on
 import json
@@ -19,9 +19,9 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 
 from arena.console import make_console
-from arena.diffusion_data import HeldOut, held_out, resolved_paths
-from arena.score_report import ScoreOptions, score_report
-from arena.scorefile import Forecasts, MultiRows
+from arena.forecasting.diffusion_data import HeldOut, held_out, resolved_paths
+from arena.forecasting.score import ScoreOptions, score_report
+from arena.forecasting.scorefile import Forecasts, MultiRows
 from replays.instants import parse_instant
 from replays.samples import tape_file
 from replays.tapefile import load_tape

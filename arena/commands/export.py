@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from arena.export import SQLITE_NAME, write_csv, write_parquet, write_sqlite
-from arena.tables import read_tables
+from arena.reports.export import SQLITE_NAME, write_csv, write_parquet, write_sqlite
+from arena.reports.tables import read_tables
 from ledger.errors import IntegrityError
 from ledger.store import EventStore
 

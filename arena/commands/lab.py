@@ -13,7 +13,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 
 from arena.console import make_console
-from arena.lab.experiments import (
+from arena.forecasting.lab.experiments import (
     LLM_MAX_EXAMPLES,
     GroupStressConfig,
     IntrinsicPostConfig,
@@ -22,10 +22,15 @@ from arena.lab.experiments import (
     run_intrinsic_post,
     run_parity,
 )
-from arena.lab.options import build, config_options
-from arena.lab.progress import Advance, Progress, Silent
-from arena.lab.result import LabResult
-from arena.lab.training import DiffTrainConfig, SimplexConfig, run_difftrain, run_difftrain_simplex
+from arena.forecasting.lab.options import build, config_options
+from arena.forecasting.lab.progress import Advance, Progress, Silent
+from arena.forecasting.lab.result import LabResult
+from arena.forecasting.lab.training import (
+    DiffTrainConfig,
+    SimplexConfig,
+    run_difftrain,
+    run_difftrain_simplex,
+)
 
 TOP_J_SHOWN = 5
 METRICS = ("brier", "logloss", "sce", "ece", "arb", "gcal_S", "max_other_J", "final_loss")
@@ -146,7 +151,7 @@ def _llm(kwargs: dict[str, Any]) -> Any:
     model = kwargs.get("llm_model")
     if model is None:
         return None
-    from arena.lab.llm import LLMBits
+    from arena.forecasting.lab.llm import LLMBits
     from strategies.api import StrategyError
 
     try:

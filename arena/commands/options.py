@@ -12,8 +12,8 @@ built from them, so a command declares the cohort settings once and receives the
 - :func:`start_options`: ``--start`` or ``--starts FROM..TO``, as ``starts`` (a list of
   instants; the default start when neither is given).
 
-Every default is read off the settings models (``arena.cohort.CohortConfig``,
-``arena.settings.RunOptions``), so the CLI and a Python caller that leaves a setting out get
+Every default is read off the settings models (``arena.run.cohort.CohortConfig``,
+``arena.run.settings.RunOptions``), so the CLI and a Python caller that leaves a setting out get
 the same cohort id.
 """
 
@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 
 import click
 
-from arena.cohort import CohortConfig, parse_instant, sundays
-from arena.settings import RunOptions, cohort_configs, run_options
+from arena.run.cohort import CohortConfig, parse_instant, sundays
+from arena.run.settings import RunOptions, cohort_configs, run_options
 from ledger.rules import RULES
 from replays.samples import SAMPLE, sample_path, tape_file
 

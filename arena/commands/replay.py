@@ -11,7 +11,11 @@ import click
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from arena.cohort import (
+from arena.commands.options import CohortChoice, agent_options, cohort_options, start_options
+from arena.console import make_console, plugins_print_to_stderr
+from arena.engines.driver import replay_cohorts
+from arena.reports.model import load_ledger, print_report, report_data, usage_line
+from arena.run.cohort import (
     NO_INSTANT,
     NO_MARKET,
     Skipped,
@@ -19,10 +23,6 @@ from arena.cohort import (
     empty_start_detail,
     split_starts,
 )
-from arena.commands.options import CohortChoice, agent_options, cohort_options, start_options
-from arena.console import make_console, plugins_print_to_stderr
-from arena.replay import replay_cohorts
-from arena.report import load_ledger, print_report, report_data, usage_line
 from ledger.anchor import format_head, head_path
 from ledger.store import EventStore
 from ledger.usage import model_usage

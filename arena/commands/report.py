@@ -10,7 +10,7 @@ import click
 
 from arena import blas  # noqa: F401  (before numpy loads: one BLAS thread)
 from arena.console import make_console
-from arena.report import IntervalSettings, print_report, report_data
+from arena.reports.model import IntervalSettings, print_report, report_data
 from ledger.errors import IntegrityError
 from ledger.intervals import DRAWS, METHOD_CHOICES
 from ledger.restore import load
@@ -88,7 +88,7 @@ def report(
                 raise click.ClickException(f"{db} holds no cohorts: nothing to report")
             usage = model_usage(store, cohorts or None)
             if html_dir is not None:
-                from arena.html_report import write_replay_report
+                from arena.reports.html import write_replay_report
 
                 try:
                     write_replay_report(html_dir, store, loaded.ledger, intervals, usage)

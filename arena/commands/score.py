@@ -1,6 +1,6 @@
 """``arena score``: forecastbench's ``pm_eval`` for a file of resolved forecasts, and the rest
-of its metrics when the file has what they need (``arena.score_report`` computes them,
-``arena.scorefile`` reads the file)."""
+of its metrics when the file has what they need (``arena.forecasting.score`` computes them,
+``arena.forecasting.scorefile`` reads the file)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from arena.console import make_console
-from arena.score_report import ScoreOptions, score_report
-from arena.scorefile import read_forecasts
+from arena.forecasting.score import ScoreOptions, score_report
+from arena.forecasting.scorefile import read_forecasts
 from ledger.metrics import BinStats, MetricInputError, TradingMode
 
 DIAGRAM_WIDTH = 24

@@ -1,6 +1,6 @@
 """``arena step DB``: walk through a finished log; ``arena step --tape …``: step a live replay.
 
-A live replay runs in a child process (``arena.step_live``) with the options of ``arena
+A live replay runs in a child process (``arena.step.live``) with the options of ``arena
 replay`` for one cohort, into the same log ``arena replay`` would write; the view reads the log
 up to where the replay stands."""
 
@@ -25,12 +25,12 @@ from arena.commands.options import (
     start_options,
 )
 from arena.console import make_console
-from arena.settings import RunSettings
-from arena.step import Frame, Portfolio, fit, iter_frames
-from arena.step_live import LiveRun, LogTail
-from arena.step_log import open_timeline
-from arena.step_panels import damaged, event_line, tape_name
-from arena.timeline import Timeline
+from arena.run.settings import RunSettings
+from arena.step.frames import Frame, Portfolio, fit, iter_frames
+from arena.step.live import LiveRun, LogTail
+from arena.step.log import open_timeline
+from arena.step.panels import damaged, event_line, tape_name
+from arena.step.timeline import Timeline
 from ledger.errors import LedgerError
 from ledger.events import CohortOpened, Event
 from ledger.leaderboard import cohort_standings
@@ -168,8 +168,8 @@ def render(
     frame: Frame, total: int, agent: str, height: int, width: int, volume: str = "volume"
 ) -> Text:
     """One frame as a boxed text at most ``height`` lines tall and ``width`` cells wide (see
-    ``arena.step.fit``). Laid out here, line by line, rather than by rich's tables and panels,
-    which took 10 ms a frame: a million-event log's 28,550 frames printed in 5 minutes."""
+    ``arena.step.frames.fit``). Laid out here, line by line, rather than by rich's tables and
+    panels, which took 10 ms a frame: a million-event log's 28,550 frames printed in 5 minutes."""
     d = frame.decision
     when = datetime.fromtimestamp(d.ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = fit(frame, height)
@@ -309,7 +309,7 @@ def _given(name: str) -> bool:
 
 def _tui_app() -> type:
     try:
-        from arena.step_app import StepApp
+        from arena.step.app import StepApp
     except ImportError:
         raise click.ClickException(
             "the interactive view needs the tui extra: pip install 'arena[tui]' "
@@ -321,7 +321,7 @@ def _tui_app() -> type:
 def _read_log(store: EventStore, cohort: str | None) -> Timeline:
     """The cohort (the log's first unless named) as a timeline that reads the log as it is
     stepped through: the first screen waits for one scan, not for every event (see
-    ``arena.step_log``). What it reads is checked on the way; a log that fails is a
+    ``arena.step.log``). What it reads is checked on the way; a log that fails is a
     LedgerError naming where, which the CLI's edge prints as one line."""
     streams = store.streams()
     if not streams:
@@ -381,7 +381,7 @@ def _print_frames(
     cut: Iterable[Frame], total: int, agent: str, opened: Event | None, nothing: str
 ) -> None:
     """Each frame as text sized to the terminal (plain when piped), printed when made."""
-    from arena.report import universe_volume  # the printed frames' alone: not for the app
+    from arena.reports.model import universe_volume  # the printed frames' alone: not for the app
 
     volume = universe_volume(opened) if isinstance(opened, CohortOpened) else "volume"
     console = make_console()
@@ -400,7 +400,7 @@ def _print_frames(
 def _print_standings(timeline: Timeline) -> None:
     """Every agent at the end of the log, the table ``arena report`` gives for the cohort
     (the frames follow one agent; this is how they all stood when it ended)."""
-    from arena.report import standings_table  # the printed frames' alone: not for the app
+    from arena.reports.model import standings_table  # the printed frames' alone: not for the app
 
     state = timeline.state_at(len(timeline.events))
     if state.books:

@@ -11,12 +11,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arena.backtest import DEFAULT_AGAINST
-from arena.commands.backtest import num_cell
-from arena.commands.options import CohortChoice, cohort_options, parse_starts
-from arena.commands.replay import skipped_note
-from arena.console import make_console, plugins_print_to_stderr
-from arena.sweep import (
+from arena.backtests.backtest import DEFAULT_AGAINST
+from arena.backtests.sweep import (
     parse_grid,
     plan_sweep,
     read_sweep_file,
@@ -24,6 +20,10 @@ from arena.sweep import (
     run_sweep,
     selection_warning,
 )
+from arena.commands.backtest import num_cell
+from arena.commands.options import CohortChoice, cohort_options, parse_starts
+from arena.commands.replay import skipped_note
+from arena.console import make_console, plugins_print_to_stderr
 from replays.tapefile import load_tape
 
 _FILE_TO_OPTION = {"decisions": "decision_cadence", "marks": "mark_cadence"}

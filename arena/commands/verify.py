@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from arena.console import make_console
-from arena.verify import verify_store, write_snapshots
-from arena.verify_fills import verify_fills
+from arena.verify.fills import verify_fills
+from arena.verify.log import verify_store, write_snapshots
 from ledger.errors import IntegrityError
 from ledger.store import EventStore
 from replays.samples import tape_file

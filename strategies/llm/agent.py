@@ -5,7 +5,7 @@ with a JSON schema of what the answer may contain (``strategies.llm.schema``), p
 checked by the v1 rules. An unusable answer (prose, broken or truncated JSON, an amount out of
 bounds) is sent back with the reason, ``max_retries`` times; one still unusable, or a model that
 cannot be reached, becomes HOLD with the reason, so one bad week never stops the cohort. Every
-attempt goes into the log as a ``ModelCalled`` (see ``arena.transcript``); the decision keeps
+attempt goes into the log as a ``ModelCalled`` (see ``arena.run.transcript``); the decision keeps
 the last answer and the totals.
 
 The spec names the model and what shapes its answers (``max_tokens``, ``markets``, reasoning

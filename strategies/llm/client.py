@@ -236,7 +236,7 @@ def retry_after(response: httpx.Response, now: Callable[[], float] = time.time) 
 
 MAX_KEPT = 100_000
 """Characters of an answer or of reasoning kept per attempt: the boundary's cap on a decision's
-texts (``arena.boundary.MAX_TEXT``), and over ten times the longest answer the agents ask for
+texts (``arena.boundary.checks.MAX_TEXT``), and over ten times the longest answer the agents ask for
 (2,048 tokens)."""
 
 SCHEMA_WORDS = ("response_format", "schema", "grammar", "parser", "structured", "json")

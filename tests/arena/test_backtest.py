@@ -20,11 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from arena.backtest import default_starts
-from arena.charts import nice_ticks
-from arena.cohort import NO_MARKET, UNCOVERED, VOLUME_FINAL
+from arena.backtests.backtest import default_starts
 from arena.commands.backtest import summary_table
-from arena.equity import CohortRecord, mean_equity
+from arena.reports.charts import nice_ticks
+from arena.reports.equity import CohortRecord, mean_equity
+from arena.run.cohort import NO_MARKET, UNCOVERED, VOLUME_FINAL
 from ledger.events import CohortOpened
 from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, CohortState

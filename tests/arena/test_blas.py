@@ -16,7 +16,7 @@ PROBE = (
 )
 
 
-@pytest.mark.parametrize("module", ["arena.commands.report", "arena.lab"])
+@pytest.mark.parametrize("module", ["arena.commands.report", "arena.forecasting.lab"])
 def test_the_command_loads_numpy_with_one_blas_thread(module: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
     out = subprocess.run(

@@ -30,19 +30,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.boundary import (
-    _FEEDS,
-    CLOCK_CHANGED,
-    MAX_ORDERS,
-    MAX_TEXT,
-    MAX_TRACE_TEXT,
-    PastFeed,
-    checked,
-    error_text,
-)
-from arena.cohort import CohortConfig
-from arena.runner import CohortRunner
-from arena.settings import RunOptions, RunSettings
+from arena.boundary.checks import MAX_ORDERS, MAX_TEXT, MAX_TRACE_TEXT, checked
+from arena.boundary.past import _FEEDS, PastFeed
+from arena.boundary.sandbox import CLOCK_CHANGED, error_text
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
+from arena.run.settings import RunOptions, RunSettings
 from ledger.events import (
     ENCODER,
     AnyEvent,
@@ -281,7 +274,7 @@ def test_a_replay_whose_plugins_read_no_history_builds_no_past(
     def refuse(*args: Any) -> None:
         raise AssertionError("a Past was built though no plugin read a history")
 
-    monkeypatch.setattr("arena.boundary.PastWriter", refuse)
+    monkeypatch.setattr("arena.boundary.past.PastWriter", refuse)
     seen: list[tuple[float, ...] | None] = []
 
     class Quoter(Strategy):
@@ -754,7 +747,7 @@ def test_a_log_with_a_belief_outside_0_1_still_reports(
     from tests.conftest import hand_config
 
     monkeypatch.setattr(
-        "arena.boundary._bet",
+        "arena.boundary.checks._bet",
         lambda b: BetIntent(market=b.market, side=b.side, amount=b.amount, belief=b.belief),
     )
     db = tmp_path / "old.db"

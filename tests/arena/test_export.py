@@ -20,8 +20,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from arena.report import report_data
-from arena.run import open_run
+from arena.reports.model import report_data
+from arena.reports.notebook import open_run
 from ledger.rebuild import rebuild
 from ledger.store import EventStore
 from tests.conftest import Arena

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.charts import PALETTE, nice_ticks, padded, tick_labels
-from arena.html_report import _cost_section, _replay_settings
+from arena.reports.charts import PALETTE, nice_ticks, padded, tick_labels
+from arena.reports.html import _cost_section, _replay_settings
 from tests.browser import dates_wrapped, screenshot
 from tests.conftest import Arena
 

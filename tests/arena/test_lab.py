@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena.lab.checks import Check
-from arena.lab.cube import CubeHistogram, walsh_hadamard
-from arena.lab.experiments import (
+from arena.forecasting.lab.checks import Check
+from arena.forecasting.lab.cube import CubeHistogram, walsh_hadamard
+from arena.forecasting.lab.experiments import (
     GroupStressConfig,
     IntrinsicPostConfig,
     ParityConfig,
@@ -22,9 +22,9 @@ from arena.lab.experiments import (
     run_intrinsic_post,
     run_parity,
 )
-from arena.lab.parity import ParityMarket, encode, sample, subcube_keys
-from arena.lab.progress import Silent
-from arena.lab.training import (
+from arena.forecasting.lab.parity import ParityMarket, encode, sample, subcube_keys
+from arena.forecasting.lab.progress import Silent
+from arena.forecasting.lab.training import (
     DiffTrainConfig,
     SimplexConfig,
     blind_sce,
@@ -238,7 +238,7 @@ def test_cli_bad_input_is_one_line(arena: Arena) -> None:
 
 
 def test_cli_check_fails_on_a_broken_fact(arena: Arena, monkeypatch: pytest.MonkeyPatch) -> None:
-    import arena.lab.experiments as experiments
+    import arena.forecasting.lab.experiments as experiments
 
     broken = experiments.exact("a fact that is false", 1.0, 0.0, False)
     original = experiments._parity_facts

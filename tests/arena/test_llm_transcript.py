@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.runner import CohortRunner
-from arena.verify import verify_store
+from arena.run.runner import CohortRunner
+from arena.verify.log import verify_store
 from ledger.events import DecisionMade, ModelCalled, PromptStored
 from ledger.rebuild import rebuild
 from ledger.store import EventStore

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from arena.cohort import CohortConfig
-from arena.runner import CohortRunner
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
 from ledger.events import Marked, OrderFilled, OrderRejected, PositionSettled
 from ledger.projection import Ledger
 from replays.tape import MarketInfo, Resolution, Tape

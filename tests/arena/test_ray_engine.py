@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from arena.ray_engine import forwarded_environment
-from arena.settings import SettingsError, run_options
+from arena.engines.ray import forwarded_environment
+from arena.run.settings import SettingsError, run_options
 from tests.conftest import Arena
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -72,7 +72,7 @@ KILLER = textwrap.dedent(
     from strategies.builtin.price_side import Favourite
 
     MARK = Path(__file__).with_suffix(".killed")
-    KILL = os.kill  # bound at import, before the sandbox guards os.kill (arena.boundary)
+    KILL = os.kill  # bound at import, before the sandbox guards os.kill (arena.boundary.sandbox)
 
 
     class Killer(Favourite):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.recorded import deliver, finished, record_cohort
-from arena.runner import CohortRunner
+from arena.engines.recorded import deliver, finished, record_cohort
+from arena.run.runner import CohortRunner
 from ledger.errors import LedgerError
 from ledger.store import EventStore
 from replays.tape import Tape

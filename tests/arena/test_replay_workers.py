@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.engines import BLAS_THREAD_VARIABLES, one_blas_thread_per_worker
+from arena.engines.local import BLAS_THREAD_VARIABLES, one_blas_thread_per_worker
 from ledger.store import EventStore
 from tests.conftest import Arena
 

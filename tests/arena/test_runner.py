@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.cohort import CohortConfig, select_universe
-from arena.runner import CohortRun, CohortRunner
-from arena.settings import RunOptions, RunSettings
+from arena.run.cohort import CohortConfig, select_universe
+from arena.run.runner import CohortRun, CohortRunner
+from arena.run.settings import RunOptions, RunSettings
 from ledger.errors import LedgerError
 from ledger.events import (
     AnyEvent,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from pathlib import Path
 
-from arena.runner import CohortRun, CohortRunner, Step
+from arena.run.runner import CohortRun, CohortRunner, Step
 from ledger.events import CohortClosed, DecisionMade, Marked, MarketResolved
 from ledger.store import EventStore
 from replays.tape import Tape

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from arena.cohort import VOLUME_FINAL, CohortConfig
-from arena.runner import CohortRunner
+from arena.run.cohort import VOLUME_FINAL, CohortConfig
+from arena.run.runner import CohortRunner
 from ledger.events import (
     AnyEvent,
     CohortOpened,

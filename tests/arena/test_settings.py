@@ -1,4 +1,4 @@
-"""The run settings (``arena.settings``) and the CLI's option groups that build them."""
+"""The run settings (``arena.run.settings``) and the CLI's option groups that build them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.cohort import CohortConfig
 from arena.commands.options import (
     DEFAULT_AGENTS,
     CohortChoice,
@@ -22,8 +21,9 @@ from arena.commands.options import (
     cohort_options,
     start_options,
 )
-from arena.replay import replay_cohorts
-from arena.settings import (
+from arena.engines.driver import replay_cohorts
+from arena.run.cohort import CohortConfig
+from arena.run.settings import (
     DECISION_TIMEOUT,
     RunOptions,
     RunSettings,

@@ -1,4 +1,5 @@
-"""``arena.step.frames`` and ``arena step``: one agent's decisions, what it saw, what followed.
+"""``arena.step.frames.frames`` and ``arena step``: one agent's decisions, what it saw, what
+followed.
 
 The scripted scenario runs once per module on the hand tape of ``conftest.py`` (universe a, b,
 tie-w; weekly decisions and marks at +0, +7d, +14d) with agents ``s`` (the script below) and
@@ -31,10 +32,10 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
 
-from arena.cohort import CohortConfig
 from arena.commands.step import render
-from arena.runner import CohortRunner
-from arena.step import Fit, Frame, Portfolio, Seen, fit, frames, iter_frames
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
+from arena.step.frames import Fit, Frame, Portfolio, Seen, fit, frames, iter_frames
 from ledger.events import (
     BetIntent,
     DecisionMade,

@@ -22,14 +22,14 @@ import numpy as np
 import pytest
 from textual.events import MouseScrollDown
 
-from arena import step_panels as panels
 from arena.bench.rebuild_bench import make_log
-from arena.cohort import CohortConfig
-from arena.report import report_data
-from arena.runner import CohortRunner
-from arena.step_app import HELP, Lines, StepApp
-from arena.step_log import open_timeline
-from arena.timeline import Timeline
+from arena.reports.model import report_data
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
+from arena.step import panels
+from arena.step.app import HELP, Lines, StepApp
+from arena.step.log import open_timeline
+from arena.step.timeline import Timeline
 from ledger.events import CohortOpened, DecisionMade, Event, ModelCall, ModelCalled
 from ledger.projection import Ledger
 from ledger.store import EventStore
@@ -218,7 +218,7 @@ def test_without_the_tui_extra_a_terminal_gets_a_one_line_error(
     arena: Arena, db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("arena.commands.step._keys_available", lambda: True)
-    monkeypatch.setitem(sys.modules, "arena.step_app", None)  # import fails as if not installed
+    monkeypatch.setitem(sys.modules, "arena.step.app", None)  # import fails as if not installed
     result = arena("step", db)
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [

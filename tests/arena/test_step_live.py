@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from arena.cohort import CohortConfig
-from arena.settings import RunOptions, RunSettings
-from arena.step_app import StepApp
-from arena.step_live import LiveError, LiveRun, LogTail
-from arena.timeline import Timeline
+from arena.run.cohort import CohortConfig
+from arena.run.settings import RunOptions, RunSettings
+from arena.step.app import StepApp
+from arena.step.live import LiveError, LiveRun, LogTail
+from arena.step.timeline import Timeline
 from ledger.events import DecisionMade, Event
 from ledger.store import EventStore
 from replays.samples import sample_path

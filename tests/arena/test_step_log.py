@@ -1,4 +1,4 @@
-"""``arena step`` on a finished log read lazily (``arena.step_log``): the same stops and the same
+"""``arena step`` on a finished log read lazily (``arena.step.log``): the same stops and the same
 state at every cut as the log read whole, from the log's snapshots where it has them, and a
 damaged page or snapshot said in one line, never shown as if it were whole."""
 
@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.bench.rebuild_bench import make_log
-from arena.step_app import StepApp
-from arena.step_log import LogEvents, open_timeline
-from arena.timeline import Timeline
+from arena.step.app import StepApp
+from arena.step.log import LogEvents, open_timeline
+from arena.step.timeline import Timeline
 from ledger.errors import IntegrityError
 from ledger.events import CohortClosed, Event
 from ledger.projection import CohortState
@@ -193,8 +193,8 @@ def test_a_far_jump_folds_between_keys_and_draws_when_it_arrives(
     screen: the view stays, the header counts the events to go while the fold moves a slice
     at a time, and the view drawn on arrival is the log's at that cut. A near move pressed
     meanwhile replaces it."""
-    from arena import step_app
-    from arena.step_view import build_view
+    from arena.step import app as step_app
+    from arena.step.view import build_view
 
     monkeypatch.setattr(step_app, "FOLD_AT_ONCE", 1_000)
     monkeypatch.setattr(step_app, "FOLD_SLICE", 400)

@@ -1,4 +1,5 @@
-"""``arena.timeline`` and ``arena.step_view``: the view at a cut is the report of the log cut there.
+"""``arena.step.timeline`` and ``arena.step.view``: the view at a cut is the report of the log cut
+there.
 
 Every stop of every cohort of the shared weekly log (fav and coin, three cohorts) is visited
 forward and then backward with checkpoints every few events, so restoring and folding forward
@@ -16,13 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena import step_panels as panels
-from arena import timeline as timeline_module
-from arena.cohort import CohortConfig
-from arena.report import report_data
-from arena.runner import CohortRunner
-from arena.step_view import build_view, sparkline
-from arena.timeline import Timeline
+from arena.reports.model import report_data
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
+from arena.step import panels
+from arena.step import timeline as timeline_module
+from arena.step.timeline import Timeline
+from arena.step.view import build_view, sparkline
 from ledger.events import (
     CohortOpened,
     DecisionMade,

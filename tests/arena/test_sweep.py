@@ -17,10 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.backtest import plan_backtest
-from arena.recorded import CohortDone
-from arena.settings import RunOptions
-from arena.sweep import (
+from arena.backtests.backtest import plan_backtest
+from arena.backtests.sweep import (
     SweepError,
     parse_grid,
     plan_sweep,
@@ -30,6 +28,8 @@ from arena.sweep import (
     selection_warning,
     settings_of,
 )
+from arena.engines.recorded import CohortDone
+from arena.run.settings import RunOptions
 from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tape import MarketInfo, Resolution, Tape

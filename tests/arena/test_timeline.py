@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.cohort import (
+from arena.run.cohort import (
     NO_INSTANT,
     UNCOVERED,
     VOLUME_AS_OF_START,
@@ -32,7 +32,7 @@ from arena.cohort import (
     select_universe,
     split_starts,
 )
-from arena.runner import CohortRunner
+from arena.run.runner import CohortRunner
 from ledger.errors import LedgerError
 from ledger.events import (
     AnyEvent,

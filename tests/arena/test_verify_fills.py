@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.runner import CohortRunner
+from arena.run.runner import CohortRunner
 from ledger.events import OrderFilled
 from ledger.rules import RULES, RuleSet
 from ledger.store import EventStore

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.verify import verify_store, write_snapshots
+from arena.verify.log import verify_store, write_snapshots
 from ledger.anchor import head_path, read_head
 from ledger.errors import IntegrityError, LedgerError
 from ledger.store import EventStore, link_hash
@@ -307,12 +307,12 @@ def test_a_bit_flip_either_fails_verify_or_changes_nothing(
 @pytest.fixture
 def in_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the small test log big enough to be checked in ranges, and its pages small."""
-    import arena.verify
-    import arena.verify_range
+    import arena.verify.log
+    import arena.verify.ranges
 
-    monkeypatch.setattr(arena.verify, "PARALLEL_FROM", 0)
-    monkeypatch.setattr(arena.verify, "MIN_RANGE", 1)
-    monkeypatch.setattr(arena.verify_range, "PAGE", 7)
+    monkeypatch.setattr(arena.verify.log, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(arena.verify.log, "MIN_RANGE", 1)
+    monkeypatch.setattr(arena.verify.ranges, "PAGE", 7)
 
 
 def _fill_in_second_cohort(db: Path) -> int:
@@ -338,10 +338,10 @@ def _last_seq_of(db: Path, stream_id: int) -> int:
 
 def test_a_log_checked_in_ranges_gives_what_one_pass_gives(log: Path, in_ranges: None) -> None:
     """Cut at the closes of its first two cohorts (the snapshots no other stream runs across),
-    the log is checked in three ranges, two of them by ``python -m arena.verify_range``; the
+    the log is checked in three ranges, two of them by ``python -m arena.verify.ranges``; the
     counts are the single pass's, and every state is held by a snapshot (none to write)."""
-    from arena.verify import plan
-    from arena.verify_range import positions_of
+    from arena.verify.log import plan
+    from arena.verify.ranges import positions_of
 
     with EventStore.open(log, readonly=True) as store:
         snapshots = store.snapshots()
@@ -366,8 +366,8 @@ def test_a_state_no_snapshot_holds_comes_back_from_the_child(log: Path, in_range
     """Without the first cohort's closing snapshot the log can be cut only at the second's
     close: the child that checks the first two cohorts sends back the first one's state (and
     only it), which ``--write-snapshots`` then stores, as after a single pass."""
-    from arena.verify import plan
-    from arena.verify_range import positions_of
+    from arena.verify.log import plan
+    from arena.verify.ranges import positions_of
 
     _tamper(log, "DELETE FROM snapshots WHERE stream_id = 1")
     with EventStore.open(log, readonly=True) as store:
@@ -491,7 +491,7 @@ def test_a_range_whose_child_cannot_answer_is_checked_here(
     range to this process: slower, never skipped, the same result and the same fault."""
     with EventStore.open(log, readonly=True) as store:
         expected = verify_store(store, parts=1)
-    monkeypatch.setattr("arena.verify.sys.executable", child)
+    monkeypatch.setattr("arena.verify.log.sys.executable", child)
     with EventStore.open(log, readonly=True) as store:
         got = verify_store(store, parts=3)
     assert (got.events, got.closed, got.cohorts) == (expected.events, expected.closed, 3)
@@ -508,8 +508,8 @@ def test_cohorts_written_side_by_side_are_checked_in_one_range(
 ) -> None:
     """A cut must be a snapshot that no other stream runs across: with two cohorts whose
     events interleave, every snapshot has the other cohort on both sides, so there is none."""
-    from arena.verify import plan
-    from arena.verify_range import positions_of
+    from arena.verify.log import plan
+    from arena.verify.ranges import positions_of
     from ledger.events import Marked
     from ledger.projection import CohortState
     from ledger.snapshot import FORMAT, encode_state
@@ -548,7 +548,7 @@ def test_a_log_that_cannot_be_cut_has_its_chain_checked_beside_the_fold(
     this process folds without hashing; the answers and the faults are the single pass's, and
     a child that does not answer leaves the chain to this process."""
     if child:
-        monkeypatch.setattr("arena.verify.sys.executable", child)
+        monkeypatch.setattr("arena.verify.log.sys.executable", child)
     _tamper(log, "DROP TABLE snapshots")
     with EventStore.open(log, readonly=True) as store:
         whole, apart = verify_store(store, parts=1), verify_store(store, parts=2)

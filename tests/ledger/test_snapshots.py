@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.report import report_data
-from arena.runner import CohortRunner
-from arena.verify import verify_store
+from arena.reports.model import report_data
+from arena.run.runner import CohortRunner
+from arena.verify.log import verify_store
 from ledger.errors import IntegrityError
 from ledger.events import EVENT_TYPES, CohortClosed
 from ledger.projection import HANDLERS, IGNORED_BY_FOLD, Book, CohortState

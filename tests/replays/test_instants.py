@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.cohort import parse_instant as cohort_parse
+from arena.run.cohort import parse_instant as cohort_parse
 from replays.errors import TapeError
 from replays.instants import parse_instant
 from replays.recorder import parse_instant as recorder_parse

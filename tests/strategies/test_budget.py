@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.cohort import CohortConfig
-from arena.runner import CohortRunner
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
 from ledger.rules import RULES
 from replays.samples import sample_path
 from replays.tapefile import load_tape

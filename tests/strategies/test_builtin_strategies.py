@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.cohort import CohortConfig
-from arena.runner import CohortRunner
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
 from ledger.events import DecisionMade, OrderRejected
 from ledger.rules import RULES
 from ledger.store import EventStore

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.cohort import CohortConfig
-from arena.runner import CohortRunner
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
 from ledger.events import DecisionMade, Event, OrderFilled, OrderPlaced
 from ledger.store import EventStore
 from replays.samples import sample_path

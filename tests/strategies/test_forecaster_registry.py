@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.runner import CohortRunner
+from arena.run.runner import CohortRunner
 from ledger.events import DecisionMade, OrderFilled
 from ledger.store import EventStore
 from replays.tape import Tape

@@ -21,8 +21,8 @@ from freezegun import freeze_time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.cohort import CohortConfig
-from arena.runner import CohortRunner
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
 from ledger.events import DecisionMade
 from ledger.rules import RULES
 from ledger.store import EventStore

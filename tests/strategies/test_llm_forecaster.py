@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.boundary import DecisionTimeout
-from arena.runner import CohortRunner
-from arena.settings import RunOptions, RunSettings
+from arena.boundary.sandbox import DecisionTimeout
+from arena.run.runner import CohortRunner
+from arena.run.settings import RunOptions, RunSettings
 from ledger.events import DecisionMade, ModelCall
 from ledger.rules import RULES
 from ledger.store import EventStore
@@ -727,8 +727,8 @@ SILENT_RUN = """
 import os, socket, sys
 sys.path.insert(0, sys.argv[1])
 from tests.conftest import hand_config, make_hand_tape
-from arena.runner import CohortRunner
-from arena.settings import RunOptions, RunSettings
+from arena.run.runner import CohortRunner
+from arena.run.settings import RunOptions, RunSettings
 
 silent = socket.socket()
 silent.bind(("127.0.0.1", 0))

@@ -112,7 +112,7 @@ def test_help_imports_no_command_module() -> None:
     "error",
     [
         "arena.errors:ArenaError",
-        "arena.backtest:BacktestError",
+        "arena.backtests.backtest:BacktestError",
         "arena.llm_server:LocalLLMError",
         "ledger.errors:LedgerError",
         "ledger.errors:IntegrityError",

@@ -13,7 +13,7 @@ import pytest
 from click.testing import Result
 
 from arena.errors import ArenaError, domain_errors
-from arena.settings import SettingsError
+from arena.run.settings import SettingsError
 from ledger.errors import LedgerError
 from ledger.store import EventStore
 from replays.errors import TapeError

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arena.diffusion_data import resolved_paths
+from arena.forecasting.diffusion_data import resolved_paths
 from replays.tape import MarketInfo, Resolution, Tape
 from replays.tapefile import save_tape
 from strategies.market_diffusion.features import DAY

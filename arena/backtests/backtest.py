@@ -1,0 +1,275 @@
+"""Backtesting one strategy against baselines over many cohorts of a tape.
+
+A single cohort says little: one election week can make any strategy look clever. So a backtest
+replays the strategy *and* its comparison agents in the same cohorts (same universe, same
+instants, same seeds), one cohort per Sunday, and reports per-cohort results, means with 95%
+intervals, and the paired difference of returns, which removes what the cohorts share. Weekly
+cohorts of one tape trade the same markets, so the intervals resample markets, not cohorts
+(``ledger.intervals``).
+
+Everything reported is folded from the log (never taken from the runner's memory), and the run's
+settings, tape hash and package version travel with the results, so a results file says exactly
+how to reproduce itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cached_property
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from arena.engines.driver import replay_cohorts
+from arena.engines.recorded import CohortDone
+from arena.errors import ArenaError
+from arena.reports.equity import CohortRecord, fold_cohort
+from arena.reports.model import IntervalSettings, interval_info, iso_utc, universe_volume
+from arena.run.cohort import (
+    CohortConfig,
+    Skipped,
+    decides,
+    describe_skipped,
+    select_universe,
+    split_starts,
+    sundays,
+)
+from arena.run.settings import DEFAULT_OPTIONS, RunOptions, cohort_configs
+from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_returns
+from ledger.projection import BrierRow, CohortState
+from ledger.restore import load
+from ledger.store import EventStore
+from replays.tape import Tape
+from strategies.api import StrategyError
+from strategies.loader import build_strategy, name_specs
+
+STRATEGY = "strategy"
+"""The name the backtested strategy trades under, whatever its spec: paths and query strings
+are not valid agent names, and a fixed name cannot clash with a comparison agent's kind."""
+
+DEFAULT_AGAINST = ("hold", "favourite", "random")
+
+
+class BacktestError(ArenaError, ValueError):
+    """Settings a backtest cannot run with; the message is one line for the CLI."""
+
+
+@dataclass(frozen=True)
+class BacktestPlan:
+    """Everything that shapes a backtest's results, validated, before any cohort runs."""
+
+    strategy: str
+    against: tuple[str, ...]
+    tape_path: Path
+    tape_hash: str
+    cohorts: tuple[CohortConfig, ...]
+    """One per start, in order: the strategy and the comparison agents, the same settings."""
+    skipped: tuple[Skipped, ...] = ()
+    """Asked-for starts with nothing to decide, left out, each with its reason."""
+
+    @property
+    def starts(self) -> tuple[datetime, ...]:
+        return tuple(c.start for c in self.cohorts)
+
+    @property
+    def agents(self) -> dict[str, str]:
+        """Agent name -> spec: the strategy first, then each comparison agent by its kind."""
+        return dict(self.cohorts[0].agents)
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings as plain data (how it ran, such as the worker count, is left
+        out: it changes nothing)."""
+        shared = self.cohorts[0].model_dump(mode="json", exclude={"start", "agents"})
+        return {
+            "strategy": self.strategy,
+            "against": list(self.against),
+            "agents": self.agents,
+            "tape_path": str(self.tape_path),
+            "starts": [iso_utc(c.start_ts) for c in self.cohorts],
+            **shared,
+        }
+
+
+def backtest_agents(strategy: str, against: Sequence[str]) -> dict[str, str]:
+    """Agent name -> spec: the strategy as ``strategy``, then each comparison agent by its
+    kind, by its settings where two share a kind (``sign-B_100``), or as the user named it
+    (``NAME=SPEC``; ``strategies.loader.name_specs``); two with one name are a BacktestError."""
+    try:
+        return {STRATEGY: strategy, **name_specs(against, taken=[STRATEGY])}
+    except StrategyError as exc:
+        raise BacktestError(f"--against: {exc}") from None
+
+
+def default_starts(tape: Tape, universe: int, decision_cadence: str = "weekly") -> list[datetime]:
+    """Every Sunday of the tape on which a cohort gets a full universe (and so decides).
+
+    "Full" is ``universe`` markets, or as many as the busiest Sunday offers if that is fewer:
+    Sundays where only a handful of early or late markets trade would otherwise dominate the
+    mean with cohorts that hardly test anything (on the embedded sample this keeps the 26
+    Sundays 2024-05-12..2024-11-03 out of 96).
+    """
+    first, last = tape.span()
+    candidates = sundays(datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC))
+    chosen = [select_universe(tape, int(s.timestamp()), universe) for s in candidates]
+    full = min(universe, max(map(len, chosen), default=0))
+    return [
+        s
+        for s, markets in zip(candidates, chosen, strict=True)
+        if markets
+        and len(markets) >= full
+        and decides(tape, markets, int(s.timestamp()), decision_cadence)
+    ]
+
+
+def plan_backtest(
+    strategy: str,
+    against: Sequence[str],
+    tape: Tape,
+    tape_path: Path,
+    starts: Sequence[datetime] | None = None,
+    **settings: Any,
+) -> BacktestPlan:
+    """Check every spec loads, the settings (``CohortConfig``'s fields but the start and the
+    agents) validate and some start has something to decide.
+
+    Raises StrategyError for a spec that does not load, SettingsError for a bad setting,
+    BacktestError when nothing can be run; each one line.
+    """
+    agents = backtest_agents(strategy, against)
+    for spec in agents.values():
+        build_strategy(spec)  # fail fast, before any worker starts
+    first = datetime.fromtimestamp(tape.span()[0], UTC)
+    shape = cohort_configs([first], agents, **settings)[0]  # the settings, checked once
+    skipped: list[Skipped] = []
+    if starts is None:  # every default start has a universe and a decision already
+        chosen = default_starts(tape, shape.universe, shape.decision_cadence)
+    else:
+        chosen, skipped = split_starts(tape, starts, shape.universe, shape.decision_cadence)
+    if not chosen and not skipped:
+        raise BacktestError(f"tape {tape.hash[:12]} has no Sunday with an open, priced market")
+    if not chosen:
+        first_day, last_day = (iso_utc(t)[:10] for t in tape.span())
+        raise BacktestError(
+            f"nothing to decide: {describe_skipped(skipped, limit=3)} "
+            f"(the tape runs {first_day}..{last_day})"
+        )
+    return BacktestPlan(
+        strategy=strategy,
+        against=tuple(against),
+        tape_path=tape_path,
+        tape_hash=tape.hash,
+        cohorts=tuple(cohort_configs(chosen, agents, **settings)),
+        skipped=tuple(skipped),
+    )
+
+
+# -- running and folding -------------------------------------------------------------------------
+
+
+@dataclass
+class BacktestResult:
+    """A finished backtest: its plan, every cohort's state read from the log (each restored
+    from its closing snapshot, checked, like a report's), and the log's digest. ``note`` says
+    when a snapshot could not be used and the log was folded instead."""
+
+    plan: BacktestPlan
+    states: list[CohortState]
+    digest: str
+    db: Path
+    note: str | None = None
+
+    @property
+    def agent_names(self) -> list[str]:
+        return list(self.plan.agents)
+
+    def brier_rows(self, agent: str) -> list[BrierRow]:
+        """The agent's scored buys over every cohort, in cohort order."""
+        return [row for state in self.states for row in state.books[agent].brier_rows]
+
+    @cached_property
+    def records(self) -> list[CohortRecord]:
+        """Every cohort folded mark by mark for its equity curves: only the HTML page draws
+        them, so only it pays for a fold of every event."""
+        with EventStore.open(self.db, readonly=True) as store:
+            return [fold_cohort(store, state.cohort) for state in self.states]
+
+
+def run_backtest(
+    plan: BacktestPlan,
+    db: Path,
+    options: RunOptions = DEFAULT_OPTIONS,
+    *,
+    on_done: Callable[[CohortDone], None] | None = None,
+) -> BacktestResult:
+    """Replay every cohort of the plan into ``db`` as ``options`` say, then read them back as
+    a report does (``ledger.restore.load``: each closing snapshot, checked, and any tail)."""
+    done = replay_cohorts(plan.tape_path, plan.cohorts, db, options, on_done=on_done)
+    cohorts = [d.cohort for d in done]
+    with EventStore.open(db, readonly=True) as store:
+        loaded = load(store, cohorts)
+        digest = store.digest(streams=cohorts)
+    states = [loaded.ledger.cohorts[cohort] for cohort in cohorts]
+    return BacktestResult(plan, states, digest, db, loaded.note())
+
+
+# -- results as data -----------------------------------------------------------------------------
+
+
+def results_data(result: BacktestResult) -> dict[str, Any]:
+    """The backtest as plain data: what ``--json`` prints and ``results.json`` holds."""
+    plan = result.plan
+    names = result.agent_names
+    cohorts = []
+    for state in result.states:
+        agents = {}
+        for s in cohort_standings(state):
+            agents[s.agent] = {
+                "return_pct": s.return_pct,
+                "brier": s.brier,
+                "bss": s.bss,
+                "bss_market": s.bss_market,
+                "win_rate": s.win_rate,
+                "pnl": s.pnl,
+                "total_value": s.total_value,
+                "n_bets": s.n_bets,
+                "n_resolved": s.n_resolved,
+                "n_rejected": s.n_rejected,
+                "n_errors": s.n_errors,
+            }
+        cohorts.append(
+            {
+                "cohort": state.cohort,
+                "start": iso_utc(state.opened.start) if state.opened else None,
+                "markets": len(state.markets),
+                "universe_by": universe_volume(opened) if (opened := state.opened) else None,
+                "decisions_stopped": stopped.reason if (stopped := state.stopped) else None,
+                "agents": {name: agents[name] for name in names},
+            }
+        )
+    states = result.states
+    board = {row.agent: msgspec.to_builtins(row) for row in leaderboard(states)}
+    summary = {name: {k: v for k, v in board[name].items() if k != "agent"} for name in names}
+    paired = {
+        name: paired_returns(states, STRATEGY, name)._asdict() for name in names if name != STRATEGY
+    }
+    beliefs = {name: b for name in names if (b := belief_scores(result.brier_rows(name)))}
+    return {
+        "strategy": plan.strategy,
+        "against": list(plan.against),
+        "tape": plan.tape_hash,
+        "package_version": version("arena"),
+        "settings": plan.settings(),
+        "skipped_starts": [iso_utc(int(s.start.timestamp())) for s in plan.skipped],
+        "skipped_why": {iso_utc(int(s.start.timestamp())): s.reason for s in plan.skipped},
+        "cohorts": cohorts,
+        "interval": interval_info(states, IntervalSettings()),
+        "summary": summary,
+        "paired": paired,
+        "beliefs": beliefs or None,
+        "digest": result.digest,
+        "db": str(result.db),
+    }

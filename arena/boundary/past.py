@@ -1,0 +1,243 @@
+"""What a plugin sees of the past: ``Past`` holds the universe's price points *up to the instant
+being decided*, copied in as time passes (``PastWriter``, moved on by ``PastFeed``): memory that
+has no future in it, so a view cannot hand one out however it is asked. Every array a view hands
+out is a copy the plugin owns or a read-only buffer whose ultimate owner is read-only
+(``frozen``): bytes, or a read-only memory map. No plugin can re-flag such an array writable and
+rewrite the prices another agent trades on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import mmap
+import os
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from replays.tape import spans
+from strategies.api import History as ReadHistory
+
+if TYPE_CHECKING:
+    from replays.asof import AsOf
+    from replays.tape import Tape
+
+
+def frozen(array: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` over an immutable bytes object: nobody can make it writable."""
+    flat = np.frombuffer(array.tobytes(), dtype=array.dtype)
+    return flat if array.ndim == 1 else flat.reshape(array.shape)
+
+
+class Layout(NamedTuple):
+    """The universe's series as the tape stores them: market ``j`` has ``lengths[j]`` points
+    of ``widths[j]`` prices each (YES alone for a binary market, whose NO is 1 − YES) and, if
+    binary, YES in outcome column ``yes_column[j]`` (-1 for any other market)."""
+
+    lengths: tuple[int, ...]
+    widths: tuple[int, ...]
+    yes_column: tuple[int, ...]
+
+    @classmethod
+    def of(cls, tape: Tape, universe: Sequence[int]) -> Layout:
+        markets = [tape.markets[m] for m in universe]
+        return cls(
+            tuple(len(tape.times(m)) for m in universe),
+            tuple(info.stored_columns for info in markets),
+            tuple(info.yes_column if info.is_binary else -1 for info in markets),
+        )
+
+
+class Past(NamedTuple):
+    """The universe's price points up to the instant being decided, read-only.
+
+    A tuple (its fields cannot be rebound) of arrays over a read-only memory map, filled by a
+    ``PastWriter`` as time passes: market ``j``'s visible points are rows
+    ``starts[j] : starts[j] + visible[j]`` of ``times``, and their prices ``widths[j]`` a point
+    from element ``price_starts[j]`` of ``prices`` on, as the tape stores them.
+    """
+
+    times: np.ndarray
+    prices: np.ndarray
+    visible: np.ndarray
+    starts: tuple[int, ...]
+    price_starts: tuple[int, ...]
+    widths: tuple[int, ...]
+    yes_column: tuple[int, ...]
+
+    def history(self, j: int, t: int, since: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(times, values)`` of market ``j`` up to ``t`` (from ``since`` on, if given), every
+        outcome's price in outcome order (a binary market's NO derived as 1 − YES): copies the
+        caller owns, of the points asked for only."""
+        a = self.starts[j]
+        times = self.times[a : a + int(self.visible[j])]
+        end = int(np.searchsorted(times, t, side="right"))
+        begin = 0 if since is None else min(int(np.searchsorted(times, since)), end)
+        width, first = self.widths[j], self.price_starts[j]
+        stored = self.prices[first + begin * width : first + end * width].reshape(-1, width)
+        side = self.yes_column[j]
+        if side < 0:
+            return times[begin:end].copy(), stored.copy()
+        yes = stored[:, 0]
+        return times[begin:end].copy(), np.column_stack((yes, 1.0 - yes) if side == 0 else
+                                                        (1.0 - yes, yes))  # fmt: skip
+
+
+class Delta(NamedTuple):
+    """The points of each market from its ``since``-th to before its ``until``-th, their times
+    and stored prices, market after market: what moves a ``Past`` on (an isolated worker's
+    too) from ``since`` visible points to ``until``."""
+
+    since: np.ndarray
+    until: np.ndarray
+    times: np.ndarray
+    prices: np.ndarray
+
+
+def _shared_map(size: int) -> tuple[mmap.mmap, mmap.mmap]:
+    """A writable and a read-only mapping of the same fresh memory."""
+    size = max(size, 1)
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("arena-past", os.MFD_CLOEXEC)
+    else:  # pragma: no cover - macOS and Windows
+        with tempfile.TemporaryFile() as file:
+            fd = os.dup(file.fileno())
+    try:
+        os.ftruncate(fd, size)
+        return mmap.mmap(fd, size), mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+def _carve(source: mmap.mmap, sizes: Sequence[int]) -> list[np.ndarray]:
+    """Times (int64), prices (float64) and counts (int64) laid end to end over ``source``."""
+    arrays, at = [], 0
+    for size, dtype in zip(sizes, (np.int64, np.float64, np.int64), strict=True):
+        arrays.append(np.frombuffer(source, dtype=dtype, count=size, offset=at))
+        at += size * 8
+    return arrays
+
+
+class PastWriter:
+    """Owns the writable side of a ``Past`` and moves it forward, never back. It holds no
+    point before its instant has come: each ``Delta`` brings the points that have arrived.
+    Plugins get ``past``, never this object."""
+
+    def __init__(self, layout: Layout) -> None:
+        lengths = np.asarray(layout.lengths, dtype=np.int64)
+        self._widths = np.asarray(layout.widths, dtype=np.int64)
+        sizes = lengths * self._widths
+        self._starts = np.cumsum(lengths) - lengths
+        self._price_starts = np.cumsum(sizes) - sizes
+        counts = (int(lengths.sum()), int(sizes.sum()), lengths.size)
+        self._maps = _shared_map(sum(counts) * 8)
+        self._times, self._prices, self._visible = _carve(self._maps[0], counts)
+        times, prices, visible = _carve(self._maps[1], counts)
+        self.past = Past(
+            times, prices, visible,
+            tuple(self._starts.tolist()), tuple(self._price_starts.tolist()),
+            layout.widths, layout.yes_column,
+        )  # fmt: skip
+
+    @property
+    def visible(self) -> np.ndarray:
+        """How many points of each market are visible now (a copy)."""
+        return self._visible.copy()
+
+    def apply(self, delta: Delta) -> None:
+        if not np.array_equal(delta.since, self._visible):
+            raise ValueError("a Past moves on only from the points it already shows")
+        counts = delta.until - delta.since
+        self._times[spans(self._starts + delta.since, counts)] = delta.times
+        first = self._price_starts + delta.since * self._widths
+        self._prices[spans(first, counts * self._widths)] = delta.prices
+        self._visible[:] = delta.until
+
+
+_FEEDS: dict[int, PastFeed] = {}
+"""The running replays' feeds, by the number their ``History`` handles hold. Here, not in an
+attribute of anything a view holds: what a handle could reach through an attribute, a plugin
+walking its view could too, and a feed reaches the tape and its future. (Plugin code can read
+module state as it can walk ``gc.get_objects()`` to the tape: that is what ``--isolate`` is
+for.)"""
+
+_KEYS = itertools.count()
+
+
+class History(NamedTuple):
+    """During a run, ``of`` is what ``MarketsView.history`` calls: the shared ``Past``'s
+    history of a market, the ``Past`` built when first asked. A tuple holding a number, nothing
+    else: no plugin can rebind it or follow it to the tape."""
+
+    key: int
+
+    def of(self, j: int, t: int, since: int | None) -> tuple[np.ndarray, np.ndarray]:
+        feed = _FEEDS.get(self.key)
+        if feed is None:
+            raise LookupError("this view's replay has ended; its history is no longer kept")
+        return feed.past().history(j, t, since)
+
+
+class PastFeed:
+    """The loop's side of ``Past``: how many points of each market have arrived, and the points
+    themselves read from the tape's flat columns when someone needs them (``Tape.points``).
+
+    The shared ``Past`` is built the first time a plugin reads a history, from every point
+    that has arrived by then, and moved on at each decision after that. A replay whose plugins
+    never read one (the view's arrays carry the instant's prices) holds no copy of the series:
+    its memory grows with the markets, not with markets × instants.
+    """
+
+    def __init__(self, tape: Tape, universe: Sequence[int]) -> None:
+        self._tape = tape
+        self._markets = np.asarray(universe, dtype=np.int64)
+        self.layout = Layout.of(tape, universe)
+        self.seen = np.zeros(self._markets.size, dtype=np.int64)
+        self.rows = np.empty((0, 1))
+        self._writer: PastWriter | None = None
+        self._lock = threading.Lock()  # a plugin's own threads may ask for history too
+
+    def advance(self, now: AsOf) -> None:
+        """The instant moved on to ``now``: its points have arrived."""
+        with self._lock:
+            if self._writer is not None:
+                self._writer.apply(self.delta(self._writer.visible, now.seen))
+            self.seen, self.rows = now.seen, now.rows
+
+    def delta(self, since: np.ndarray, until: np.ndarray | None = None) -> Delta:
+        """The points that arrived after ``since`` (counts per market) up to ``until``
+        (by default every point that has arrived)."""
+        until = self.seen if until is None else until
+        times, prices = self._tape.points(self._markets, since, until)
+        return Delta(since, until, times, prices)
+
+    @property
+    def built(self) -> bool:
+        """Whether a plugin has read a history yet (and the shared ``Past`` exists)."""
+        return self._writer is not None
+
+    def past(self) -> Past:
+        """The shared ``Past``, showing every point that has arrived."""
+        with self._lock:
+            if self._writer is None:
+                writer = PastWriter(self.layout)
+                writer.apply(self.delta(writer.visible))
+                self._writer = writer
+            return self._writer.past
+
+    @contextlib.contextmanager
+    def shown(self) -> Iterator[ReadHistory]:
+        """What views hand out for history (``History.of``), answering while the run lasts."""
+        key = next(_KEYS)
+        _FEEDS[key] = self
+        try:
+            yield History(key).of
+        finally:
+            del _FEEDS[key]
+
+
+# -- what a plugin may do while it runs ------------------------------------------------------

@@ -1,0 +1,303 @@
+"""What a plugin may do while it runs: ``Sandbox`` runs plugin code under the frozen clock with a
+time limit, turns anything it raises (``SystemExit`` and a plugin's own ``KeyboardInterrupt``
+included) into an error text, keeps a real Ctrl-C apart from a plugin's, and during the run
+replaces the process-level calls a plugin could end or fork the run with (``os._exit``,
+``os.fork``, ``signal.signal``, ``signal.setitimer``, ...) by ones that raise ``SandboxError``.
+A freezegun clock the plugin started, stopped or cleared and left so is put back after each
+call, and what that call returned is not taken; ``time.clock_gettime`` reads the frozen clock
+too (freezegun leaves it real).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from freezegun import api as freezegun_api
+
+from strategies.api import (
+    RunStopped,
+)
+
+if TYPE_CHECKING:
+    pass
+
+from arena.boundary.checks import capped
+
+
+class DecisionTimeout(Exception):
+    """A strategy ran past its per-decision time limit."""
+
+
+class SandboxError(Exception):
+    """A plugin called something that would end, fork or unguard the run."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The person at the keyboard pressed Ctrl-C: the run stops (and can be resumed).
+
+    A subclass, so a plugin that raises ``KeyboardInterrupt`` itself is told apart from it."""
+
+
+# -- what a plugin sees ----------------------------------------------------------------------
+
+
+class Clock:
+    """freezegun's frozen clock, moved by whole seconds.
+
+    ``tick`` with a timedelta only adds it; ``move_to`` would parse and convert a datetime on
+    every decision, which was half of the per-decision cost of the plugin boundary.
+    """
+
+    def __init__(self, frozen_time: Any, ts: int) -> None:
+        self._frozen = frozen_time
+        self._ts = ts
+
+    def move_to(self, ts: int) -> None:
+        if ts != self._ts:
+            self._frozen.tick(timedelta(seconds=ts - self._ts))
+            self._ts = ts
+
+
+_CLOCK_STACKS: tuple[list[Any], ...] = (
+    freezegun_api.freeze_factories,
+    freezegun_api.tz_offsets,
+    freezegun_api.ignore_lists,
+    freezegun_api.tick_flags,
+)
+
+
+def _clock_stacks() -> tuple[tuple[Any, ...], ...]:
+    return tuple(map(tuple, _CLOCK_STACKS))
+
+
+def _restore_clock(saved: tuple[tuple[Any, ...], ...]) -> bool:
+    """freezegun's stacks put back as they were before plugin code ran; True if it had changed
+    them. A plugin that starts its own ``freeze_time`` and never stops it (or a library it uses
+    that leaks one) would otherwise set every later agent's clock to its instant. Compared as
+    tuples (factories by identity, as they define no equality): about 1 µs a plugin call."""
+    changed = False
+    for stack, before in zip(_CLOCK_STACKS, saved, strict=True):
+        if tuple(stack) != before:
+            stack[:] = before
+            changed = True
+    return changed
+
+
+_REALTIME = frozenset(
+    getattr(time, name) for name in ("CLOCK_REALTIME", "CLOCK_TAI") if hasattr(time, name)
+)
+_MONOTONIC = frozenset(
+    getattr(time, name)
+    for name in ("CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW", "CLOCK_BOOTTIME", "CLOCK_UPTIME")
+    if hasattr(time, name)
+)
+
+
+def _frozen_clock_reader(
+    real: Callable[[int], Any], wall: str, monotonic: str
+) -> Callable[[int], Any]:
+    """``time.clock_gettime`` (or ``_ns``) that reads the wall and monotonic clocks from the
+    frozen ``time.<wall>`` / ``time.<monotonic>``, looked up at each call, as freezegun does not
+    patch it; CPU clocks stay real."""
+
+    def read(clock: int) -> Any:
+        if clock in _REALTIME:
+            return getattr(time, wall)()
+        if clock in _MONOTONIC:
+            return getattr(time, monotonic)()
+        return real(clock)
+
+    return read
+
+
+_CLOCK_READERS: tuple[tuple[str, str, str], ...] = tuple(
+    reader
+    for reader in (
+        ("clock_gettime", "time", "monotonic"),
+        ("clock_gettime_ns", "time_ns", "monotonic_ns"),
+    )
+    if hasattr(time, reader[0])
+)
+"""``time`` functions freezegun leaves real, each with the frozen ones it should read."""
+
+_setitimer = signal.setitimer if hasattr(signal, "setitimer") else None
+_signal = signal.signal
+
+
+def _forbidden(name: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise SandboxError(f"a strategy may not call {name} during a replay")
+
+    return refuse
+
+
+def _kill_others_only(kill: Callable[[int, int], None]) -> Callable[[int, int], None]:
+    """``os.kill`` for the processes a plugin started, not for the run's own process group:
+    a plugin must not stop the run by sending itself the Ctrl-C a person would."""
+
+    def kill_other(pid: int, sig: int) -> None:
+        if pid in (0, -1, os.getpid()) or -pid == os.getpgid(0):
+            raise SandboxError("a strategy may not signal the replay's own process")
+        kill(pid, sig)
+
+    return kill_other
+
+
+_GUARDED: tuple[tuple[Any, str, str], ...] = (
+    (os, "_exit", "os._exit"),
+    (os, "fork", "os.fork"),
+    (os, "forkpty", "os.forkpty"),
+    (os, "kill", "os.kill"),
+    (os, "killpg", "os.killpg"),
+    (signal, "raise_signal", "signal.raise_signal"),
+    (signal, "signal", "signal.signal"),
+    (signal, "setitimer", "signal.setitimer"),
+    (signal, "alarm", "signal.alarm"),
+    (signal, "pthread_kill", "signal.pthread_kill"),
+)
+
+
+def _modules_to_guard() -> list[tuple[Any, str, str]]:
+    """``os`` and the C modules under it (``posix``, ``_signal``) hold the same functions."""
+    found = []
+    extra: list[Any] = []
+    for name in ("posix", "_signal"):
+        with contextlib.suppress(ImportError):  # Windows has neither
+            extra.append(__import__(name))
+    for module, attr, label in _GUARDED:
+        if hasattr(module, attr):
+            found.append((module, attr, label))
+            for other in extra:
+                if getattr(other, attr, None) is getattr(module, attr):
+                    found.append((other, attr, label))
+    return found
+
+
+CLOCK_CHANGED = (
+    "the strategy started or stopped a freezegun clock and left it so; it was put back, and "
+    "what the strategy returned is not taken"
+)
+
+
+class Sandbox:
+    """Runs plugin code for one replay: time limit, guards, and a Ctrl-C told apart.
+
+    ``guarded`` is entered once for the whole run (installing handlers and guards costs
+    system calls; starting and stopping the timer per call is two). Where there is no interval
+    timer (Windows) or the run is not on the main thread, plugin code runs without a time limit
+    and Ctrl-C keeps Python's own handling.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        main = threading.current_thread() is threading.main_thread()
+        self.main = main
+        self.timed = seconds > 0 and _setitimer is not None and main
+        self.interrupted = False
+
+    @contextlib.contextmanager
+    def guarded(self) -> Iterator[None]:
+        def expire(signum: int, frame: Any) -> None:
+            raise DecisionTimeout(f"decision took longer than {self.seconds:g} s")
+
+        def interrupt(signum: int, frame: Any) -> None:
+            self.interrupted = True
+            raise RunInterrupted()
+
+        handlers = []
+        if self.timed:
+            handlers.append((signal.SIGALRM, _signal(signal.SIGALRM, expire)))
+        if self.main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            handlers.append((signal.SIGINT, _signal(signal.SIGINT, interrupt)))
+        patched = _modules_to_guard()
+        saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patched]
+        for module, attr, label in patched:
+            setattr(module, attr, _forbidden(label))
+        for module, attr, value in saved:
+            if attr == "kill":
+                setattr(module, attr, _kill_others_only(value))
+        for attr, wall, monotonic in _CLOCK_READERS:
+            saved.append((time, attr, getattr(time, attr)))
+            setattr(time, attr, _frozen_clock_reader(getattr(time, attr), wall, monotonic))
+        try:
+            yield
+        finally:
+            for module, attr, value in saved:
+                setattr(module, attr, value)
+            if self.timed and _setitimer is not None:
+                _setitimer(signal.ITIMER_REAL, 0)
+            for signum, previous in handlers:
+                _signal(signum, previous)
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
+        """``(fn(*args), None)``, or ``(None, error text)`` if it raised or ran out of time.
+
+        Only a real Ctrl-C escapes (as ``RunInterrupted``, even when the plugin caught it),
+        and a ``RunStopped``, which a strategy raises to stop the run on purpose."""
+        result, error = None, None
+        clock = _clock_stacks()
+        try:
+            self._start()
+            try:
+                result = fn(*args)
+            except (RunInterrupted, RunStopped):
+                raise
+            except BaseException as exc:
+                error = error_text(exc)
+            finally:
+                self._stop()
+        except (RunInterrupted, RunStopped):
+            raise
+        except BaseException as exc:
+            result, error = None, error_text(exc)
+        finally:
+            if _restore_clock(clock) and error is None:
+                result, error = None, CLOCK_CHANGED
+        if self.interrupted:
+            raise RunInterrupted()
+        return result, error
+
+    def _start(self) -> None:
+        if self.timed and _setitimer is not None:
+            _setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def _stop(self) -> None:
+        if self.timed and _setitimer is not None:
+            _setitimer(signal.ITIMER_REAL, 0)
+
+
+def error_text(exc: BaseException) -> str:
+    """First line: the error; then the traceback, so the log explains what went wrong.
+
+    Frames name files without their directories: where the code happens to be installed must
+    not change the bytes of the log (the same inputs give the same log on any machine). An
+    error whose message cannot be shown (its ``__str__`` raises) is named by its type; the
+    text is cut to ``MAX_TEXT`` characters."""
+    name = type(exc).__name__
+    try:
+        message = str(exc)
+    except BaseException:
+        message = "(its message could not be shown: its __str__ raised)"
+    try:
+        report = traceback.TracebackException.from_exception(exc)
+        pending = [report]
+        while pending:
+            link = pending.pop()
+            for frame in link.stack:
+                frame.filename = os.path.basename(frame.filename)
+            pending += [e for e in (link.__cause__, link.__context__) if e is not None]
+        text = f"{name}: {message}\n{''.join(report.format())}"
+    except BaseException:
+        text = f"{name}: {message}\n(the traceback could not be formatted)"
+    return capped(text)[0]
+
+
+# -- what a plugin returns -------------------------------------------------------------------

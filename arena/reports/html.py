@@ -1,0 +1,462 @@
+"""Reports as one self-contained HTML page: tables, equity curves and reliability diagrams.
+
+Two pages share every part: a backtest's (``arena backtest --report``) and any replay's
+(``arena report DB --html``). The page links nothing (no scripts, fonts or stylesheets from
+elsewhere), so it opens offline years later exactly as it was written and can be mailed or
+archived as a single file next to its JSON. Every table says which Brier and which interval it
+shows, and the settings table holds what it takes to run the same thing again.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from arena.backtests.backtest import STRATEGY, BacktestResult
+from arena.reports.charts import (
+    PALETTE,
+    RELIABILITY_BINS,
+    agent_equity,
+    equity_chart,
+    figure,
+    reliability_chart,
+)
+from arena.reports.equity import CohortRecord, fold_cohort, mean_equity
+from arena.reports.model import BRIER_IMPLIED, IntervalSettings, Usage, report_data, scored_count
+from ledger.leaderboard import belief_scores
+from ledger.projection import BrierRow, Ledger
+from ledger.store import EventStore
+from replays.samples import SAMPLE, SAMPLE_HASH
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222;
+       padding: 0 1em; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; margin: 0.5em 0 0.3em; font-size: 0.9em; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right;
+         white-space: nowrap; }
+.l { text-align: left; }
+th.l + th:not(.l), td.l + td:not(.l) { padding-left: 1.2em; }
+td.text { text-align: left; white-space: normal; }
+.nw { white-space: nowrap; }
+p.note { font-size: 0.85em; color: #555; margin: 0 0 1.5em; max-width: 60em; }
+.pos { color: #1a7f37; } .neg { color: #cf222e; }
+.charts { display: flex; flex-wrap: wrap; gap: 1em; }
+figure { margin: 0; } figcaption { font-size: 0.9em; color: #555; }
+code { background: #f4f4f4; padding: 0 0.2em; }
+svg text { font-size: 11px; fill: #444; }
+"""
+
+
+COST_LABELS = {
+    "cost": "USD",
+    "tokens_in": "tokens in",
+    "tokens_out": "tokens out",
+    "latency_median_ms": "median ms",
+    "latency_p95_ms": "p95 ms",
+}
+
+
+# -- pages ---------------------------------------------------------------------------------------
+
+
+def write_report(directory: Path, result: BacktestResult, data: dict[str, Any]) -> Path:
+    """A backtest: ``index.html`` and ``results.json`` into ``directory``; the page's path."""
+    return _write(directory, "results.json", data, render_html(result, data))
+
+
+def write_replay_report(
+    directory: Path,
+    store: EventStore,
+    ledger: Ledger,
+    intervals: IntervalSettings,
+    usage: Usage | None = None,
+) -> Path:
+    """Any replay's log: ``index.html`` and ``report.json`` (what ``arena report --json``
+    prints, with the log's digest) into ``directory``; the page's path."""
+    cohorts = sorted(ledger.cohorts)
+    data = report_data(ledger, usage, intervals) | {
+        "db": str(store.path),
+        "digest": store.digest(streams=cohorts),
+    }
+    records = [fold_cohort(store, cohort) for cohort in cohorts]
+    return _write(directory, "report.json", data, render_replay_html(data, records))
+
+
+def _write(directory: Path, name: str, data: dict[str, Any], html: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text(json.dumps(data, indent=2) + "\n")
+    page = directory / "index.html"
+    page.write_text(html)
+    return page
+
+
+def render_html(result: BacktestResult, data: dict[str, Any]) -> str:
+    """The backtest page: settings, summary with paired differences, cohorts, charts."""
+    names = result.agent_names
+    colours = _colours(names)
+    sections = [
+        _settings_table(_backtest_settings(data)),
+        '<h2 id="summary">Summary over cohorts</h2>',
+        _summary_table(data),
+        _note(f"{data['interval']['text']}: {data['interval']['detail']} {BRIER_IMPLIED}."),
+        '<h2 id="per-cohort">Per cohort</h2>',
+        _cohort_table(data),
+        _note(BRIER_IMPLIED + "."),
+    ]
+    if data["beliefs"]:
+        sections += _beliefs_section(data["beliefs"])
+    sections += _cost_section(data.get("model_usage_by_agent"))
+    sections += _charts(result.records, names, colours, result.brier_rows)
+    return _page(f"Backtest of {data['strategy']}", sections)
+
+
+def render_replay_html(data: dict[str, Any], records: Sequence[CohortRecord]) -> str:
+    """Any replay's page: leaderboard, cohorts, categories, beliefs, cost, charts, settings."""
+    names = [row["agent"] for row in data["leaderboard"]]
+    colours = _colours(names)
+
+    def rows_of(agent: str) -> list[BrierRow]:
+        return [row for r in records if agent in r.state.books
+                for row in r.state.books[agent].brier_rows]  # fmt: skip
+
+    beliefs = {name: b for name in names if (b := belief_scores(rows_of(name)))}
+    sections = [
+        '<h2 id="leaderboard">Leaderboard</h2>',
+        _leaderboard_table(data["leaderboard"]),
+        _note(
+            f"Across {len(data['cohorts'])} cohort(s), by total P/L. Mean return: the mean of "
+            f"the cohorts' returns. {data['interval']['text']}: {data['interval']['detail']} "
+            f"{BRIER_IMPLIED}."
+        ),
+        '<h2 id="cohorts">Cohorts</h2>',
+        _cohort_lines(data, names),
+        _note("Each agent's return in each cohort."),
+        '<h2 id="categories">By category</h2>',
+        _categories_table(data["categories"]),
+        _note(
+            "Return: the category's P/L in points of starting cash, mean over cohorts (an "
+            "agent's categories add up to its mean return). Brier (impl.) pooled over the "
+            "category's resolved bets."
+        ),
+    ]
+    if beliefs:
+        sections += _beliefs_section(beliefs)
+    sections += _cost_section(data.get("model_usage_by_agent"))
+    sections += _charts(records, names, colours, rows_of)
+    sections += ['<h2 id="settings">Settings</h2>', _replay_settings(data)]
+    return _page(f"Replay of {len(data['cohorts'])} cohort(s)", sections)
+
+
+def _page(title: str, sections: Sequence[str]) -> str:
+    body = "\n".join([f"<h1>{escape(title)}</h1>", *sections])
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n<body>\n{body}\n"
+        "</body></html>\n"
+    )
+
+
+def _colours(names: Sequence[str]) -> dict[str, str]:
+    return {name: PALETTE[k % len(PALETTE)] for k, name in enumerate(names)}
+
+
+def _unbroken(text: str) -> str:
+    """Text that must not wrap inside (a date breaks at its hyphens otherwise)."""
+    return f'<span class="nw">{escape(text)}</span>'
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{escape(text)}</p>'
+
+
+# -- tables -------------------------------------------------------------------------------------
+
+
+def _fmt(x: float | None, fmt: str = "{:.4f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _pct(x: float | None, suffix: str = "%") -> str:
+    if x is None:
+        return "—"
+    cls = "pos" if x > 0 else "neg" if x < 0 else ""
+    return f'<span class="{cls}">{x:+,.2f}{suffix}</span>'
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "—" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}]%"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """Figures right-aligned, the first ``left`` columns (names, dates, ids) left-aligned;
+    no cell wraps (a narrow window scrolls the table instead of breaking a date)."""
+
+    def cell(tag: str, k: int, content: str) -> str:
+        return f'<{tag} class="l">{content}</{tag}>' if k < left else f"<{tag}>{content}</{tag}>"
+
+    head = "".join(cell("th", k, escape(h)) for k, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(cell("td", k, c) for k, c in enumerate(row)) + "</tr>" for row in rows
+    )
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'
+
+
+def _settings_table(rows: Sequence[tuple[str, str]]) -> str:
+    body = "".join(
+        f'<tr><td class="l">{escape(k)}</td><td class="text">{v}</td></tr>' for k, v in rows
+    )
+    head = '<thead><tr><th class="l">setting</th><th class="l">value</th></tr></thead>'
+    return f"<table>{head}<tbody>{body}</tbody></table>"
+
+
+def _backtest_settings(data: dict[str, Any]) -> list[tuple[str, str]]:
+    settings = data["settings"]
+    starts = settings["starts"]
+    rows = [
+        ("strategy", f"<code>{escape(data['strategy'])}</code> (trades as {STRATEGY})"),
+        ("against", escape(", ".join(data["against"]))),
+        ("cohorts", f"{len(starts)}: {_unbroken(starts[0][:10])} .. {_unbroken(starts[-1][:10])}"),
+        ("tape", f"<code>{escape(data['tape'])}</code> ({escape(settings['tape_path'])})"),
+        ("package version", escape(data["package_version"])),
+        ("log digest", f"<code>{escape(data['digest'])}</code>"),
+    ]
+    for key in ("universe", "cash", "rules", "decision_cadence", "mark_cadence", "seed"):
+        rows.append((key, escape(str(settings[key]))))
+    cohorts = data["cohorts"]
+    for by in sorted({c["universe_by"] for c in cohorts}):
+        n = sum(c["universe_by"] == by for c in cohorts)
+        rows.append(("universe chosen by", escape(f"{by} ({n} of {len(cohorts)} cohorts)")))
+    stops = [c for c in cohorts if c["decisions_stopped"]]
+    if stops:
+        first = stops[0]["decisions_stopped"]
+        rows.append(("decisions stopped early", escape(
+            f"{len(stops)} of {len(cohorts)} cohorts, e.g. {stops[0]['start'][:10]}: {first}"
+        )))  # fmt: skip
+    return rows
+
+
+def _replay_settings(data: dict[str, Any]) -> str:
+    """One table per group of cohorts run with the same settings, with the command that
+    replays them (the tape is named by its hash, the log not knowing where it was, or as
+    ``sample`` when it is the embedded one)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for cohort in data["cohorts"]:
+        settings = {k: v for k, v in cohort["settings"].items() if k != "start"}
+        groups.setdefault(json.dumps(settings, sort_keys=True), []).append(cohort)
+    parts = [
+        _settings_table([
+            ("package version", escape(data["package_version"])),
+            ("log", f"<code>{escape(data['db'])}</code>"),
+            ("log digest", f"<code>{escape(data['digest'])}</code>"),
+            ("intervals", escape(f"{data['interval']['text']}; {data['interval']['detail']}")),
+        ])
+    ]  # fmt: skip
+    for key, cohorts in groups.items():
+        s = json.loads(key)
+        starts = [c["start"][:10] for c in cohorts]
+        sample = s["tape"] == SAMPLE_HASH
+        tape = SAMPLE if sample else f"TAPE-{s['tape'][:12]}"
+        command = [
+            "arena", "replay", "--tape", tape, "--starts",
+            f"{starts[0]}..{starts[-1]}", "--rules", s["rules"], "--cash", f"{s['cash']:g}",
+            "--universe", str(s["universe"]), "--decisions", s["decision_cadence"], "--marks",
+            s["mark_cadence"], "--seed", str(s["seed"]),
+            *(a for name, spec in s["agents"].items() for a in ("--agent", f"{name}={spec}")),
+        ]  # fmt: skip
+        keys = ("rules", "cash", "universe", "universe_by", "decision_cadence", "mark_cadence",
+                "seed")  # fmt: skip
+        agents = ", ".join(f"{n} = {spec}" for n, spec in s["agents"].items())
+        replay = (
+            f"<code>{' '.join(_unbroken(shlex.quote(w)) for w in command)}</code> "
+            + ("(" if sample else "(TAPE: the tape file with that hash; ")
+            + "Sundays without a cohort here are skipped)"
+        )
+        rows = [
+            ("cohorts", f"{len(starts)}: " + ", ".join(_unbroken(d) for d in starts)),
+            ("tape", f"<code>{escape(s['tape'])}</code>"),
+            *((k, escape(str(s[k]))) for k in keys),
+            ("agents", escape(agents)),
+            ("to replay", replay),
+        ]
+        parts.append(_settings_table(rows))
+    return "\n".join(parts)
+
+
+def _summary_table(data: dict[str, Any]) -> str:
+    rows = []
+    for name, s in data["summary"].items():
+        pair = data["paired"].get(name)
+        rows.append(
+            [
+                escape(name),
+                str(s["cohorts"]),
+                _pct(s["return_mean"]),
+                _interval(s["return_ci_low"], s["return_ci_high"]),
+                _fmt(s["brier_mean"]),
+                _fmt(s["brier"]),
+                _fmt(s["bss"], "{:+.3f}"),
+                _fmt(s["bss_market"], "{:+.3f}"),
+                _fmt(s["win_rate"], "{:.1%}"),
+                _pct(pair["mean"]) if pair else "",
+                _interval(pair["ci_low"], pair["ci_high"]) if pair else "",
+                ("✓" if pair["significant"] else "·") if pair else "",
+            ]
+        )
+    method = data["interval"]["method"]
+    header = ["agent", "cohorts", "mean return", f"95% CI ({method})",
+              "Brier (impl., mean of cohorts)", "Brier (impl., pooled)", "BSS", "BSS mkt",
+              "win rate", f"{STRATEGY} − agent", f"95% CI ({method})", "sig."]  # fmt: skip
+    return _table(header, rows)
+
+
+def _cohort_table(data: dict[str, Any]) -> str:
+    names = list(data["settings"]["agents"])
+    header = ["start", "cohort", "markets"]
+    for name in names:
+        header += [f"{name} return", "Brier (impl.)", "win rate"]
+    rows = []
+    for cohort in data["cohorts"]:
+        row = [escape(cohort["start"][:10]), escape(cohort["cohort"]), str(cohort["markets"])]
+        for name in names:
+            a = cohort["agents"][name]
+            row += [_pct(a["return_pct"]), _fmt(a["brier"], "{:.3f}"),
+                    _fmt(a["win_rate"], "{:.0%}")]  # fmt: skip
+        rows.append(row)
+    return _table(header, rows, left=2)
+
+
+def _leaderboard_table(board: Sequence[dict[str, Any]]) -> str:
+    rows = [
+        [
+            escape(r["agent"]), str(r["cohorts"]), str(r["n_bets"]), _pct(r["total_pnl"], ""),
+            _pct(r["return_mean"]), _interval(r["return_ci_low"], r["return_ci_high"]),
+            _fmt(r["brier"], "{:.3f}"), _fmt(r["bss"], "{:+.3f}"),
+            _fmt(r["bss_market"], "{:+.3f}"), _fmt(r["win_rate"], "{:.0%}"),
+        ]
+        for r in board
+    ]  # fmt: skip
+    method = board[0]["interval"] if board else ""
+    header = ["agent", "cohorts", "bets", "total P/L ($)", "mean return",
+              f"95% CI ({method})", "Brier (impl.)", "BSS", "BSS mkt", "win"]  # fmt: skip
+    return _table(header, rows)
+
+
+def _cohort_lines(data: dict[str, Any], names: Sequence[str]) -> str:
+    rows = []
+    for cohort in data["cohorts"]:
+        returns = {a["agent"]: a["return_pct"] for a in cohort["agents"]}
+        status = "closed" if cohort["closed"] else "open"
+        rows.append(
+            [escape((cohort["start"] or "?")[:10]), escape(cohort["cohort"]),
+             str(cohort["markets"]), status, *(_pct(returns.get(n)) for n in names)]
+        )  # fmt: skip
+    return _table(["start", "cohort", "markets", "status", *names], rows, left=2)
+
+
+def _categories_table(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return _note("No agent traded any market.")
+    body = [
+        [escape(r["agent"]), escape(r["category"]), str(r["markets"]), str(r["n_bets"]),
+         _pct(r["pnl"], ""), _pct(r["return_pp"], " pp"), _fmt(r["brier"], "{:.3f}")]
+        for r in rows
+    ]  # fmt: skip
+    header = ["agent", "category", "markets", "bets", "P/L ($)", "return", "Brier (impl.)"]
+    return _table(header, body, left=2)
+
+
+def _beliefs_section(beliefs: dict[str, Any]) -> list[str]:
+    rows = []
+    for name, b in beliefs.items():
+        m = b["murphy"]
+        scores = [b["brier"], b["log_loss"], b["ece"], m["reliability"], m["resolution"],
+                  m["uncertainty"], b["implied_brier"]]  # fmt: skip
+        rows.append([escape(name), escape(scored_count(b)), *map(_fmt, scores)])
+    header = ["agent", "bets", "Brier (stated)", "log loss", "ECE", "REL", "RES", "UNC",
+              "Brier (impl.)"]  # fmt: skip
+    return [
+        '<h2 id="beliefs">Stated beliefs</h2>',
+        _table(header, rows),
+        _note(
+            "Brier (stated): the probability the agent gave for its bet's side, against the "
+            "result, pooled over every cohort; REL, RES, UNC: its Murphy decomposition; "
+            "Brier (impl.) of the same bets beside it."
+        ),
+    ]
+
+
+def _cost_section(cost: Any) -> list[str]:
+    """What the agents' model calls cost, when the data carries it (``model_usage_by_agent``:
+    agent -> figures): one row per agent, its figures in the order the data gives them."""
+    if not cost:
+        return []
+    rows = [(str(agent), figures) for agent, figures in cost.items() if isinstance(figures, dict)]
+    keys = list(dict.fromkeys(k for _, figures in rows for k in figures))
+    body = [
+        [escape(agent), *(escape(_cost_cell(figures.get(k))) for k in keys)]
+        for agent, figures in rows
+    ]
+    header = ["agent", *(COST_LABELS.get(k, k.replace("_", " ")) for k in keys)]
+    return [
+        '<h2 id="cost">Cost of model calls</h2>',
+        _table(header, body),
+        _note(
+            "Over every cohort: HTTP attempts (calls), questions asked, re-asks after an unusable "
+            "answer, attempts that failed, answers the parser rejected, tokens and dollars as "
+            "the server reported them (— where it reported none), latency per attempt."
+        ),
+    ]
+
+
+def _cost_cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _charts(
+    records: Sequence[CohortRecord],
+    names: Sequence[str],
+    colours: dict[str, str],
+    rows_of: Any,
+) -> list[str]:
+    """Equity curves (all agents' means, then each agent over its cohorts) and a reliability
+    diagram per agent; cohorts that were never marked draw no curve."""
+    marked = [r for r in records if r.offsets]
+    sections = [
+        '<h2 id="equity">Equity</h2>',
+        _note(
+            "Total value (cash + positions at the latest marks) by days since each cohort's "
+            "start; thin lines are single cohorts, the thick line their mean."
+        ),
+    ]
+    drawn = [name for name in names if any(name in r.values for r in marked)]
+    if drawn:
+        means = [(name, *mean_equity(marked, name)) for name in drawn]
+        sections += [
+            '<div class="charts">',
+            figure("Mean over cohorts, every agent", equity_chart(means, colours, ())),
+            *(figure(name, agent_equity(marked, name, colours[name])) for name in drawn),
+            "</div>",
+        ]
+    else:
+        sections.append(_note("No cohort was marked: there is no curve to draw."))
+    sections += [
+        '<h2 id="reliability">Reliability</h2>',
+        _note(
+            f"Forecast against observed frequency in {RELIABILITY_BINS} bins (area ∝ bets): "
+            "● implied confidence (amount / 25% of cash), ■ stated belief."
+        ),
+        '<div class="charts">',
+        *(figure(name, reliability_chart(rows_of(name), colours[name])) for name in names),
+        "</div>",
+    ]
+    return sections

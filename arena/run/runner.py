@@ -1,0 +1,487 @@
+"""The deterministic replay loop: tape + cohort settings + strategies -> events in the store.
+
+One straight line: walk the merged timeline with per-market as-of cursors; at a resolution
+settle, at a mark record prices, at a decision build each agent's view, call its strategy under
+the frozen clock and hand its orders to the broker. Every event, whoever makes it (this loop,
+the broker, settlement), is recorded on the live state (``ledger.live.LiveCohort``: applied and
+queued in one call), and after each step the loop saves the queue to the cohort's stream
+(``ledger.stream.StreamWriter``: batched appends, resume by comparing the stored prefix,
+snapshots at intervals), so the log and the state never disagree.
+
+Stepping: ``CohortRunner.steps`` is the same loop as a generator that pauses after each step of
+the timeline (``arena step --tape`` drives it); ``run`` drains it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import numpy as np
+from freezegun import freeze_time
+
+from arena.boundary.agents import Agent, InProcess
+from arena.boundary.past import PastFeed, frozen
+from arena.boundary.sandbox import Clock, Sandbox
+from arena.boundary.views import Views, priced_positions
+from arena.run.cohort import (
+    DECISION,
+    MARK,
+    RESOLUTION,
+    STOP,
+    CohortConfig,
+    build_timeline,
+    choose_universe,
+    empty_start_detail,
+    iso_minute,
+    no_decision_detail,
+    week_of,
+)
+from arena.run.settings import RunSettings
+from arena.run.transcript import Transcript
+from ledger.errors import LedgerError
+from ledger.events import (
+    CohortClosed,
+    CohortOpened,
+    DecisionMade,
+    DecisionsStopped,
+    Marked,
+    MarketListed,
+)
+from ledger.live import LiveCohort
+from ledger.projection import CohortState
+from ledger.rules import Broker, rules_for, settle, void
+from ledger.stream import EventSink, StreamWriter
+from replays.asof import AsOf, UniverseWalk
+from replays.tape import Tape
+from strategies.api import (
+    TRANSCRIPT_FIELDS,
+    Context,
+    MarketMeta,
+    ResolvedMarket,
+    RunStopped,
+    Strategy,
+    Trace,
+)
+from strategies.loader import build_strategy
+
+T = TypeVar("T")
+_TRACE_FIELDS = tuple(f.name for f in dataclasses.fields(Trace) if f.name not in TRANSCRIPT_FIELDS)
+_NO_TRACE = {f: getattr(Trace(), f) for f in _TRACE_FIELDS}
+
+
+@dataclass(frozen=True)
+class Step:
+    """Where a stepped replay is after one step (``CohortRunner.steps``)."""
+
+    kind: str
+    """``"open"`` (the cohort opened, its markets listed, its agents set up), ``"resolution"``,
+    ``"mark"``, ``"decision"`` (every agent decided at the instant), ``"stop"`` (decisions
+    ended early) or ``"close"`` (the cohort closed and its closing snapshot is stored)."""
+    ts: int
+    """The step's instant (unix seconds)."""
+    version: int
+    """The cohort stream's version after the step: how many of its events exist so far (in
+    the store once flushed; with ``flush_each_step``, at once)."""
+
+
+STEP_KINDS = {RESOLUTION: "resolution", MARK: "mark", DECISION: "decision", STOP: "stop"}
+
+
+def _drain(steps: Generator[Step, None, T]) -> T:
+    """Run a generator to its end and return its return value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            value: T = done.value
+            return value
+
+
+@dataclass
+class CohortRun:
+    """The outcome of replaying one cohort."""
+
+    cohort: str
+    state: CohortState
+    events: int
+    appended: int
+
+
+class CohortRunner:
+    """Replays one cohort of a tape with its agents into a store (or only in memory).
+
+    ``settings`` is the cohort and how to run it (``arena.run.settings.RunSettings``); a bare
+    ``CohortConfig`` runs with the default ``RunOptions``. ``options.isolate`` runs each
+    agent's code in its own worker process (``arena.boundary.isolated``) instead of in this one
+    (``arena.boundary.agents.InProcess``); honest agents log the same bytes. ``strategies`` replaces
+    the agents' specs with ready objects (benchmarks and tests: such a cohort is not
+    reproducible from its log alone)."""
+
+    def __init__(
+        self,
+        tape: Tape,
+        settings: RunSettings | CohortConfig,
+        *,
+        strategies: dict[str, Strategy] | None = None,
+    ) -> None:
+        if isinstance(settings, CohortConfig):
+            settings = RunSettings(cohort=settings)
+        config = settings.cohort
+        self.tape = tape
+        self.config = config
+        self.rules = rules_for(config.rules)
+        self.cohort = config.cohort_id(tape.hash)
+        self.specs: dict[str, str] | None = None if strategies else dict(config.agents)
+        self.strategies = strategies or {
+            name: build_strategy(spec) for name, spec in config.agents.items()
+        }
+        self.decision_timeout = settings.options.decision_timeout
+        self.isolate = settings.options.isolate
+        self.universe, self.universe_by = choose_universe(tape, config.start_ts, config.universe)
+        if not self.universe:
+            raise LedgerError(empty_start_detail(tape, config.start_ts))
+        self.timeline = build_timeline(tape, self.universe, config)
+        if not self.timeline.decisions:
+            raise LedgerError(no_decision_detail(tape, self.timeline, config.start_ts))
+        self.ids = tuple(tape.markets[m].id for m in self.universe)
+        self.index = {mid: j for j, mid in enumerate(self.ids)}
+        self.meta = tuple(self._meta(m) for m in self.universe)
+        self._paths: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._prepare_prices()
+
+    def _meta(self, m: int, resolved: bool = False) -> MarketMeta:
+        """What an agent may know of market ``m`` at the start: its scheduled end, never when
+        it actually closed; its volume as of the start where the tape records volume points,
+        else NaN, or the final volume for a market that had already resolved by then (with no
+        points to say otherwise, final is what it was)."""
+        info = self.tape.markets[m]
+        volume = self.tape.volume_as_of(m, self.config.start_ts)
+        return MarketMeta(
+            id=info.id,
+            question=info.question,
+            outcomes=tuple(info.outcomes),
+            category=info.category,
+            volume=info.volume if resolved and math.isnan(volume) else volume,
+            end_ts=info.end_ts,
+            is_binary=info.is_binary,
+        )
+
+    def _prepare_prices(self) -> None:
+        """Per-market cursors that walk the universe's as-of prices forward with the timeline:
+        memory per market, however many instants (``replays.asof``)."""
+        self._walk = UniverseWalk(self.tape, self.universe)
+        self.yes_column = frozen(
+            np.array([self.tape.markets[m].yes_column for m in self.universe], dtype=np.int64)
+        )
+
+    def _past(self) -> PastFeed:
+        """The universe's series, for the boundary to reveal to agents as time passes."""
+        return PastFeed(self.tape, self.universe)
+
+    def _prices(self, now: AsOf, j: int) -> tuple[float, ...] | None:
+        i = int(now.position[j])
+        return None if i < 0 else self.tape.point(self.universe[j], i)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self, store: EventSink | None = None) -> CohortRun:
+        """Replay the whole cohort into ``store`` (or only in memory), appending in batches."""
+        return _drain(self._replay(store, flush_each_step=False))
+
+    def steps(
+        self, store: EventSink | None = None, *, flush_each_step: bool = False
+    ) -> Generator[Step, None, CohortRun]:
+        """The replay one step at a time: a ``Step`` after the cohort opens, after each
+        resolution, mark, decision instant and stop of the timeline, and after it closes; the
+        generator's return value (``StopIteration.value``) is the ``CohortRun``.
+
+        With ``flush_each_step`` every event of a step is committed to the store before its
+        ``Step`` is yielded, so another process reading the store sees the log up to
+        ``Step.version``; without it events are appended in batches, as ``run`` does.
+
+        Meant to be consumed in a process of its own (``arena step --tape`` does): between
+        yields the generator keeps the frozen clock (freezegun patches ``time`` and
+        ``datetime`` process-wide) and the plugin sandbox (signal handlers, guarded exits)
+        in force for the whole process. Closing the generator early (``close()``, or
+        dropping it) leaves them and the agents' workers as a finished run does; events of
+        the steps already yielded are in the store when ``flush_each_step`` was given."""
+        return self._replay(store, flush_each_step=flush_each_step)
+
+    def _replay(
+        self, sink: EventSink | None, *, flush_each_step: bool
+    ) -> Generator[Step, None, CohortRun]:
+        state = LiveCohort(self.cohort)
+        writer = StreamWriter(sink, state)
+        broker = Broker(state, self.rules)
+        self.transcript = Transcript(self.cohort)
+
+        def saved(kind: str, ts: int) -> Step:
+            """The step's events, drained from the state to the stream (committed now with
+            ``flush_each_step``, else in the next batch)."""
+            writer.save()
+            if flush_each_step:
+                writer.flush()
+            return Step(kind, ts, writer.version)
+
+        start = self.config.start_ts
+        state.record(self._opened())
+        for j in range(len(self.universe)):
+            state.record(self._listed(j))
+        settled: set[int] = set()
+        past = self._past()
+        sandbox = Sandbox(self.decision_timeout)
+        with (
+            freeze_time(datetime.fromtimestamp(start, UTC)) as frozen_time,
+            sandbox.guarded(),
+            past.shown() as history,
+            self._agents(sandbox, past) as agents,
+        ):
+            views = Views(self.ids, self.meta, past.layout, history, self.strategies, self.rules)
+            clock = Clock(frozen_time, start)
+            deciding = self._setup(state, agents, start)
+            yield saved("open", start)
+            for ts, kind, payload in self.timeline.steps:
+                if kind == RESOLUTION:
+                    self._resolve(state, payload, ts)
+                    settled.add(payload)
+                elif kind == MARK:
+                    state.record(self._mark(self._walk.at(ts), ts, settled))
+                elif kind == DECISION:
+                    now = self._walk.at(ts)
+                    past.advance(now)
+                    clock.move_to(ts)
+                    self._decide(state, broker, views, deciding, now, ts)
+                else:
+                    state.record(self._stopped(ts))
+                yield saved(STEP_KINDS[kind], ts)
+        closed = CohortClosed(
+            cohort=self.cohort,
+            ts=self.timeline.end,
+            reason=self._close_reason(len(self.universe) - len(settled)),
+            state_digest=state.digest(),
+        )
+        state.record(closed)
+        writer.close()
+        yield Step("close", closed.ts, writer.version)
+        return CohortRun(self.cohort, state, writer.version, writer.appended)
+
+    @contextmanager
+    def _agents(self, sandbox: Sandbox, past: PastFeed) -> Iterator[dict[str, Agent]]:
+        """Each agent's code, in this process or each in a worker of its own."""
+        if not self.isolate:
+            yield {name: InProcess(s, sandbox) for name, s in self.strategies.items()}
+            return
+        from arena.boundary.isolated import Isolated
+
+        agents: dict[str, Agent] = {}
+        try:
+            for name, strategy in self.strategies.items():
+                plugin = self.specs[name] if self.specs else strategy
+                facts = (self.ids, self.meta, self.rules)
+                agents[name] = Isolated(plugin, past, facts, self.decision_timeout)
+            yield agents
+        finally:
+            for agent in agents.values():
+                agent.close()
+
+    def _stopped(self, ts: int) -> DecisionsStopped:
+        stop = self.timeline.stop
+        assert stop is not None  # the timeline has a STOP step only when it has a stop
+        return DecisionsStopped(
+            cohort=self.cohort, ts=ts, reason=stop.reason, markets=list(stop.markets)
+        )
+
+    def _close_reason(self, unresolved: int) -> str:
+        """Why the cohort ended, including when its decisions ended early (and why)."""
+        reason = (
+            "every market settled"
+            if not unresolved
+            else f"tape ended with {unresolved} market(s) unresolved"
+        )
+        stop = self.timeline.stop
+        if stop is not None:
+            reason += (
+                f"; no decision after {iso_minute(stop.covered_until)}, where the tape's "
+                f"recording ends with {len(stop.markets)} market(s) still open"
+            )
+        return reason
+
+    def _opened(self) -> CohortOpened:
+        c = self.config
+        return CohortOpened(
+            cohort=self.cohort,
+            ts=c.start_ts,
+            start=c.start_ts,
+            rules=c.rules,
+            cash=c.cash,
+            agents=list(c.agents),
+            agent_specs=dict(c.agents),
+            universe=list(self.ids),
+            tape=self.tape.hash,
+            decision_cadence=c.decision_cadence,
+            mark_cadence=c.mark_cadence,
+            seed=c.seed,
+            settings={
+                "universe_size": c.universe,
+                "min_bet": self.rules.min_bet,
+                "universe_by": self.universe_by,
+            },
+        )
+
+    def _listed(self, j: int) -> MarketListed:
+        info = self.tape.markets[self.universe[j]]
+        return MarketListed(
+            cohort=self.cohort,
+            ts=self.config.start_ts,
+            market=info.id,
+            question=info.question,
+            outcomes=list(info.outcomes),
+            category=info.category,
+            volume=info.volume,
+            open_ts=info.open_ts,
+            close_ts=int(self.timeline.close[j]) if info.close_ts is not None else None,
+        )
+
+    def _setup(self, state: CohortState, agents: dict[str, Agent], start: int) -> dict[str, Agent]:
+        """Give each strategy its own generator, seeded from the cohort seed and its name; the
+        agents that set up, by name.
+
+        An agent whose setup fails sits the cohort out: one HOLD at the start records why,
+        and the others run as if it were not there."""
+        deciding = {}
+        for name, agent in agents.items():
+            # the name alone, never the agent's place in the cohort: adding an agent before
+            # another must not change the other's draws
+            seed = np.random.SeedSequence([self.config.seed, *name.encode()])
+            context = Context(
+                cohort=self.cohort,
+                start=start,
+                rules=self.config.rules,
+                cash=self.config.cash,
+                min_bet=self.rules.min_bet,
+                max_fraction=self.rules.max_fraction,
+                rng=np.random.default_rng(seed),
+                universe=tuple(dataclasses.replace(meta) for meta in self.meta),
+                resolved_before=self._resolved_before(start),
+            )
+            error = self._stop_on(name, start, agent.setup, context)
+            if error is None:
+                deciding[name] = agent
+                continue
+            reason = f"sat out the cohort: setup failed: {error}"
+            week = week_of(start, start)
+            state.record(DecisionMade(cohort=self.cohort, ts=start, agent=name, week=week,
+                                      action="HOLD", error=reason))  # fmt: skip
+        return deciding
+
+    def _resolved_before(self, start: int) -> tuple[ResolvedMarket, ...]:
+        """The markets resolved before the start, built afresh for each agent: a plugin that
+        rewrites what it was given changes nothing another agent sees. A recording may hold
+        volume points taken after the start (volume goes on being reported after resolution);
+        those are cut, like every other series an agent sees."""
+        return tuple(
+            ResolvedMarket(
+                meta=self._meta(m, resolved=True),
+                winner=r.winner,
+                resolved_ts=r.ts,
+                last_price=self.tape.price_at(info.id, r.ts),
+                history=self._path(m, r.ts),
+                volume_history=tuple(p for p in info.volume_history if p[0] <= start),
+            )
+            for m, info in enumerate(self.tape.markets)
+            if (r := self.tape.resolutions.get(info.id)) is not None and r.ts < start
+        )
+
+    def _path(self, m: int, resolved_ts: int) -> tuple[np.ndarray, np.ndarray]:
+        """Market ``m``'s price points up to its resolution, read-only: made once per cohort
+        and shared by every agent, since none can write through them."""
+        found = self._paths.get(m)
+        if found is None:
+            times, values = self.tape.history(m, resolved_ts)
+            found = self._paths[m] = (frozen(np.asarray(times)), frozen(np.asarray(values)))
+        return found
+
+    def _stop_on(self, name: str, ts: int, ask: Callable[[Any], T], arg: Any) -> T:
+        """``ask(arg)``; a ``RunStopped`` from the agent's code stops the run, naming it."""
+        try:
+            return ask(arg)
+        except RunStopped as exc:
+            week = week_of(self.config.start_ts, ts)
+            raise RunStopped(f"agent {name}, cohort {self.cohort}, week {week}: {exc}") from None
+
+    def _resolve(self, state: CohortState, j: int, ts: int) -> None:
+        resolution = self.tape.resolutions[self.ids[j]]
+        if resolution.winner is None:
+            void(state, self.ids[j], ts)
+        else:
+            settle(state, self.ids[j], ts, resolution.winner)
+
+    def _mark(self, now: AsOf, ts: int, settled: set[int]) -> Marked:
+        markets, prices = [], []
+        for j in range(len(self.universe)):
+            if j in settled:
+                continue
+            quote = self._prices(now, j)
+            if quote is not None:
+                markets.append(self.ids[j])
+                prices.append(list(quote))
+        return Marked(cohort=self.cohort, ts=ts, markets=markets, prices=prices)
+
+    def _decide(
+        self,
+        state: LiveCohort,
+        broker: Broker,
+        views: Views,
+        agents: dict[str, Agent],
+        now: AsOf,
+        ts: int,
+    ) -> None:
+        open_mask = (ts < self.timeline.close) & ~np.isnan(now.yes)  # NaN also past coverage
+        views.move_to(ts, now.yes, open_mask, now.volume, now.rows)
+
+        def quote(market: str) -> tuple[float, ...] | None:
+            j = self.index.get(market)
+            return None if j is None else views.quotes.at(j)  # the prices the agents saw
+
+        week = week_of(self.config.start_ts, ts)
+        for name, agent in agents.items():
+            book = state.books[name]
+            positions = functools.partial(
+                priced_positions,
+                state.positions_held(name),
+                views.yes,
+                views.binary,
+                self.yes_column,
+                views.quotes.at,
+            )
+            view = views.view(name, week, book.cash, state.shares(name), positions)
+            decision, error = self._stop_on(name, ts, agent.decide, view)
+            # the model's bookkeeping, field for field (Trace mirrors DecisionMade's fields)
+            t = decision.trace
+            trace = {f: getattr(t, f) for f in _TRACE_FIELDS} if t else _NO_TRACE
+            if error:
+                trace = {**trace, "error": error}
+            state.record(
+                DecisionMade(
+                    cohort=self.cohort,
+                    ts=ts,
+                    agent=name,
+                    week=week,
+                    action=decision.action,
+                    reasoning=decision.reasoning,
+                    bets=list(decision.bets),
+                    sells=list(decision.sells),
+                    **trace,
+                )
+            )
+            for event in self.transcript.events(ts, name, week, t):
+                state.record(event)
+            if decision.bets or decision.sells:
+                broker.execute(name, ts, decision.bets, decision.sells, quote)

@@ -1,0 +1,305 @@
+"""The panels of ``arena step``'s screen as Rich renderables, one function per panel.
+
+Each reads a ``View`` only, so the Textual app (``arena.step.app``) and any other front end
+show the same words for the same cut; every figure says what it is (whose, valued how).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from rich.markup import escape
+from rich.text import Text
+
+from arena.step.view import MarketRow, MarketRows, View
+from ledger.events import (
+    DecisionsStopped,
+    Event,
+    MarketResolved,
+    MarketVoided,
+    ModelCalled,
+    OrderFilled,
+    OrderRejected,
+    PositionRefunded,
+    PositionSettled,
+)
+from replays.samples import SAMPLE, SAMPLE_HASH
+
+ID_WIDTH = 12
+"""The widest a market id is shown in the markets panel (cut with "…" beyond)."""
+
+
+def money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def when(ts: int) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def header(view: View, status: str = "", moving: str = "") -> Text:
+    """Two lines: where in the log (instant, week, what this stop is, how far) and, stepping a
+    live replay, what the replay is doing; then the cohort with its rules and tape, or why a
+    live replay stopped, or (``moving``) a far move still folding, where 80 columns show it."""
+    stop = view.stop
+    what = (
+        "start" if view.cut == 0
+        else f"after {stop.agent}'s decision" if stop and stop.kind == "decision"
+        else "after a resolution" if stop and stop.kind == "resolution"
+        else "end of the log" if stop and stop.kind == "end"
+        else "between stops"
+    )  # fmt: skip
+    line1 = f"{when(view.ts)} · week {view.week} · {what} · event {view.cut:,}/{view.total:,}"
+    line2 = f"cohort {view.cohort} · rules {view.rules} · tape {tape_name(view.tape)}"
+    stopped = status.startswith("stopped")
+    if status and not stopped:
+        line1 += f" · {status}"
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(line1, style="bold")
+    if moving:
+        text.append("\n" + moving, style="yellow")
+    else:
+        text.append("\n" + (status if stopped else line2), style="red" if stopped else "")
+    return text
+
+
+def tape_name(tape: str) -> str:
+    """A tape as the header names it: its hash's first 12 characters, as the report gives
+    them, and ``sample`` for the embedded one (the name a command takes it by)."""
+    if not tape:
+        return "—"
+    return f"{SAMPLE} {tape[:12]}" if tape == SAMPLE_HASH else tape[:12]
+
+
+def prices(row: MarketRow) -> str:
+    """A binary market's YES price; a multi-outcome market's every outcome by name."""
+    if row.is_binary:
+        return f"{row.prices[0]:.3f}"
+    return " ".join(f"{name} {p:.2f}" for name, p in zip(row.outcomes, row.prices, strict=False))
+
+
+def change(value: float | None) -> Text:
+    if value is None:
+        return Text("—", style="dim")
+    style = "green" if value > 0 else "red" if value < 0 else "dim"
+    return Text(f"{value:+.3f}", style=style)
+
+
+def id_width(rows: MarketRows) -> int:
+    """The first column's width for ``market_line``: the longest id or (indented by one) name
+    of a multi-outcome market's outcome, up to ``ID_WIDTH``."""
+    names = [len(rows.listed[m].outcomes[o]) + 1 for k, m in enumerate(rows.ids)
+             for o in rows.outcome_lines(k)]  # fmt: skip
+    return min(ID_WIDTH, max([6, *(len(m) for m in rows.ids), *names]))
+
+
+def market_line(row: MarketRow | None, id_width: int, outcome: int | None = None) -> Text:
+    """One line of the markets panel (the heading when ``row`` is None): id, change and
+    history of marks, price, holding and question, the fixed-width columns first so that they
+    show in a panel half of 80 columns wide (one long id, a slug among numbers, once pushed all
+    but the ids out of sight). A multi-outcome market takes a line of its own (id, holding,
+    question) and one per ``outcome``: its name, change, history and price."""
+    if row is None:
+        return Text(
+            f"{'market':<{id_width}} {'Δ':>6} {'history':<10} {'price':>5} · held · question",
+            style="bold",
+            no_wrap=True,
+        )
+    if outcome is not None:
+        name = _cut(f" {row.outcomes[outcome]}", id_width)
+        text = Text(f"{name:<{id_width}} ", no_wrap=True)
+        delta = change(row.changes[outcome])
+        delta.pad_left(6 - len(delta))
+        text.append_text(delta)
+        text.append(f" {row.sparks[outcome]:<10} {row.prices[outcome]:>5.3f}")
+        return text
+    text = Text(f"{_cut(row.market, id_width):<{id_width}} ", no_wrap=True)
+    if row.is_binary:
+        delta = change(row.change)
+        delta.pad_left(6 - len(delta))
+        text.append_text(delta)
+        text.append(f" {row.spark:<10} {prices(row):>5} · ")
+    else:
+        text.append(f"{len(row.outcomes)} outcomes:".ljust(23) + " · ")
+    text.append(row.held + " · " if row.held else "", style="bold")
+    text.append(row.question, style="dim")
+    return text
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def event_line(e: Event) -> str:
+    """One line of markup per event, for the app's panels and the printed frames alike; names
+    and reasons come from plugins and tapes, so they are escaped."""
+    if isinstance(e, OrderFilled):
+        verb = "bought" if e.kind == "buy" else "sold"
+        extra = (
+            f", conf {e.confidence:.2f}" if e.confidence is not None
+            else f", realized {e.realized:+,.2f}" if e.realized is not None else ""
+        )  # fmt: skip
+        return (
+            f"[green]✓ {verb}[/] {e.shares:,.2f} {escape(e.side)} of {escape(e.market)} "
+            f"at {e.price:.3f} for {money(e.amount)}{extra}"
+        )
+    if isinstance(e, OrderRejected):
+        where = f"{escape(e.side)} on {escape(e.market)}"
+        return f"[red]✗ rejected[/] {e.kind} {where}: {escape(e.reason)}"
+    if isinstance(e, PositionSettled):
+        mark = "[green]won[/]" if e.won else "[red]lost[/]"
+        return (
+            f"{mark} {escape(e.side)} on {escape(e.market)}: paid {money(e.payout)} "
+            f"(P/L {e.realized:+,.2f})"
+        )
+    if isinstance(e, PositionRefunded):
+        return f"refunded {money(e.refund)} on voided {escape(e.market)}"
+    if isinstance(e, MarketResolved):
+        return f"[dim]{escape(e.market)} resolved {escape(str(e.winner))}[/]"
+    if isinstance(e, MarketVoided):
+        return f"[dim]{escape(e.market)} voided[/]"
+    if isinstance(e, DecisionsStopped):
+        return f"[yellow]no more decisions:[/] {escape(e.reason)}"
+    return type(e).__name__
+
+
+def decision(view: View) -> Text:
+    """The agent's latest decision before the cut: action, orders asked, each order's fill or
+    rejection, the reasoning, what followed until the cut, and its model calls' cost."""
+    d = view.decision
+    if d is None:
+        return Text.from_markup(f"[dim]{escape(view.agent)} has not decided yet[/]")
+    lines = [f"[bold]{d.action}[/] · week {d.week} · {when(d.ts)}"]
+    # the broker executes the sells, then the bets, each in order and each to one fill or
+    # rejection: the k-th sell's outcome is the k-th sell order's, and so for bets
+    done = {kind: [e for e in view.orders if e.kind == kind] for kind in ("sell", "buy")}
+    for s in d.sells:
+        target = s.position_id or f"{s.side} of {s.market}"
+        lines.append(f"sell {s.percentage:g}% of {escape(target)}")
+        lines.extend(f"  {event_line(e)}" for e in done["sell"][:1])
+        done["sell"] = done["sell"][1:]
+    for b in d.bets:
+        belief = f", belief {b.belief:.2f}" if b.belief is not None else ""
+        lines.append(f"bet {money(b.amount)} on {escape(b.side)} of {escape(b.market)}{belief}")
+        lines.extend(f"  {event_line(e)}" for e in done["buy"][:1])
+        done["buy"] = done["buy"][1:]
+    lines.extend(event_line(e) for e in done["sell"] + done["buy"])  # none, from this broker
+    if d.reasoning:
+        lines.append(f"[italic]“{escape(d.reasoning)}”[/]")
+    if d.error:
+        lines.append(f"[red]error: {escape(d.error.splitlines()[0])}[/]")
+    if view.usage.calls:
+        lines.append(f"[dim]model: {escape(view.usage.summary())}[/]")
+    if view.since:
+        lines.append("[bold]since[/]")
+        lines.extend(event_line(e) for e in view.since)
+    return Text.from_markup("\n".join(lines))
+
+
+def portfolio(view: View) -> tuple[int, Callable[[int], Text]]:
+    """Cash, positions at the cut's marked prices, total and Brier over resolved bets, then
+    one line per position: how many lines, and line ``k`` made when asked (an agent may hold
+    hundreds of positions, and a screen shows a few)."""
+    p = view.portfolio
+    brier = "—" if p.brier is None else f"{p.brier:.4f}"
+    head = [
+        Text(f"{'cash':<19}{money(p.cash):>15}"),
+        Text(f"{'positions (marked)':<19}{money(p.positions_value):>15}"),
+        Text(f"{'total':<19}{money(p.total_value):>15}", style="bold"),
+        Text(f"{'Brier (n resolved)':<19}{f'{brier} ({p.n_resolved})':>15}"),
+    ]
+
+    def line(k: int) -> Text:
+        if k < len(head):
+            return head[k]
+        market, side, shares, cost, value = p.positions[k - len(head)]
+        text = Text(f"{shares:,.0f} {side} {market}: {money(value)}", no_wrap=True)
+        text.append(f" (cost {money(cost)})", style="dim")
+        return text
+
+    return len(head) + len(p.positions), line
+
+
+def leaderboard(view: View, width: int = 80) -> tuple[Text, list[Text]]:
+    """Every agent at the cut, richest first, as ``arena report``'s standings say: total value
+    (cash plus positions at the cut's marks), return on the starting cash, Brier over the
+    resolved bets so far with their count. The agent in view is marked ▶. In ``width`` cells:
+    whole dollars, a Brier of three decimals and a narrower mark when cents and four do not fit
+    (as the report's table shows them), then names cut."""
+    names = ("agent", "total", "return", "Brier (n)")
+
+    def cells(precise: bool) -> list[tuple[str, ...]]:
+        mark, blank = ("▶ ", "  ") if precise else ("▶", " ")
+        return [
+            (
+                (mark if s.agent == view.agent else blank) + s.agent,
+                f"${s.total_value:,.2f}" if precise else f"${s.total_value:,.0f}",
+                f"{s.return_pct:+.2f}%",
+                ("—" if s.brier is None else f"{s.brier:.{4 if precise else 3}f}")
+                + f" ({s.n_resolved})",
+            )
+            for s in view.standings
+        ]
+
+    def widths(rows: list[tuple[str, ...]]) -> list[int]:
+        return [max([len(n), *(len(c[i]) for c in rows)]) for i, n in enumerate(names)]
+
+    rows = cells(precise=True)
+    if sum(widths(rows)) + 3 > width:
+        rows = cells(precise=False)
+    w = widths(rows)
+    w[0] = max(min(w[0], width - sum(w[1:]) - 3), 6)
+
+    def line(row: tuple[str, ...], style: str) -> Text:
+        name = row[0] if len(row[0]) <= w[0] else row[0][: w[0] - 1] + "…"
+        rest = " ".join(f"{c:>{n}}" for c, n in zip(row[1:], w[1:], strict=True))
+        return Text(f"{name:<{w[0]}} {rest}", style=style, no_wrap=True)
+
+    return line(names, "bold"), [line(c, "bold" if c[0][0] == "▶" else "") for c in rows]
+
+
+def _call_lines(call: ModelCalled, prompts: dict[str, str]) -> list[str]:
+    c = call.call
+    head = f"[bold]call {call.n}[/] {escape(c.model)} · {escape(c.question)}"
+    if c.reask:
+        head += f" · re-ask {c.reask}"
+    tokens = f"{c.tokens_in or 0:,} in / {c.tokens_out or 0:,} out tokens"
+    cost = f"${c.cost:.4f}" if c.cost is not None else "cost unknown"
+    lines = [head, f"[dim]{tokens} · {cost} · status {c.status}[/]"]
+    if c.system:
+        lines.append(f"[cyan]system[/] {escape(prompts.get(c.system, c.system))}")
+    for m in c.messages:
+        lines.append(f"[cyan]{escape(m.get('role', ''))}[/] {escape(m.get('content', ''))}")
+    if c.answer is not None:
+        lines.append(f"[magenta]answer[/] {escape(c.answer)}")
+    if c.error:
+        lines.append(f"[red]error[/] {escape(c.error)}")
+    return lines
+
+
+def transcript(view: View) -> Text:
+    """The decision's prompt and raw answer, and every model call (re-asks included) with its
+    tokens and dollars, as ``ModelCalled`` logged them."""
+    d = view.decision
+    lines: list[str] = []
+    if d is not None and d.prompt:
+        lines += ["[bold]prompt[/]", escape(d.prompt)]
+    if d is not None and d.raw_response:
+        lines += ["[bold]raw answer[/]", escape(d.raw_response)]
+    for call in view.calls:
+        lines += _call_lines(call, view.prompts)
+    if view.usage.calls:
+        lines.append(f"[bold]this decision[/] {escape(view.usage.summary())}")
+    if not lines:
+        lines.append(f"[dim]{escape(view.agent)}'s decision asked no model[/]")
+    return Text.from_markup("\n".join(lines))
+
+
+def damaged(exc: Exception, consequence: str, where: str = "") -> str:
+    """A damaged log's one line: what is wrong and where (the store names the event's seq),
+    what came of it, and what to run (``arena verify`` checks the whole log and says all that
+    is wrong with it; ``where`` names the log)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = text.removesuffix("; run 'arena verify'").removesuffix("; run 'arena verify' on its log")
+    return f"{text}; {consequence} (run 'arena verify{where}')"
