@@ -129,6 +129,7 @@ def weekly_log(tmp_path_factory: pytest.TempPathFactory, synthetic_tape: Tape) -
     """Three weekly cohorts of the synthetic tape with a favourite and a coin-flipper,
     replayed one after another (each cohort's events are contiguous in the log), with their
     closing snapshots and the head recorded beside the log. Copy it before changing it."""
+    from arena.engines.base import TapeSource
     from arena.engines.driver import replay_cohorts
     from arena.run.settings import RunOptions
 
@@ -138,7 +139,7 @@ def weekly_log(tmp_path_factory: pytest.TempPathFactory, synthetic_tape: Tape) -
     agents = {"fav": "favourite", "coin": "random?bets=2"}
     configs = [hand_config(agents, start=START + k * WEEK, universe=6) for k in range(3)]
     db = folder / "arena.db"
-    replay_cohorts(tape_path, configs, db, RunOptions(jobs=1))
+    replay_cohorts(TapeSource.load(tape_path), configs, db, RunOptions(jobs=1))
     return db
 
 

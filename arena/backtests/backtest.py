@@ -24,19 +24,21 @@ from typing import Any
 
 import msgspec
 
+from arena.engines.base import TapeSource
 from arena.engines.driver import replay_cohorts
 from arena.engines.recorded import CohortDone
 from arena.errors import ArenaError
 from arena.reports.equity import CohortRecord, fold_cohort
 from arena.reports.model import IntervalSettings, interval_info, iso_utc, universe_volume
-from arena.run.cohort import (
-    CohortConfig,
+from arena.run.cohort import CohortConfig, sundays
+from arena.run.plan import (
+    CohortPlan,
+    PlannedCohort,
     Skipped,
-    decides,
+    build_schedule,
+    choose_universe,
     describe_skipped,
-    select_universe,
-    split_starts,
-    sundays,
+    plan_cohorts,
 )
 from arena.run.settings import DEFAULT_OPTIONS, RunOptions, cohort_configs
 from ledger.leaderboard import belief_scores, cohort_standings, leaderboard, paired_returns
@@ -64,12 +66,23 @@ class BacktestPlan:
 
     strategy: str
     against: tuple[str, ...]
-    tape_path: Path
-    tape_hash: str
-    cohorts: tuple[CohortConfig, ...]
+    source: TapeSource
+    planned: tuple[PlannedCohort, ...]
     """One per start, in order: the strategy and the comparison agents, the same settings."""
     skipped: tuple[Skipped, ...] = ()
     """Asked-for starts with nothing to decide, left out, each with its reason."""
+
+    @property
+    def cohorts(self) -> tuple[CohortConfig, ...]:
+        return tuple(p.config for p in self.planned)
+
+    @property
+    def tape_path(self) -> Path:
+        return self.source.path
+
+    @property
+    def tape_hash(self) -> str:
+        return self.source.tape.hash
 
     @property
     def starts(self) -> tuple[datetime, ...]:
@@ -104,54 +117,61 @@ def backtest_agents(strategy: str, against: Sequence[str]) -> dict[str, str]:
         raise BacktestError(f"--against: {exc}") from None
 
 
-def default_starts(tape: Tape, universe: int, decision_cadence: str = "weekly") -> list[datetime]:
-    """Every Sunday of the tape on which a cohort gets a full universe (and so decides).
-
-    "Full" is ``universe`` markets, or as many as the busiest Sunday offers if that is fewer:
-    Sundays where only a handful of early or late markets trade would otherwise dominate the
-    mean with cohorts that hardly test anything (on the embedded sample this keeps the 26
-    Sundays 2024-05-12..2024-11-03 out of 96).
-    """
+def sunday_configs(tape: Tape, agents: dict[str, str], **settings: Any) -> list[CohortConfig]:
+    """One cohort of ``agents`` on every Sunday the tape spans."""
     first, last = tape.span()
     candidates = sundays(datetime.fromtimestamp(first, UTC), datetime.fromtimestamp(last, UTC))
-    chosen = [select_universe(tape, int(s.timestamp()), universe) for s in candidates]
-    full = min(universe, max(map(len, chosen), default=0))
-    return [
-        s
-        for s, markets in zip(candidates, chosen, strict=True)
-        if markets
-        and len(markets) >= full
-        and decides(tape, markets, int(s.timestamp()), decision_cadence)
-    ]
+    return cohort_configs(candidates, agents, **settings)
+
+
+def default_plans(tape: Tape, configs: Sequence[CohortConfig]) -> list[PlannedCohort]:
+    """The cohorts among ``configs`` (one per Sunday) that get a full universe (and so decide),
+    planned.
+
+    "Full" is the cohorts' universe size, or as many markets as the busiest Sunday offers if
+    that is fewer: Sundays where only a handful of early or late markets trade would otherwise
+    dominate the mean with cohorts that hardly test anything (on the embedded sample this keeps
+    the 26 Sundays 2024-05-12..2024-11-03 out of 96).
+    """
+    chosen = [choose_universe(tape, c.start_ts, c.universe) for c in configs]
+    size = configs[0].universe if configs else 0
+    full = min(size, max((len(markets) for markets, _ in chosen), default=0))
+    planned = []
+    for config, (markets, by) in zip(configs, chosen, strict=True):
+        if markets and len(markets) >= full:
+            schedule = build_schedule(tape, markets, config)
+            if schedule.decisions:
+                planned.append(PlannedCohort(config, CohortPlan(tuple(markets), by, schedule)))
+    return planned
 
 
 def plan_backtest(
     strategy: str,
     against: Sequence[str],
-    tape: Tape,
-    tape_path: Path,
+    source: TapeSource,
     starts: Sequence[datetime] | None = None,
     **settings: Any,
 ) -> BacktestPlan:
     """Check every spec loads, the settings (``CohortConfig``'s fields but the start and the
-    agents) validate and some start has something to decide.
+    agents) validate and some start has something to decide; plan every cohort, once.
 
     Raises StrategyError for a spec that does not load, SettingsError for a bad setting,
     BacktestError when nothing can be run; each one line.
     """
+    tape = source.tape
     agents = backtest_agents(strategy, against)
     for spec in agents.values():
         build_strategy(spec)  # fail fast, before any worker starts
     first = datetime.fromtimestamp(tape.span()[0], UTC)
-    shape = cohort_configs([first], agents, **settings)[0]  # the settings, checked once
+    cohort_configs([first], agents, **settings)  # the settings, checked once
     skipped: list[Skipped] = []
     if starts is None:  # every default start has a universe and a decision already
-        chosen = default_starts(tape, shape.universe, shape.decision_cadence)
+        planned = default_plans(tape, sunday_configs(tape, agents, **settings))
     else:
-        chosen, skipped = split_starts(tape, starts, shape.universe, shape.decision_cadence)
-    if not chosen and not skipped:
+        planned, skipped = plan_cohorts(tape, cohort_configs(starts, agents, **settings))
+    if not planned and not skipped:
         raise BacktestError(f"tape {tape.hash[:12]} has no Sunday with an open, priced market")
-    if not chosen:
+    if not planned:
         first_day, last_day = (iso_utc(t)[:10] for t in tape.span())
         raise BacktestError(
             f"nothing to decide: {describe_skipped(skipped, limit=3)} "
@@ -160,9 +180,8 @@ def plan_backtest(
     return BacktestPlan(
         strategy=strategy,
         against=tuple(against),
-        tape_path=tape_path,
-        tape_hash=tape.hash,
-        cohorts=tuple(cohort_configs(chosen, agents, **settings)),
+        source=source,
+        planned=tuple(planned),
         skipped=tuple(skipped),
     )
 
@@ -207,7 +226,7 @@ def run_backtest(
 ) -> BacktestResult:
     """Replay every cohort of the plan into ``db`` as ``options`` say, then read them back as
     a report does (``ledger.restore.load``: each closing snapshot, checked, and any tail)."""
-    done = replay_cohorts(plan.tape_path, plan.cohorts, db, options, on_done=on_done)
+    done = replay_cohorts(plan.source, plan.planned, db, options, on_done=on_done)
     cohorts = [d.cohort for d in done]
     with EventStore.open(db, readonly=True) as store:
         loaded = load(store, cohorts)

@@ -34,18 +34,19 @@ from urllib.parse import urlencode
 
 import msgspec
 
-from arena.backtests.backtest import default_starts, plan_backtest
+from arena.backtests.backtest import default_plans, plan_backtest, sunday_configs
+from arena.engines.base import TapeSource
 from arena.engines.driver import replay_cohorts
 from arena.engines.recorded import CohortDone
 from arena.errors import ArenaError
 from arena.reports.model import IntervalSettings, interval_info, iso_utc, load_ledger
-from arena.run.cohort import CohortConfig, Skipped, select_universe
+from arena.run.cohort import CohortConfig
+from arena.run.plan import CohortPlan, PlannedCohort, Skipped
 from arena.run.settings import DEFAULT_OPTIONS, RunOptions
 from ledger.leaderboard import interval_method, leaderboard, paired_returns
 from ledger.projection import CohortState
 from ledger.store import EventStore
 from replays.samples import sample_path
-from replays.tape import Tape
 from strategies.api import StrategyError
 from strategies.loader import AgentSpec, build_strategy, derived_name, name_specs
 
@@ -170,9 +171,11 @@ class SweepPlan:
     grid: Grid
     settings: tuple[Setting, ...]
     against: dict[str, str]
-    tape_path: Path
-    tape_hash: str
+    source: TapeSource
     starts: tuple[datetime, ...]
+    plans: tuple[CohortPlan, ...]
+    """Per start, its cohorts' plan: every cohort of a start trades the same universe on the
+    same schedule, whichever agents it holds."""
     cohort: dict[str, Any]
     """Every ``CohortConfig`` field but the start and the agents, alike in every cohort."""
     offered: tuple[datetime, ...]
@@ -182,16 +185,24 @@ class SweepPlan:
     """The offered starts the sweep does not use whose universe shares no market with a swept
     cohort's: where the winner meets outcomes it was not picked on."""
 
-    def _config(self, start: datetime, agents: dict[str, str]) -> CohortConfig:
-        return CohortConfig(start=start, agents=agents, **self.cohort)
+    @property
+    def tape_path(self) -> Path:
+        return self.source.path
 
-    def configs(self) -> list[CohortConfig]:
+    @property
+    def tape_hash(self) -> str:
+        return self.source.tape.hash
+
+    def cohorts(self) -> list[PlannedCohort]:
         """Per start: the comparison agents' cohort, then one cohort per setting."""
         out = []
-        for start in self.starts:
-            if self.against:
-                out.append(self._config(start, self.against))
-            out += [self._config(start, {s.name: s.spec}) for s in self.settings]
+        for start, plan in zip(self.starts, self.plans, strict=True):
+            groups = [self.against] if self.against else []
+            groups += [{s.name: s.spec} for s in self.settings]
+            out += [
+                PlannedCohort(CohortConfig(start=start, agents=agents, **self.cohort), plan)
+                for agents in groups
+            ]
         return out
 
     def as_data(self) -> dict[str, Any]:
@@ -209,8 +220,7 @@ def plan_sweep(
     strategy: str,
     grid: Grid,
     against: Sequence[str],
-    tape: Tape,
-    tape_path: Path,
+    source: TapeSource,
     starts: Sequence[datetime] | None = None,
     **cohort: Any,
 ) -> SweepPlan:
@@ -223,35 +233,37 @@ def plan_sweep(
             build_strategy(setting.spec)
     except StrategyError as exc:
         raise SweepError(str(exc).splitlines()[0]) from None
-    base = plan_backtest(strategy, against, tape, tape_path, starts, **cohort)
+    tape = source.tape
+    base = plan_backtest(strategy, against, source, starts, **cohort)
     shared = base.cohorts[0].model_dump(exclude={"start", "agents"})
-    offered = default_starts(tape, shared["universe"], shared["decision_cadence"])
-    independent = _independent_starts(tape, offered, base.starts, shared["universe"])
+    offered = default_plans(tape, sunday_configs(tape, base.agents, **shared))
+    independent = _independent_starts(offered, base.planned)
     return SweepPlan(
         strategy=strategy,
         grid=grid,
         settings=tuple(settings),
         against=named,
-        tape_path=tape_path,
-        tape_hash=tape.hash,
+        source=source,
         starts=base.starts,
+        plans=tuple(p.plan for p in base.planned),
         cohort=shared,
-        offered=tuple(offered),
+        offered=tuple(p.config.start for p in offered),
         skipped=base.skipped,
         independent=independent,
     )
 
 
 def _independent_starts(
-    tape: Tape, offered: Sequence[datetime], swept: Sequence[datetime], size: int
+    offered: Sequence[PlannedCohort], swept: Sequence[PlannedCohort]
 ) -> tuple[datetime, ...]:
     """The offered starts not swept whose universe is disjoint from every swept one's."""
-
-    def universe(start: datetime) -> list[int]:
-        return select_universe(tape, int(start.timestamp()), size)
-
-    traded = {m for start in swept for m in universe(start)}
-    return tuple(s for s in offered if s not in swept and traded.isdisjoint(universe(s)))
+    traded = {m for cohort in swept for m in cohort.plan.universe}
+    starts = {cohort.config.start for cohort in swept}
+    return tuple(
+        o.config.start
+        for o in offered
+        if o.config.start not in starts and traded.isdisjoint(o.plan.universe)
+    )
 
 
 # -- running and results -------------------------------------------------------------------------
@@ -281,7 +293,7 @@ def run_sweep(
     """Replay what the log lacks of the sweep (as ``options`` say: engine, workers, time
     limit), then fold every cohort."""
     done = replay_cohorts(
-        plan.tape_path, plan.configs(), db, options, skip_finished=True, on_done=on_done
+        plan.source, plan.cohorts(), db, options, skip_finished=True, on_done=on_done
     )
     cohorts = [d.cohort for d in done]
     with EventStore.open(db, readonly=True) as store:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from arena.engines.base import TapeSource
 from arena.engines.driver import replay_cohorts
 from arena.run.cohort import CohortConfig, sundays
 from arena.run.settings import RunOptions
@@ -34,7 +35,8 @@ def bench_cohorts(jobs: int = 0) -> dict[str, Any]:
     workers = options.workers(len(configs))
     with tempfile.TemporaryDirectory() as tmp:
         began = time.perf_counter()
-        done = replay_cohorts(sample_path(), configs, Path(tmp) / "cohorts.db", options)
+        source = TapeSource.load(sample_path())
+        done = replay_cohorts(source, configs, Path(tmp) / "cohorts.db", options)
         seconds = time.perf_counter() - began
     return {
         "cohorts": len(done),

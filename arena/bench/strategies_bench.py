@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from arena.run.cohort import DECISION, CohortConfig
+from arena.run.cohort import CohortConfig
+from arena.run.plan import DECISION
 from arena.run.runner import CohortRunner
 from arena.run.settings import RunOptions, RunSettings
 from replays.synthetic import random_walk_tape
@@ -46,7 +47,7 @@ def _run_seconds(
     )
     settings = RunSettings(cohort=config, options=RunOptions(isolate=isolate))
     runner = CohortRunner(tape, settings, strategies={"still": Still()})
-    decisions = sum(1 for step in runner.timeline.steps if step[1] == DECISION)
+    decisions = sum(1 for step in runner.schedule.steps if step[1] == DECISION)
     began = time.perf_counter()
     runner.run(None)
     return time.perf_counter() - began, decisions

@@ -27,23 +27,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arena.backtests.backtest import default_starts
+from arena.backtests.backtest import default_plans, sunday_configs
 from arena.backtests.sweep import SweepPlan, plan_sweep, run_sweep
+from arena.engines.base import TapeSource
 from arena.engines.recorded import deliver, record_cohort
 from arena.run.settings import RunOptions
 from ledger.store import EventStore
 from replays.samples import sample_path
-from replays.tapefile import load_tape
 
 AGAINST = ("hold", "favourite", "random")
 STAKES = ("100", "150", "200", "250", "300", "350", "450", "500", "550", "600")
 
 
 def _plan(settings: int, starts: int) -> SweepPlan:
-    tape = load_tape(sample_path())
-    chosen = default_starts(tape, 500)[:starts]
+    source = TapeSource.load(sample_path())
+    sundays = sunday_configs(source.tape, {"hold": "hold"}, universe=500)
+    chosen = [p.config.start for p in default_plans(source.tape, sundays)][:starts]
     grid = (("stake", STAKES[:settings]),)
-    return plan_sweep("favourite", grid, list(AGAINST), tape, sample_path(), chosen)
+    return plan_sweep("favourite", grid, list(AGAINST), source, chosen)
 
 
 def _cpu() -> float:
@@ -53,7 +54,7 @@ def _cpu() -> float:
 def _engines(plan: SweepPlan, jobs: int, folder: Path) -> dict[str, Any]:
     import ray
 
-    runs = len(plan.configs())
+    runs = len(plan.cohorts())
     began = time.perf_counter()
     local = run_sweep(plan, folder / "local.db", RunOptions(jobs=jobs))
     local_s = time.perf_counter() - began
@@ -91,17 +92,17 @@ def _extra_setting(starts: int, folder: Path) -> dict[str, Any]:
     began = _cpu()
     run_sweep(two, folder / "two.db", RunOptions(jobs=1))
     two_cpu = _cpu() - began
-    tape = load_tape(sample_path())
+    tape = two.source.tape
     setting = two.settings[1]
-    alone = [c for c in two.configs() if set(c.agents) == {setting.name}]
+    alone = [c for c in two.cohorts() if set(c.config.agents) == {setting.name}]
     began = _cpu()
-    recordings = [record_cohort(tape, c) for c in alone]
+    recordings = [record_cohort(tape, c.config, c.plan) for c in alone]
     alone_cpu = (_cpu() - began) / len(alone)
-    shared = [c.model_copy(update={"agents": {setting.name: setting.spec, **two.against}})
-              for c in alone]  # fmt: skip
+    agents = {setting.name: setting.spec, **two.against}
+    shared = [(c.config.model_copy(update={"agents": agents}), c.plan) for c in alone]
     began = _cpu()
-    for config in shared:
-        record_cohort(tape, config)
+    for config, plan in shared:
+        record_cohort(tape, config, plan)
     unshared_cpu = (_cpu() - began) / len(shared)
     with EventStore.open(folder / "deliver.db") as store:
         began = _cpu()  # the append pipeline's thread is in this process: counted too

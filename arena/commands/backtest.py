@@ -18,12 +18,13 @@ from arena.backtests.backtest import (
     results_data,
     run_backtest,
 )
+from arena.backtests.page import write_backtest_report
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import skipped_note
 from arena.console import make_console, plugins_print_to_stderr
-from arena.reports.html import write_report
-from arena.reports.model import BRIER_IMPLIED, beliefs_table
-from replays.tapefile import load_tape
+from arena.engines.base import TapeSource
+from arena.reports.model import BRIER_IMPLIED
+from arena.reports.terminal import beliefs_table
 
 
 def pct_cell(x: float | None) -> str:
@@ -145,7 +146,7 @@ def backtest(
     """
     console = make_console(stderr=as_json)
     chosen = parse_starts(None, starts) if starts else None
-    tape = load_tape(cohort.tape)
+    source = TapeSource.load(cohort.tape)
     comparison = [spec.strip() for spec in against.split(",") if spec.strip()]
     if db is None:
         db = Path(tempfile.mkdtemp(prefix="arena-backtest-")) / "backtest.db"
@@ -154,7 +155,7 @@ def backtest(
         console=make_console(stderr=True), transient=True, disable=as_json,
     )  # fmt: skip
     with plugins_print_to_stderr():
-        plan = plan_backtest(strategy, comparison, tape, cohort.tape, chosen, **cohort.settings)
+        plan = plan_backtest(strategy, comparison, source, chosen, **cohort.settings)
         with progress:
             task = progress.add_task("cohorts", total=len(plan.cohorts))
             result = run_backtest(
@@ -165,7 +166,7 @@ def backtest(
     data = results_data(result)
     if report_dir is not None:
         try:
-            write_report(report_dir, result, data)
+            write_backtest_report(report_dir, result, data)
         except OSError as exc:
             raise click.ClickException(f"{report_dir}: cannot write the report: {exc}") from None
     if as_json:

@@ -13,21 +13,22 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from arena.commands.options import CohortChoice, agent_options, cohort_options, start_options
 from arena.console import make_console, plugins_print_to_stderr
+from arena.engines.base import TapeSource
 from arena.engines.driver import replay_cohorts
-from arena.reports.model import load_ledger, print_report, report_data, usage_line
-from arena.run.cohort import (
+from arena.reports.model import load_ledger, report_data
+from arena.reports.terminal import print_report, usage_line
+from arena.run.plan import (
     NO_INSTANT,
     NO_MARKET,
     Skipped,
     describe_skipped,
     empty_start_detail,
-    split_starts,
+    plan_cohorts,
 )
 from ledger.anchor import format_head, head_path
 from ledger.store import EventStore
 from ledger.usage import model_usage
 from replays.tape import Tape
-from replays.tapefile import load_tape
 from strategies.loader import build_strategy
 
 
@@ -74,21 +75,20 @@ def replay(
     with plugins_print_to_stderr():
         for spec in agents.values():
             build_strategy(spec)  # fail fast, before any worker starts
-        configs = cohort.configs(starts, agents)
-        tape = load_tape(cohort.tape)
-        kept, skipped = split_starts(tape, starts, configs[0].universe, configs[0].decision_cadence)
-        if not kept:
+        source = TapeSource.load(cohort.tape)
+        tape = source.tape
+        planned, skipped = plan_cohorts(tape, cohort.configs(starts, agents))
+        if not planned:
             raise click.ClickException(nothing_to_decide(tape, skipped))
-        configs = [c for c in configs if c.start in kept]
         progress = Progress(
             TextColumn("[bold]replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=make_console(stderr=True), transient=True,
-            disable=as_json or len(configs) == 1,
+            disable=as_json or len(planned) == 1,
         )  # fmt: skip
         with progress:
-            task = progress.add_task("cohorts", total=len(configs))
+            task = progress.add_task("cohorts", total=len(planned))
             done = replay_cohorts(
-                cohort.tape, configs, db, cohort.options, on_done=lambda _: progress.advance(task)
+                source, planned, db, cohort.options, on_done=lambda _: progress.advance(task)
             )
     with EventStore.open(db, readonly=True) as store:
         cohorts = [d.cohort for d in done]

@@ -24,7 +24,7 @@ from arena.commands.backtest import num_cell
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import skipped_note
 from arena.console import make_console, plugins_print_to_stderr
-from replays.tapefile import load_tape
+from arena.engines.base import TapeSource
 
 _FILE_TO_OPTION = {"decisions": "decision_cadence", "marks": "mark_cadence"}
 
@@ -160,16 +160,16 @@ def sweep(
         vs = list(from_file.against)
     else:
         vs = list(DEFAULT_AGAINST)
-    tape = load_tape(cohort.tape)
+    source = TapeSource.load(cohort.tape)
     chosen = parse_starts(None, starts) if starts else None
     progress = Progress(
         TextColumn("[bold]sweeping"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=make_console(stderr=True), transient=True, disable=as_json,
     )  # fmt: skip
     with plugins_print_to_stderr():
-        plan = plan_sweep(strategy, grid_of, vs, tape, cohort.tape, chosen, **settings)
+        plan = plan_sweep(strategy, grid_of, vs, source, chosen, **settings)
         with progress:
-            task = progress.add_task("cohort-runs", total=len(plan.configs()))
+            task = progress.add_task("cohort-runs", total=len(plan.cohorts()))
             result = run_sweep(plan, db, cohort.options, on_done=lambda _: progress.advance(task))
     data = results_data(result)
     if as_json:

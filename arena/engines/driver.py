@@ -16,19 +16,31 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from arena.engines.local import CohortWork, LocalEngine, make_engine
+from arena.engines.base import CohortWork, Engine, TapeSource
+from arena.engines.local import LocalEngine
 from arena.engines.recorded import CohortDone, RecordedCohort, deliver, finished
 from arena.run.cohort import CohortConfig
+from arena.run.plan import PlannedCohort, plan_cohort
 from arena.run.runner import CohortRunner
 from arena.run.settings import DEFAULT_OPTIONS, RunOptions, RunSettings
 from ledger.anchor import write_head
 from ledger.store import EventStore
-from replays.tapefile import load_tape
+
+
+def make_engine(options: RunOptions, cohorts: int) -> Engine:
+    """The engine ``options`` ask for, for ``cohorts`` cohorts: local with
+    ``options.workers(cohorts)`` processes, or Ray (``jobs`` 0: the whole cluster; imported
+    only then, as the optional extra it is)."""
+    if options.engine == "ray":
+        from arena.engines.ray import RayEngine
+
+        return RayEngine(address=options.address, jobs=options.jobs)
+    return LocalEngine(options.workers(cohorts))
 
 
 def replay_cohorts(
-    tape_path: Path,
-    configs: Sequence[CohortConfig],
+    source: TapeSource,
+    cohorts: Sequence[PlannedCohort | CohortConfig],
     db: Path,
     options: RunOptions = DEFAULT_OPTIONS,
     *,
@@ -36,25 +48,30 @@ def replay_cohorts(
     on_done: Callable[[CohortDone], None] | None = None,
 ) -> list[CohortDone]:
     """Replay every cohort, each run as ``options`` say (on ``options.engine``, with
-    ``options.jobs`` workers); results come back in the order of ``configs``. The head the log
-    is left at is recorded beside it (``ledger.anchor``), for ``arena verify`` to check later."""
+    ``options.jobs`` workers); results come back in the order of ``cohorts``. A cohort given
+    as a bare config is planned here (a start with nothing to decide is a LedgerError); the
+    tape is the one ``source`` already loaded. The head the log is left at is recorded beside
+    it (``ledger.anchor``), for ``arena verify`` to check later."""
+    tape = source.tape
+    planned = [
+        c if isinstance(c, PlannedCohort) else PlannedCohort(c, plan_cohort(tape, c))
+        for c in cohorts
+    ]
     results: dict[int, CohortDone] = {}
     with EventStore.open(db) as store:  # creates the schema before any worker starts
         if skip_finished:
-            tape_hash = load_tape(tape_path).hash
-            for k, config in enumerate(configs):
-                if (done := finished(store, config.cohort_id(tape_hash))) is not None:
+            for k, cohort in enumerate(planned):
+                if (done := finished(store, cohort.config.cohort_id(tape.hash))) is not None:
                     results[k] = done
-        todo = [k for k in range(len(configs)) if k not in results]
+        todo = [k for k in range(len(planned)) if k not in results]
         for k in sorted(results):
             if on_done:
                 on_done(results[k])
         engine = make_engine(options, len(todo))
         if isinstance(engine, LocalEngine) and engine.in_process:
-            tape = load_tape(tape_path) if todo else None
             for k in todo:
-                assert tape is not None
-                run = CohortRunner(tape, RunSettings(cohort=configs[k], options=options)).run(store)
+                settings = RunSettings(cohort=planned[k].config, options=options)
+                run = CohortRunner(tape, settings, plan=planned[k].plan).run(store)
                 results[k] = CohortDone(run.cohort, run.events, run.appended)
                 if on_done:
                     on_done(results[k])
@@ -62,8 +79,8 @@ def replay_cohorts(
             waiting: dict[int, Callable[[], RecordedCohort]] = {}
             order = iter(todo)
             nxt = next(order, None)
-            work = CohortWork(tape_path, options)
-            for j, fetch in engine.run(work, [configs[k] for k in todo]):
+            work = CohortWork(source, options)
+            for j, fetch in engine.run(work, [planned[k] for k in todo]):
                 waiting[todo[j]] = fetch
                 while nxt is not None and nxt in waiting:
                     results[nxt] = deliver(store, waiting.pop(nxt)())
@@ -71,4 +88,4 @@ def replay_cohorts(
                         on_done(results[nxt])
                     nxt = next(order, None)
         write_head(store)
-    return [results[k] for k in range(len(configs))]
+    return [results[k] for k in range(len(planned))]

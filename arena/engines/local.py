@@ -1,64 +1,31 @@
-"""Where cohorts are replayed: this machine's cores (``local``) or a Ray cluster (``ray``).
+"""``--engine local``: cohorts replayed in a pool of spawned worker processes on this machine.
 
-An engine takes the cohorts to run and yields each one's recording as it finishes (in any
-order); ``arena.engines.driver`` delivers them to the log in a fixed order, so the engine changes
-how long a run takes and nothing it writes.
-
-``local`` is a process pool of spawned workers, each of which loads the tape once (at its
-start, from the path) and keeps it for every cohort it runs. Workers start with one BLAS thread
-each (unless the environment already says how many): the workers already fill the cores, and
-a BLAS pool per worker on top of them oversubscribes the machine. Training the diffusion
-forecaster at forecastbench's sizes in two workers on two cores took 19.5 s each with
-OpenBLAS's default threads and 3.5 s with one.
+Each worker loads the tape once (at its start, from the path) and keeps it for every cohort it
+runs; each cohort arrives with its plan, made once by the driver. Workers start with one BLAS
+thread each (unless the environment already says how many): the workers already fill the cores,
+and a BLAS pool per worker on top of them oversubscribes the machine. Training the diffusion
+forecaster at forecastbench's sizes in two workers on two cores took 19.5 s each with OpenBLAS's
+default threads and 3.5 s with one.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import Protocol
 
+from arena.engines.base import CohortWork, EngineError, Finished
 from arena.engines.recorded import RecordedCohort, record_cohort
-from arena.errors import ArenaError
 from arena.run.cohort import CohortConfig
-from arena.run.settings import DEFAULT_OPTIONS, RunOptions, RunSettings
+from arena.run.plan import CohortPlan, PlannedCohort
+from arena.run.settings import RunSettings
 from replays.tape import Tape
 from replays.tapefile import load_tape
-
-Finished = tuple[int, Callable[[], RecordedCohort]]
-"""A cohort that finished: its index among those asked for, and how to fetch its recording
-(a Ray engine leaves it in the object store until the driver is ready to append it)."""
-
-
-class EngineError(ArenaError, RuntimeError):
-    """An engine that cannot start (Ray missing, a cluster address that does not answer)."""
-
-
-@dataclass(frozen=True)
-class CohortWork:
-    """What every cohort of one run is replayed with, besides its config."""
-
-    tape_path: Path
-    options: RunOptions = DEFAULT_OPTIONS
-
-    def settings(self, config: CohortConfig) -> RunSettings:
-        return RunSettings(cohort=config, options=self.options)
-
-
-class Engine(Protocol):
-    """Runs cohorts and yields each recording once it is made, in completion order."""
-
-    def run(self, work: CohortWork, configs: Sequence[CohortConfig]) -> Iterator[Finished]: ...
-
-
-# -- local: a process pool ---------------------------------------------------------------------
 
 _TAPE: Tape | None = None
 """The tape of a local worker process, loaded once by the pool's initializer."""
@@ -69,9 +36,9 @@ def _load_worker_tape(path: str) -> None:
     _TAPE = load_tape(path)
 
 
-def _local_worker(settings: RunSettings) -> RecordedCohort:
+def _local_worker(settings: RunSettings, plan: CohortPlan) -> RecordedCohort:
     assert _TAPE is not None, "the pool's initializer loads the tape"
-    return record_cohort(_TAPE, settings)
+    return record_cohort(_TAPE, settings, plan)
 
 
 @dataclass
@@ -86,25 +53,25 @@ class LocalEngine:
     def in_process(self) -> bool:
         return self.jobs <= 1
 
-    def run(self, work: CohortWork, configs: Sequence[CohortConfig]) -> Iterator[Finished]:
+    def run(self, work: CohortWork, cohorts: Sequence[PlannedCohort]) -> Iterator[Finished]:
         context = multiprocessing.get_context("spawn")
         with (
             one_blas_thread_per_worker(),
             ProcessPoolExecutor(
-                max_workers=min(self.jobs, len(configs)),
+                max_workers=min(self.jobs, len(cohorts)),
                 mp_context=context,
                 initializer=_load_worker_tape,
-                initargs=(str(work.tape_path),),
+                initargs=(str(work.source.path),),
             ) as pool,
         ):
             futures: dict[Future[RecordedCohort], int] = {
-                pool.submit(_local_worker, work.settings(config)): k
-                for k, config in enumerate(configs)
+                pool.submit(_local_worker, work.settings(cohort), cohort.plan): k
+                for k, cohort in enumerate(cohorts)
             }
             try:
                 for future in as_completed(futures):
                     k = futures[future]
-                    yield k, partial(_recording, future, configs[k])
+                    yield k, partial(_recording, future, cohorts[k].config)
             finally:
                 for future in futures:
                     future.cancel()  # an error or an interrupt: start nothing more
@@ -139,13 +106,3 @@ def one_blas_thread_per_worker() -> Iterator[None]:
     finally:
         for name in unset:
             os.environ.pop(name, None)
-
-
-def make_engine(options: RunOptions, cohorts: int) -> Engine:
-    """The engine ``options`` ask for, for ``cohorts`` cohorts: local with
-    ``options.workers(cohorts)`` processes, or Ray (``jobs`` 0: the whole cluster)."""
-    if options.engine == "ray":
-        from arena.engines.ray import RayEngine
-
-        return RayEngine(address=options.address, jobs=options.jobs)
-    return LocalEngine(options.workers(cohorts))

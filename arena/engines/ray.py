@@ -27,12 +27,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from arena.engines.local import CohortWork, EngineError, Finished
+from arena.engines.base import CohortWork, EngineError, Finished
 from arena.engines.recorded import RecordedCohort, record_cohort
-from arena.run.cohort import CohortConfig
+from arena.run.plan import CohortPlan, PlannedCohort
 from arena.run.settings import RunSettings
 from replays.tape import Tape
-from replays.tapefile import load_tape
 from strategies.llm.connection import OPENROUTER_KEY_ENV, PREFIX
 
 MAX_RETRIES = 3
@@ -54,10 +53,14 @@ def _tape(tape_hash: str, boxed: list[Any]) -> Tape:
 
 
 def _ray_cohort(
-    tape_hash: str, boxed: list[Any], settings: RunSettings, environment: dict[str, str]
+    tape_hash: str,
+    boxed: list[Any],
+    settings: RunSettings,
+    plan: CohortPlan,
+    environment: dict[str, str],
 ) -> RecordedCohort:
     os.environ.update(environment)
-    return record_cohort(_tape(tape_hash, boxed), settings)
+    return record_cohort(_tape(tape_hash, boxed), settings, plan)
 
 
 def forwarded_environment() -> dict[str, str]:
@@ -95,7 +98,7 @@ class RayEngine:
     address: str | None = None
     jobs: int = 0
 
-    def run(self, work: CohortWork, configs: Sequence[CohortConfig]) -> Iterator[Finished]:
+    def run(self, work: CohortWork, cohorts: Sequence[PlannedCohort]) -> Iterator[Finished]:
         try:
             import ray
             from ray.exceptions import RayError, RayTaskError
@@ -116,12 +119,12 @@ class RayEngine:
                 where = self.address or "a local Ray instance"
                 raise EngineError(f"cannot start Ray at {where}: {exc}") from None
         task = ray.remote(_ray_cohort).options(num_cpus=1, max_retries=MAX_RETRIES)
-        tape = load_tape(work.tape_path)
+        tape = work.source.tape
         boxed = [ray.put(tape)]
         environment = forwarded_environment()
         refs = {
-            task.remote(tape.hash, boxed, work.settings(config), environment): k
-            for k, config in enumerate(configs)
+            task.remote(tape.hash, boxed, work.settings(cohort), cohort.plan, environment): k
+            for k, cohort in enumerate(cohorts)
         }
 
         def fetch(ref: Any) -> RecordedCohort:
@@ -131,7 +134,7 @@ class RayEngine:
                 cause = exc.cause
                 raise (cause if isinstance(cause, Exception) else EngineError(str(exc))) from None
             except RayError as exc:
-                cohort = configs[refs[ref]].cohort_id(tape.hash)
+                cohort = cohorts[refs[ref]].config.cohort_id(tape.hash)
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise EngineError(f"Ray lost cohort {cohort}: {first}") from None
             return recorded

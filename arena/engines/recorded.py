@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from arena.run.cohort import CohortConfig
+from arena.run.plan import CohortPlan
 from arena.run.runner import CohortRunner
 from arena.run.settings import RunSettings
 from ledger.errors import LedgerError
@@ -72,9 +73,12 @@ class RecordedCohort:
         return True
 
 
-def record_cohort(tape: Tape, settings: RunSettings | CohortConfig) -> RecordedCohort:
-    """Replay one cohort into a recording (what every parallel worker runs)."""
-    runner = CohortRunner(tape, settings)
+def record_cohort(
+    tape: Tape, settings: RunSettings | CohortConfig, plan: CohortPlan | None = None
+) -> RecordedCohort:
+    """Replay one cohort into a recording (what every parallel worker runs), by its ``plan``
+    where the driver made it."""
+    runner = CohortRunner(tape, settings, plan=plan)
     sink = RecordedCohort(runner.cohort)
     runner.run(cast(EventStore, sink))  # the runner uses only the store's write surface
     return sink

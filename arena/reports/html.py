@@ -1,10 +1,11 @@
 """Reports as one self-contained HTML page: tables, equity curves and reliability diagrams.
 
-Two pages share every part: a backtest's (``arena backtest --report``) and any replay's
-(``arena report DB --html``). The page links nothing (no scripts, fonts or stylesheets from
-elsewhere), so it opens offline years later exactly as it was written and can be mailed or
-archived as a single file next to its JSON. Every table says which Brier and which interval it
-shows, and the settings table holds what it takes to run the same thing again.
+Two pages share every part here: any replay's (``arena report DB --html``, built here) and a
+backtest's (``arena backtest --report``, built by ``arena.backtests.page`` from these parts). A
+page links nothing (no scripts, fonts or stylesheets from elsewhere), so it opens offline
+years later exactly as it was written and can be mailed or archived as a single file next to
+its JSON. Every table says which Brier and which interval it shows, and the settings table
+holds what it takes to run the same thing again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from arena.backtests.backtest import STRATEGY, BacktestResult
 from arena.reports.charts import (
     PALETTE,
     RELIABILITY_BINS,
@@ -64,11 +64,6 @@ COST_LABELS = {
 # -- pages ---------------------------------------------------------------------------------------
 
 
-def write_report(directory: Path, result: BacktestResult, data: dict[str, Any]) -> Path:
-    """A backtest: ``index.html`` and ``results.json`` into ``directory``; the page's path."""
-    return _write(directory, "results.json", data, render_html(result, data))
-
-
 def write_replay_report(
     directory: Path,
     store: EventStore,
@@ -84,10 +79,10 @@ def write_replay_report(
         "digest": store.digest(streams=cohorts),
     }
     records = [fold_cohort(store, cohort) for cohort in cohorts]
-    return _write(directory, "report.json", data, render_replay_html(data, records))
+    return write_page(directory, "report.json", data, render_replay_html(data, records))
 
 
-def _write(directory: Path, name: str, data: dict[str, Any], html: str) -> Path:
+def write_page(directory: Path, name: str, data: dict[str, Any], html: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / name).write_text(json.dumps(data, indent=2) + "\n")
     page = directory / "index.html"
@@ -95,30 +90,10 @@ def _write(directory: Path, name: str, data: dict[str, Any], html: str) -> Path:
     return page
 
 
-def render_html(result: BacktestResult, data: dict[str, Any]) -> str:
-    """The backtest page: settings, summary with paired differences, cohorts, charts."""
-    names = result.agent_names
-    colours = _colours(names)
-    sections = [
-        _settings_table(_backtest_settings(data)),
-        '<h2 id="summary">Summary over cohorts</h2>',
-        _summary_table(data),
-        _note(f"{data['interval']['text']}: {data['interval']['detail']} {BRIER_IMPLIED}."),
-        '<h2 id="per-cohort">Per cohort</h2>',
-        _cohort_table(data),
-        _note(BRIER_IMPLIED + "."),
-    ]
-    if data["beliefs"]:
-        sections += _beliefs_section(data["beliefs"])
-    sections += _cost_section(data.get("model_usage_by_agent"))
-    sections += _charts(result.records, names, colours, result.brier_rows)
-    return _page(f"Backtest of {data['strategy']}", sections)
-
-
 def render_replay_html(data: dict[str, Any], records: Sequence[CohortRecord]) -> str:
     """Any replay's page: leaderboard, cohorts, categories, beliefs, cost, charts, settings."""
     names = [row["agent"] for row in data["leaderboard"]]
-    colours = _colours(names)
+    colours = agent_colours(names)
 
     def rows_of(agent: str) -> list[BrierRow]:
         return [row for r in records if agent in r.state.books
@@ -128,31 +103,31 @@ def render_replay_html(data: dict[str, Any], records: Sequence[CohortRecord]) ->
     sections = [
         '<h2 id="leaderboard">Leaderboard</h2>',
         _leaderboard_table(data["leaderboard"]),
-        _note(
+        note(
             f"Across {len(data['cohorts'])} cohort(s), by total P/L. Mean return: the mean of "
             f"the cohorts' returns. {data['interval']['text']}: {data['interval']['detail']} "
             f"{BRIER_IMPLIED}."
         ),
         '<h2 id="cohorts">Cohorts</h2>',
         _cohort_lines(data, names),
-        _note("Each agent's return in each cohort."),
+        note("Each agent's return in each cohort."),
         '<h2 id="categories">By category</h2>',
         _categories_table(data["categories"]),
-        _note(
+        note(
             "Return: the category's P/L in points of starting cash, mean over cohorts (an "
             "agent's categories add up to its mean return). Brier (impl.) pooled over the "
             "category's resolved bets."
         ),
     ]
     if beliefs:
-        sections += _beliefs_section(beliefs)
-    sections += _cost_section(data.get("model_usage_by_agent"))
-    sections += _charts(records, names, colours, rows_of)
-    sections += ['<h2 id="settings">Settings</h2>', _replay_settings(data)]
-    return _page(f"Replay of {len(data['cohorts'])} cohort(s)", sections)
+        sections += beliefs_section(beliefs)
+    sections += cost_section(data.get("model_usage_by_agent"))
+    sections += charts(records, names, colours, rows_of)
+    sections += ['<h2 id="settings">Settings</h2>', replay_settings(data)]
+    return page(f"Replay of {len(data['cohorts'])} cohort(s)", sections)
 
 
-def _page(title: str, sections: Sequence[str]) -> str:
+def page(title: str, sections: Sequence[str]) -> str:
     body = "\n".join([f"<h1>{escape(title)}</h1>", *sections])
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -161,38 +136,38 @@ def _page(title: str, sections: Sequence[str]) -> str:
     )
 
 
-def _colours(names: Sequence[str]) -> dict[str, str]:
+def agent_colours(names: Sequence[str]) -> dict[str, str]:
     return {name: PALETTE[k % len(PALETTE)] for k, name in enumerate(names)}
 
 
-def _unbroken(text: str) -> str:
+def unbroken(text: str) -> str:
     """Text that must not wrap inside (a date breaks at its hyphens otherwise)."""
     return f'<span class="nw">{escape(text)}</span>'
 
 
-def _note(text: str) -> str:
+def note(text: str) -> str:
     return f'<p class="note">{escape(text)}</p>'
 
 
 # -- tables -------------------------------------------------------------------------------------
 
 
-def _fmt(x: float | None, fmt: str = "{:.4f}") -> str:
+def fmt(x: float | None, fmt: str = "{:.4f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def _pct(x: float | None, suffix: str = "%") -> str:
+def pct(x: float | None, suffix: str = "%") -> str:
     if x is None:
         return "—"
     cls = "pos" if x > 0 else "neg" if x < 0 else ""
     return f'<span class="{cls}">{x:+,.2f}{suffix}</span>'
 
 
-def _interval(low: float | None, high: float | None) -> str:
+def interval_cell(low: float | None, high: float | None) -> str:
     return "—" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}]%"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
     """Figures right-aligned, the first ``left`` columns (names, dates, ids) left-aligned;
     no cell wraps (a narrow window scrolls the table instead of breaking a date)."""
 
@@ -207,7 +182,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) 
     return f'<div class="scroll">{table}</div>'
 
 
-def _settings_table(rows: Sequence[tuple[str, str]]) -> str:
+def settings_table(rows: Sequence[tuple[str, str]]) -> str:
     body = "".join(
         f'<tr><td class="l">{escape(k)}</td><td class="text">{v}</td></tr>' for k, v in rows
     )
@@ -215,33 +190,7 @@ def _settings_table(rows: Sequence[tuple[str, str]]) -> str:
     return f"<table>{head}<tbody>{body}</tbody></table>"
 
 
-def _backtest_settings(data: dict[str, Any]) -> list[tuple[str, str]]:
-    settings = data["settings"]
-    starts = settings["starts"]
-    rows = [
-        ("strategy", f"<code>{escape(data['strategy'])}</code> (trades as {STRATEGY})"),
-        ("against", escape(", ".join(data["against"]))),
-        ("cohorts", f"{len(starts)}: {_unbroken(starts[0][:10])} .. {_unbroken(starts[-1][:10])}"),
-        ("tape", f"<code>{escape(data['tape'])}</code> ({escape(settings['tape_path'])})"),
-        ("package version", escape(data["package_version"])),
-        ("log digest", f"<code>{escape(data['digest'])}</code>"),
-    ]
-    for key in ("universe", "cash", "rules", "decision_cadence", "mark_cadence", "seed"):
-        rows.append((key, escape(str(settings[key]))))
-    cohorts = data["cohorts"]
-    for by in sorted({c["universe_by"] for c in cohorts}):
-        n = sum(c["universe_by"] == by for c in cohorts)
-        rows.append(("universe chosen by", escape(f"{by} ({n} of {len(cohorts)} cohorts)")))
-    stops = [c for c in cohorts if c["decisions_stopped"]]
-    if stops:
-        first = stops[0]["decisions_stopped"]
-        rows.append(("decisions stopped early", escape(
-            f"{len(stops)} of {len(cohorts)} cohorts, e.g. {stops[0]['start'][:10]}: {first}"
-        )))  # fmt: skip
-    return rows
-
-
-def _replay_settings(data: dict[str, Any]) -> str:
+def replay_settings(data: dict[str, Any]) -> str:
     """One table per group of cohorts run with the same settings, with the command that
     replays them (the tape is named by its hash, the log not knowing where it was, or as
     ``sample`` when it is the embedded one)."""
@@ -250,7 +199,7 @@ def _replay_settings(data: dict[str, Any]) -> str:
         settings = {k: v for k, v in cohort["settings"].items() if k != "start"}
         groups.setdefault(json.dumps(settings, sort_keys=True), []).append(cohort)
     parts = [
-        _settings_table([
+        settings_table([
             ("package version", escape(data["package_version"])),
             ("log", f"<code>{escape(data['db'])}</code>"),
             ("log digest", f"<code>{escape(data['digest'])}</code>"),
@@ -273,78 +222,35 @@ def _replay_settings(data: dict[str, Any]) -> str:
                 "seed")  # fmt: skip
         agents = ", ".join(f"{n} = {spec}" for n, spec in s["agents"].items())
         replay = (
-            f"<code>{' '.join(_unbroken(shlex.quote(w)) for w in command)}</code> "
+            f"<code>{' '.join(unbroken(shlex.quote(w)) for w in command)}</code> "
             + ("(" if sample else "(TAPE: the tape file with that hash; ")
             + "Sundays without a cohort here are skipped)"
         )
         rows = [
-            ("cohorts", f"{len(starts)}: " + ", ".join(_unbroken(d) for d in starts)),
+            ("cohorts", f"{len(starts)}: " + ", ".join(unbroken(d) for d in starts)),
             ("tape", f"<code>{escape(s['tape'])}</code>"),
             *((k, escape(str(s[k]))) for k in keys),
             ("agents", escape(agents)),
             ("to replay", replay),
         ]
-        parts.append(_settings_table(rows))
+        parts.append(settings_table(rows))
     return "\n".join(parts)
-
-
-def _summary_table(data: dict[str, Any]) -> str:
-    rows = []
-    for name, s in data["summary"].items():
-        pair = data["paired"].get(name)
-        rows.append(
-            [
-                escape(name),
-                str(s["cohorts"]),
-                _pct(s["return_mean"]),
-                _interval(s["return_ci_low"], s["return_ci_high"]),
-                _fmt(s["brier_mean"]),
-                _fmt(s["brier"]),
-                _fmt(s["bss"], "{:+.3f}"),
-                _fmt(s["bss_market"], "{:+.3f}"),
-                _fmt(s["win_rate"], "{:.1%}"),
-                _pct(pair["mean"]) if pair else "",
-                _interval(pair["ci_low"], pair["ci_high"]) if pair else "",
-                ("✓" if pair["significant"] else "·") if pair else "",
-            ]
-        )
-    method = data["interval"]["method"]
-    header = ["agent", "cohorts", "mean return", f"95% CI ({method})",
-              "Brier (impl., mean of cohorts)", "Brier (impl., pooled)", "BSS", "BSS mkt",
-              "win rate", f"{STRATEGY} − agent", f"95% CI ({method})", "sig."]  # fmt: skip
-    return _table(header, rows)
-
-
-def _cohort_table(data: dict[str, Any]) -> str:
-    names = list(data["settings"]["agents"])
-    header = ["start", "cohort", "markets"]
-    for name in names:
-        header += [f"{name} return", "Brier (impl.)", "win rate"]
-    rows = []
-    for cohort in data["cohorts"]:
-        row = [escape(cohort["start"][:10]), escape(cohort["cohort"]), str(cohort["markets"])]
-        for name in names:
-            a = cohort["agents"][name]
-            row += [_pct(a["return_pct"]), _fmt(a["brier"], "{:.3f}"),
-                    _fmt(a["win_rate"], "{:.0%}")]  # fmt: skip
-        rows.append(row)
-    return _table(header, rows, left=2)
 
 
 def _leaderboard_table(board: Sequence[dict[str, Any]]) -> str:
     rows = [
         [
-            escape(r["agent"]), str(r["cohorts"]), str(r["n_bets"]), _pct(r["total_pnl"], ""),
-            _pct(r["return_mean"]), _interval(r["return_ci_low"], r["return_ci_high"]),
-            _fmt(r["brier"], "{:.3f}"), _fmt(r["bss"], "{:+.3f}"),
-            _fmt(r["bss_market"], "{:+.3f}"), _fmt(r["win_rate"], "{:.0%}"),
+            escape(r["agent"]), str(r["cohorts"]), str(r["n_bets"]), pct(r["total_pnl"], ""),
+            pct(r["return_mean"]), interval_cell(r["return_ci_low"], r["return_ci_high"]),
+            fmt(r["brier"], "{:.3f}"), fmt(r["bss"], "{:+.3f}"),
+            fmt(r["bss_market"], "{:+.3f}"), fmt(r["win_rate"], "{:.0%}"),
         ]
         for r in board
     ]  # fmt: skip
     method = board[0]["interval"] if board else ""
     header = ["agent", "cohorts", "bets", "total P/L ($)", "mean return",
               f"95% CI ({method})", "Brier (impl.)", "BSS", "BSS mkt", "win"]  # fmt: skip
-    return _table(header, rows)
+    return html_table(header, rows)
 
 
 def _cohort_lines(data: dict[str, Any], names: Sequence[str]) -> str:
@@ -354,36 +260,36 @@ def _cohort_lines(data: dict[str, Any], names: Sequence[str]) -> str:
         status = "closed" if cohort["closed"] else "open"
         rows.append(
             [escape((cohort["start"] or "?")[:10]), escape(cohort["cohort"]),
-             str(cohort["markets"]), status, *(_pct(returns.get(n)) for n in names)]
+             str(cohort["markets"]), status, *(pct(returns.get(n)) for n in names)]
         )  # fmt: skip
-    return _table(["start", "cohort", "markets", "status", *names], rows, left=2)
+    return html_table(["start", "cohort", "markets", "status", *names], rows, left=2)
 
 
 def _categories_table(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
-        return _note("No agent traded any market.")
+        return note("No agent traded any market.")
     body = [
         [escape(r["agent"]), escape(r["category"]), str(r["markets"]), str(r["n_bets"]),
-         _pct(r["pnl"], ""), _pct(r["return_pp"], " pp"), _fmt(r["brier"], "{:.3f}")]
+         pct(r["pnl"], ""), pct(r["return_pp"], " pp"), fmt(r["brier"], "{:.3f}")]
         for r in rows
     ]  # fmt: skip
     header = ["agent", "category", "markets", "bets", "P/L ($)", "return", "Brier (impl.)"]
-    return _table(header, body, left=2)
+    return html_table(header, body, left=2)
 
 
-def _beliefs_section(beliefs: dict[str, Any]) -> list[str]:
+def beliefs_section(beliefs: dict[str, Any]) -> list[str]:
     rows = []
     for name, b in beliefs.items():
         m = b["murphy"]
         scores = [b["brier"], b["log_loss"], b["ece"], m["reliability"], m["resolution"],
                   m["uncertainty"], b["implied_brier"]]  # fmt: skip
-        rows.append([escape(name), escape(scored_count(b)), *map(_fmt, scores)])
+        rows.append([escape(name), escape(scored_count(b)), *map(fmt, scores)])
     header = ["agent", "bets", "Brier (stated)", "log loss", "ECE", "REL", "RES", "UNC",
               "Brier (impl.)"]  # fmt: skip
     return [
         '<h2 id="beliefs">Stated beliefs</h2>',
-        _table(header, rows),
-        _note(
+        html_table(header, rows),
+        note(
             "Brier (stated): the probability the agent gave for its bet's side, against the "
             "result, pooled over every cohort; REL, RES, UNC: its Murphy decomposition; "
             "Brier (impl.) of the same bets beside it."
@@ -391,7 +297,7 @@ def _beliefs_section(beliefs: dict[str, Any]) -> list[str]:
     ]
 
 
-def _cost_section(cost: Any) -> list[str]:
+def cost_section(cost: Any) -> list[str]:
     """What the agents' model calls cost, when the data carries it (``model_usage_by_agent``:
     agent -> figures): one row per agent, its figures in the order the data gives them."""
     if not cost:
@@ -405,8 +311,8 @@ def _cost_section(cost: Any) -> list[str]:
     header = ["agent", *(COST_LABELS.get(k, k.replace("_", " ")) for k in keys)]
     return [
         '<h2 id="cost">Cost of model calls</h2>',
-        _table(header, body),
-        _note(
+        html_table(header, body),
+        note(
             "Over every cohort: HTTP attempts (calls), questions asked, re-asks after an unusable "
             "answer, attempts that failed, answers the parser rejected, tokens and dollars as "
             "the server reported them (— where it reported none), latency per attempt."
@@ -422,7 +328,7 @@ def _cost_cell(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def _charts(
+def charts(
     records: Sequence[CohortRecord],
     names: Sequence[str],
     colours: dict[str, str],
@@ -433,7 +339,7 @@ def _charts(
     marked = [r for r in records if r.offsets]
     sections = [
         '<h2 id="equity">Equity</h2>',
-        _note(
+        note(
             "Total value (cash + positions at the latest marks) by days since each cohort's "
             "start; thin lines are single cohorts, the thick line their mean."
         ),
@@ -448,10 +354,10 @@ def _charts(
             "</div>",
         ]
     else:
-        sections.append(_note("No cohort was marked: there is no curve to draw."))
+        sections.append(note("No cohort was marked: there is no curve to draw."))
     sections += [
         '<h2 id="reliability">Reliability</h2>',
-        _note(
+        note(
             f"Forecast against observed frequency in {RELIABILITY_BINS} bins (area ∝ bets): "
             "● implied confidence (amount / 25% of cash), ■ stated belief."
         ),

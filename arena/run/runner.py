@@ -30,22 +30,10 @@ from arena.boundary.agents import Agent, InProcess
 from arena.boundary.past import PastFeed, frozen
 from arena.boundary.sandbox import Clock, Sandbox
 from arena.boundary.views import Views, priced_positions
-from arena.run.cohort import (
-    DECISION,
-    MARK,
-    RESOLUTION,
-    STOP,
-    CohortConfig,
-    build_timeline,
-    choose_universe,
-    empty_start_detail,
-    iso_minute,
-    no_decision_detail,
-    week_of,
-)
+from arena.run.cohort import CohortConfig, iso_minute, week_of
+from arena.run.plan import DECISION, MARK, RESOLUTION, STOP, CohortPlan, plan_cohort
 from arena.run.settings import RunSettings
 from arena.run.transcript import Transcript
-from ledger.errors import LedgerError
 from ledger.events import (
     CohortClosed,
     CohortOpened,
@@ -122,13 +110,15 @@ class CohortRunner:
     agent's code in its own worker process (``arena.boundary.isolated``) instead of in this one
     (``arena.boundary.agents.InProcess``); honest agents log the same bytes. ``strategies`` replaces
     the agents' specs with ready objects (benchmarks and tests: such a cohort is not
-    reproducible from its log alone)."""
+    reproducible from its log alone). ``plan`` is the cohort's plan where the caller made it
+    already (the driver plans every cohort of a run before any starts); else it is made here."""
 
     def __init__(
         self,
         tape: Tape,
         settings: RunSettings | CohortConfig,
         *,
+        plan: CohortPlan | None = None,
         strategies: dict[str, Strategy] | None = None,
     ) -> None:
         if isinstance(settings, CohortConfig):
@@ -144,12 +134,10 @@ class CohortRunner:
         }
         self.decision_timeout = settings.options.decision_timeout
         self.isolate = settings.options.isolate
-        self.universe, self.universe_by = choose_universe(tape, config.start_ts, config.universe)
-        if not self.universe:
-            raise LedgerError(empty_start_detail(tape, config.start_ts))
-        self.timeline = build_timeline(tape, self.universe, config)
-        if not self.timeline.decisions:
-            raise LedgerError(no_decision_detail(tape, self.timeline, config.start_ts))
+        plan = plan or plan_cohort(tape, config)
+        self.universe = list(plan.universe)
+        self.universe_by = plan.universe_by
+        self.schedule = plan.schedule
         self.ids = tuple(tape.markets[m].id for m in self.universe)
         self.index = {mid: j for j, mid in enumerate(self.ids)}
         self.meta = tuple(self._meta(m) for m in self.universe)
@@ -247,7 +235,7 @@ class CohortRunner:
             clock = Clock(frozen_time, start)
             deciding = self._setup(state, agents, start)
             yield saved("open", start)
-            for ts, kind, payload in self.timeline.steps:
+            for ts, kind, payload in self.schedule.steps:
                 if kind == RESOLUTION:
                     self._resolve(state, payload, ts)
                     settled.add(payload)
@@ -263,7 +251,7 @@ class CohortRunner:
                 yield saved(STEP_KINDS[kind], ts)
         closed = CohortClosed(
             cohort=self.cohort,
-            ts=self.timeline.end,
+            ts=self.schedule.end,
             reason=self._close_reason(len(self.universe) - len(settled)),
             state_digest=state.digest(),
         )
@@ -292,7 +280,7 @@ class CohortRunner:
                 agent.close()
 
     def _stopped(self, ts: int) -> DecisionsStopped:
-        stop = self.timeline.stop
+        stop = self.schedule.stop
         assert stop is not None  # the timeline has a STOP step only when it has a stop
         return DecisionsStopped(
             cohort=self.cohort, ts=ts, reason=stop.reason, markets=list(stop.markets)
@@ -305,7 +293,7 @@ class CohortRunner:
             if not unresolved
             else f"tape ended with {unresolved} market(s) unresolved"
         )
-        stop = self.timeline.stop
+        stop = self.schedule.stop
         if stop is not None:
             reason += (
                 f"; no decision after {iso_minute(stop.covered_until)}, where the tape's "
@@ -346,7 +334,7 @@ class CohortRunner:
             category=info.category,
             volume=info.volume,
             open_ts=info.open_ts,
-            close_ts=int(self.timeline.close[j]) if info.close_ts is not None else None,
+            close_ts=int(self.schedule.close[j]) if info.close_ts is not None else None,
         )
 
     def _setup(self, state: CohortState, agents: dict[str, Agent], start: int) -> dict[str, Agent]:
@@ -443,7 +431,7 @@ class CohortRunner:
         now: AsOf,
         ts: int,
     ) -> None:
-        open_mask = (ts < self.timeline.close) & ~np.isnan(now.yes)  # NaN also past coverage
+        open_mask = (ts < self.schedule.close) & ~np.isnan(now.yes)  # NaN also past coverage
         views.move_to(ts, now.yes, open_mask, now.volume, now.rows)
 
         def quote(market: str) -> tuple[float, ...] | None:

@@ -20,11 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from arena.backtests.backtest import default_starts
+from arena.backtests.backtest import default_plans, sunday_configs
 from arena.commands.backtest import summary_table
 from arena.reports.charts import nice_ticks
 from arena.reports.equity import CohortRecord, mean_equity
-from arena.run.cohort import NO_MARKET, UNCOVERED, VOLUME_FINAL
+from arena.run.plan import NO_MARKET, UNCOVERED, VOLUME_FINAL
 from ledger.events import CohortOpened
 from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, CohortState
@@ -295,15 +295,17 @@ def test_the_summary_shows_every_score_its_caption_defines(data: dict[str, Any])
 
 def test_default_starts_are_the_full_universe_sundays() -> None:
     tape = load_tape(sample_path())
+    AGENTS = {"h": "hold"}
     # all 101 markets are listed and open from 2024-05-12; the first Sunday of November after
     # the election is the last with every one still open: (Nov 3 − May 12)/7 + 1 = 175/7 + 1
-    starts = default_starts(tape, 500)
+    starts = [p.config.start for p in default_plans(tape, sunday_configs(tape, AGENTS))]
     assert len(starts) == 26
     assert (starts[0], starts[-1]) == (
         datetime(2024, 5, 12, tzinfo=UTC), datetime(2024, 11, 3, tzinfo=UTC),
     )  # fmt: skip
     # ten markets are open from 2024-03-24 (twelve that day): (Nov 3 − Mar 24)/7 + 1 = 33
-    ten = default_starts(tape, 10)
+    ten_configs = sunday_configs(tape, AGENTS, universe=10)
+    ten = [p.config.start for p in default_plans(tape, ten_configs)]
     assert (len(ten), ten[0]) == (33, datetime(2024, 3, 24, tzinfo=UTC))
 
 

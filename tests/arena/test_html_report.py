@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.reports.charts import PALETTE, nice_ticks, padded, tick_labels
-from arena.reports.html import _cost_section, _replay_settings
+from arena.reports.html import cost_section, replay_settings
 from tests.browser import dates_wrapped, screenshot
 from tests.conftest import Arena
 
@@ -113,13 +113,13 @@ def test_the_command_the_page_gives_replays_the_same_log(
     assert json.loads(again.output)["digest"] == data["digest"]
     for cohort in data["cohorts"]:
         cohort["settings"]["tape"] = "ab" * 32
-    assert "arena replay --tape TAPE-abababababab" in re.sub(r"<[^>]+>", "", _replay_settings(data))
+    assert "arena replay --tape TAPE-abababababab" in re.sub(r"<[^>]+>", "", replay_settings(data))
 
 
 def test_a_cost_section_appears_when_the_data_has_it() -> None:
-    assert _cost_section(None) == []
+    assert cost_section(None) == []
     usage = {"gpt": {"calls": 12, "tokens_in": 3400, "cost": 0.0315, "latency_median_ms": 1.5}}
-    html = "".join(_cost_section(usage))
+    html = "".join(cost_section(usage))
     assert "Cost of model calls" in html
     for cell in ("gpt", "calls", "12", "tokens in", "3,400", "USD", "0.0315", "median ms"):
         assert f">{cell}<" in html

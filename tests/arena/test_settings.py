@@ -21,6 +21,7 @@ from arena.commands.options import (
     cohort_options,
     start_options,
 )
+from arena.engines.base import TapeSource
 from arena.engines.driver import replay_cohorts
 from arena.run.cohort import CohortConfig
 from arena.run.settings import (
@@ -105,7 +106,8 @@ def test_the_cli_and_a_python_caller_make_the_same_cohorts(
     args = ["--tape", hand_tape_file, "--start", "2024-01-07", "--db", cli_db]
     args += [f"--agent={name}={spec}" for name, spec in agents.items()]
     digest = arena.json("replay", *args)["digest"]
-    replay_cohorts(hand_tape_file, [CohortConfig(start=SUNDAY, agents=agents)], py_db)
+    source = TapeSource.load(hand_tape_file)
+    replay_cohorts(source, [CohortConfig(start=SUNDAY, agents=agents)], py_db)
     with EventStore.open(cli_db, readonly=True) as a, EventStore.open(py_db, readonly=True) as b:
         assert a.streams() == b.streams() and len(a.streams()) == 1
         assert a.digest() == b.digest() == digest

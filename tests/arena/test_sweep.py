@@ -28,12 +28,13 @@ from arena.backtests.sweep import (
     selection_warning,
     settings_of,
 )
+from arena.engines.base import TapeSource
 from arena.engines.recorded import CohortDone
 from arena.run.settings import RunOptions
 from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tape import MarketInfo, Resolution, Tape
-from replays.tapefile import load_tape, save_tape
+from replays.tapefile import save_tape
 from strategies.api import StrategyError
 from strategies.loader import derived_name, name_specs
 from tests.conftest import Arena
@@ -126,16 +127,16 @@ OLD_SAMPLE_HASH = "1569b5755d678b429be4705347b251d13e0c0c5a1f31f7df3b28b85fc7737
 
 
 def test_a_backtest_keeps_its_old_names_and_cohort_ids() -> None:
-    tape = load_tape(sample_path())
-    plan = plan_backtest("favourite", ["hold", "favourite", "random"], tape, sample_path(),
-                         SUNDAYS[:1], universe=10)  # fmt: skip
+    source = TapeSource.load(sample_path())
+    plan = plan_backtest("favourite", ["hold", "favourite", "random"], source, SUNDAYS[:1],
+                         universe=10)  # fmt: skip
     assert plan.agents == {"strategy": "favourite", "hold": "hold", "favourite": "favourite",
                            "random": "random"}  # fmt: skip
     # the id this cohort had before names could be derived, on the tape it was pinned with (the
     # sample before its re-import): the config is unchanged (a change here changes every log)
     assert plan.cohorts[0].cohort_id(OLD_SAMPLE_HASH) == "2024-09-01-b220a222"
     # the tape's hash is part of the id: on today's sample the same cohort is another one
-    assert plan.cohorts[0].cohort_id(tape.hash) == "2024-09-01-f8cb65df"
+    assert plan.cohorts[0].cohort_id(source.tape.hash) == "2024-09-01-f8cb65df"
 
 
 def test_a_backtest_compares_two_settings_of_one_kind(arena: Arena, tmp_path: Path) -> None:
@@ -312,9 +313,9 @@ class Interrupted(Exception):
 
 
 def test_an_interrupted_sweep_resumes_with_only_what_is_missing(tmp_path: Path) -> None:
-    tape = load_tape(sample_path())
-    plan = plan_sweep("favourite", parse_grid("stake=100,400"), ["hold"], tape, sample_path(),
-                      SUNDAYS, universe=10)  # fmt: skip
+    source = TapeSource.load(sample_path())
+    plan = plan_sweep("favourite", parse_grid("stake=100,400"), ["hold"], source, SUNDAYS,
+                      universe=10)  # fmt: skip
     in_process = RunOptions(jobs=1)  # the interrupted run alone uses the pool of workers
     straight = run_sweep(plan, tmp_path / "straight.db", in_process)
     seen: list[CohortDone] = []

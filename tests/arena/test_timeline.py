@@ -23,14 +23,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.run.cohort import (
+from arena.run.cohort import CohortConfig
+from arena.run.plan import (
     NO_INSTANT,
     UNCOVERED,
     VOLUME_AS_OF_START,
     VOLUME_FINAL,
-    CohortConfig,
+    plan_cohorts,
     select_universe,
-    split_starts,
 )
 from arena.run.runner import CohortRunner
 from ledger.errors import LedgerError
@@ -274,14 +274,21 @@ def test_a_universe_without_a_decision_instant_is_an_error_and_a_named_skip() ->
     with pytest.raises(LedgerError, match=r"^no decision at or after 2024-01-07 00:00 UTC"):
         CohortRunner(SPARSE, config(decision_cadence="tick"))
     starts = [datetime_at(0), datetime_at(WEEK), datetime_at(6 * WEEK)]
-    kept, skipped = split_starts(SPARSE, starts, 10, "tick")
-    assert kept == []
+    configs = [config(start=int(s.timestamp()), decision_cadence="tick") for s in starts]
+    planned, skipped = plan_cohorts(SPARSE, configs)
+    assert planned == []
     assert [(s.start, s.reason) for s in skipped[:2]] == [
         (starts[0], NO_INSTANT),
         (starts[1], NO_INSTANT),
     ]
-    kept, skipped = split_starts(CUT, [datetime_at(0), datetime_at(2 * WEEK)], 10)
-    assert kept == [datetime_at(0)] and [s.reason for s in skipped] == [UNCOVERED]
+    configs = [config(start=START), config(start=START + 2 * WEEK)]
+    planned, skipped = plan_cohorts(CUT, configs)
+    assert [p.config.start for p in planned] == [datetime_at(0)]
+    assert [s.reason for s in skipped] == [UNCOVERED]
+    # the plan the runner is handed is the one it would have made itself
+    runner = CohortRunner(CUT, configs[0], plan=planned[0].plan)
+    assert runner.schedule is planned[0].plan.schedule
+    assert runner.schedule.steps == CohortRunner(CUT, configs[0]).schedule.steps
 
 
 def datetime_at(offset: int) -> Any:

@@ -1,0 +1,122 @@
+"""A backtest's HTML page (``arena backtest --report``): its settings, the summary with paired
+differences against the strategy, each cohort, the charts; built from the shared parts of
+``arena.reports.html``, beside ``results.json``.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from arena.backtests.backtest import STRATEGY, BacktestResult
+from arena.reports.html import (
+    agent_colours,
+    beliefs_section,
+    charts,
+    cost_section,
+    fmt,
+    html_table,
+    interval_cell,
+    note,
+    page,
+    pct,
+    settings_table,
+    unbroken,
+    write_page,
+)
+from arena.reports.model import BRIER_IMPLIED
+
+
+def write_backtest_report(directory: Path, result: BacktestResult, data: dict[str, Any]) -> Path:
+    """A backtest: ``index.html`` and ``results.json`` into ``directory``; the page's path."""
+    return write_page(directory, "results.json", data, render_backtest_html(result, data))
+
+
+def render_backtest_html(result: BacktestResult, data: dict[str, Any]) -> str:
+    """The backtest page: settings, summary with paired differences, cohorts, charts."""
+    names = result.agent_names
+    colours = agent_colours(names)
+    sections = [
+        settings_table(settings_rows(data)),
+        '<h2 id="summary">Summary over cohorts</h2>',
+        summary_table(data),
+        note(f"{data['interval']['text']}: {data['interval']['detail']} {BRIER_IMPLIED}."),
+        '<h2 id="per-cohort">Per cohort</h2>',
+        cohort_table(data),
+        note(BRIER_IMPLIED + "."),
+    ]
+    if data["beliefs"]:
+        sections += beliefs_section(data["beliefs"])
+    sections += cost_section(data.get("model_usage_by_agent"))
+    sections += charts(result.records, names, colours, result.brier_rows)
+    return page(f"Backtest of {data['strategy']}", sections)
+
+
+def settings_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
+    settings = data["settings"]
+    starts = settings["starts"]
+    rows = [
+        ("strategy", f"<code>{escape(data['strategy'])}</code> (trades as {STRATEGY})"),
+        ("against", escape(", ".join(data["against"]))),
+        ("cohorts", f"{len(starts)}: {unbroken(starts[0][:10])} .. {unbroken(starts[-1][:10])}"),
+        ("tape", f"<code>{escape(data['tape'])}</code> ({escape(settings['tape_path'])})"),
+        ("package version", escape(data["package_version"])),
+        ("log digest", f"<code>{escape(data['digest'])}</code>"),
+    ]
+    for key in ("universe", "cash", "rules", "decision_cadence", "mark_cadence", "seed"):
+        rows.append((key, escape(str(settings[key]))))
+    cohorts = data["cohorts"]
+    for by in sorted({c["universe_by"] for c in cohorts}):
+        n = sum(c["universe_by"] == by for c in cohorts)
+        rows.append(("universe chosen by", escape(f"{by} ({n} of {len(cohorts)} cohorts)")))
+    stops = [c for c in cohorts if c["decisions_stopped"]]
+    if stops:
+        first = stops[0]["decisions_stopped"]
+        rows.append(("decisions stopped early", escape(
+            f"{len(stops)} of {len(cohorts)} cohorts, e.g. {stops[0]['start'][:10]}: {first}"
+        )))  # fmt: skip
+    return rows
+
+
+def summary_table(data: dict[str, Any]) -> str:
+    rows = []
+    for name, s in data["summary"].items():
+        pair = data["paired"].get(name)
+        rows.append(
+            [
+                escape(name),
+                str(s["cohorts"]),
+                pct(s["return_mean"]),
+                interval_cell(s["return_ci_low"], s["return_ci_high"]),
+                fmt(s["brier_mean"]),
+                fmt(s["brier"]),
+                fmt(s["bss"], "{:+.3f}"),
+                fmt(s["bss_market"], "{:+.3f}"),
+                fmt(s["win_rate"], "{:.1%}"),
+                pct(pair["mean"]) if pair else "",
+                interval_cell(pair["ci_low"], pair["ci_high"]) if pair else "",
+                ("✓" if pair["significant"] else "·") if pair else "",
+            ]
+        )
+    method = data["interval"]["method"]
+    header = ["agent", "cohorts", "mean return", f"95% CI ({method})",
+              "Brier (impl., mean of cohorts)", "Brier (impl., pooled)", "BSS", "BSS mkt",
+              "win rate", f"{STRATEGY} − agent", f"95% CI ({method})", "sig."]  # fmt: skip
+    return html_table(header, rows)
+
+
+def cohort_table(data: dict[str, Any]) -> str:
+    names = list(data["settings"]["agents"])
+    header = ["start", "cohort", "markets"]
+    for name in names:
+        header += [f"{name} return", "Brier (impl.)", "win rate"]
+    rows = []
+    for cohort in data["cohorts"]:
+        row = [escape(cohort["start"][:10]), escape(cohort["cohort"]), str(cohort["markets"])]
+        for name in names:
+            a = cohort["agents"][name]
+            row += [pct(a["return_pct"]), fmt(a["brier"], "{:.3f}"),
+                    fmt(a["win_rate"], "{:.0%}")]  # fmt: skip
+        rows.append(row)
+    return html_table(header, rows, left=2)

@@ -1,0 +1,58 @@
+"""What every engine shares: the work of one run, the engine's contract, and its errors.
+
+An engine takes the planned cohorts of a run and yields each one's recording as it finishes (in
+any order); ``arena.engines.driver`` alone writes the log, in the cohorts' order, so the engine
+changes how long a run takes and nothing it writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from arena.engines.recorded import RecordedCohort
+from arena.errors import ArenaError
+from arena.run.plan import PlannedCohort
+from arena.run.settings import DEFAULT_OPTIONS, RunOptions, RunSettings
+from replays.tape import Tape
+from replays.tapefile import load_tape
+
+Finished = tuple[int, Callable[[], RecordedCohort]]
+"""A cohort that finished: its index among those asked for, and how to fetch its recording
+(a Ray engine leaves it in the object store until the driver is ready to append it)."""
+
+
+class EngineError(ArenaError, RuntimeError):
+    """An engine that cannot start (Ray missing, a cluster address that does not answer)."""
+
+
+@dataclass(frozen=True)
+class TapeSource:
+    """A tape loaded once in this process, and the file it came from: cohorts replayed here use
+    ``tape``; a worker in another process loads ``path`` once, for every cohort it runs."""
+
+    path: Path
+    tape: Tape
+
+    @classmethod
+    def load(cls, path: Path | str) -> TapeSource:
+        return cls(Path(path), load_tape(path))
+
+
+@dataclass(frozen=True)
+class CohortWork:
+    """What every cohort of one run is replayed with, besides its config and plan."""
+
+    source: TapeSource
+    options: RunOptions = DEFAULT_OPTIONS
+
+    def settings(self, cohort: PlannedCohort) -> RunSettings:
+        return RunSettings(cohort=cohort.config, options=self.options)
+
+
+class Engine(Protocol):
+    """Runs cohorts and yields each recording once it is made, in completion order."""
+
+    def run(self, work: CohortWork, cohorts: Sequence[PlannedCohort]) -> Iterator[Finished]: ...
