@@ -1,7 +1,7 @@
-"""README "Write your first strategy": run its commands as written, so the walkthrough cannot
-drift from the code.
+"""docs/agents-and-plugins.md, "Write your first strategy": run its commands as written, so
+the walkthrough cannot drift from the code.
 
-The commands are read from README.md between the walkthrough markers and run with the installed
+The commands are read from that page between the walkthrough markers and run with the installed
 ``arena`` script in a fresh directory. ``pip install -e`` is not run (no network, no change to the
 venv); it is stood in for by what it leaves behind that arena looks at: the plugin directory on
 the path and a ``dist-info`` with the entry points declared in the generated pyproject.toml.
@@ -22,14 +22,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+PAGE = "docs/agents-and-plugins.md"
 ARENA = Path(sys.executable).parent / "arena"
 SECTION = re.compile(r"<!-- walkthrough:start -->(.*?)<!-- walkthrough:end -->", re.S)
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
 
 
 def walkthrough() -> str:
-    found = SECTION.search((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert found, "README.md lost its walkthrough markers"
+    found = SECTION.search((ROOT / PAGE).read_text(encoding="utf-8"))
+    assert found, f"{PAGE} lost its walkthrough markers"
     return found.group(1)
 
 
@@ -64,7 +65,7 @@ def run(argv: list[str], cwd: Path, path: list[Path]) -> subprocess.CompletedPro
     )
 
 
-@pytest.mark.slow  # every README walkthrough command as a process, a pip install stood in for
+@pytest.mark.slow  # every walkthrough command as a process, a pip install stood in for
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     argvs = commands()
     assert [a[:2] for a in argvs] == [
@@ -102,5 +103,5 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
         paired["ci_low"],
         paired["ci_high"],
     ):
-        assert f"{value:.2f}" in text, f"README step 4 should quote {value:.2f}"
+        assert f"{value:.2f}" in text, f"the walkthrough's step 4 should quote {value:.2f}"
     assert (tmp_path / "report" / "index.html").is_file()

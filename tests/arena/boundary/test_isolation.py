@@ -18,7 +18,7 @@ import pytest
 from ledger.events import AnyEvent, DecisionMade, OrderFilled
 from strategies.api import Decision, Strategy, View
 from strategies.loader import build_strategy
-from tests.arena.test_boundary import T0, of_agent, replay
+from tests.arena.boundary.test_boundary import T0, of_agent, replay
 from tests.conftest import Arena
 
 

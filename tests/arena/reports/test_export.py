@@ -146,14 +146,14 @@ def test_the_readme_notebook_example_runs(
     weekly_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (Path(__file__).parents[3] / "docs" / "reports.md").read_text()
     found = re.search(r"<!-- notebook:start -->\s*```python\n(.*?)```", readme, re.S)
-    assert found, "README.md lost its notebook example"
+    assert found, "docs/reports.md lost its notebook example"
     code = found.group(1)
     assert len([line for line in code.splitlines() if line.strip()]) == 5
     shutil.copy(weekly_log, tmp_path / "arena.db")
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/reports.md", "exec"), {})
     out = capsys.readouterr().out
     n_fills = len(open_run(weekly_log).fills)
     assert out.startswith(f"{n_fills} fills, $") and "brier_mean" in out
