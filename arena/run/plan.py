@@ -40,26 +40,6 @@ class Skipped:
     reason: str
 
 
-def split_starts(
-    tape: Tape, starts: Sequence[datetime], size: int, decision_cadence: str = "weekly"
-) -> tuple[list[datetime], list[Skipped]]:
-    """``starts`` on which a cohort would make at least one decision, and those without.
-
-    A range of Sundays over a tape of short-lived markets (daily BTC ranges, say) can hold
-    weeks when nothing trades at 00:00, or starts past where the recording reaches; those are
-    skipped and named rather than ending a run half-way through.
-    """
-    kept: list[datetime] = []
-    skipped: list[Skipped] = []
-    for start in starts:
-        problem = start_problem(tape, int(start.timestamp()), size, decision_cadence)
-        if problem is None:
-            kept.append(start)
-        else:
-            skipped.append(Skipped(start, problem))
-    return kept, skipped
-
-
 def describe_skipped(skipped: Sequence[Skipped], limit: int | None = None) -> str:
     """``"no open, priced market: 2024-01-28, 2024-02-04"``, one group per reason (at most
     ``limit`` dates each), in the order the reasons first occur."""
@@ -78,20 +58,6 @@ def describe_skipped(skipped: Sequence[Skipped], limit: int | None = None) -> st
 NO_MARKET = "no open, priced market"
 UNCOVERED = "no open market the tape covers (its recording ends before the start)"
 NO_INSTANT = "no decision instant (no tape point before the markets' coverage ends)"
-
-
-def start_problem(tape: Tape, start: int, size: int, decision_cadence: str) -> str | None:
-    """Why a cohort at ``start`` would make no decision at all (None if it makes one)."""
-    universe = select_universe(tape, start, size)
-    if not universe:
-        return UNCOVERED if _open_priced(tape, start) else NO_MARKET
-    return None if decides(tape, universe, start, decision_cadence) else NO_INSTANT
-
-
-def decides(tape: Tape, universe: Sequence[int], start: int, decision_cadence: str) -> bool:
-    """Whether a cohort of ``universe`` at ``start`` has at least one decision instant."""
-    live = _live_until(tape, universe)
-    return decision_instants(tape, universe, start, decision_cadence, int(live.max())).size > 0
 
 
 def empty_start_detail(tape: Tape, start: int) -> str:
@@ -175,11 +141,6 @@ def _close(tape: Tape, m: int) -> int:
     close = np.iinfo(np.int64).max if info.close_ts is None else info.close_ts
     resolution = tape.resolutions.get(info.id)
     return close if resolution is None else min(close, resolution.ts)
-
-
-def _live_until(tape: Tape, universe: Sequence[int]) -> np.ndarray:
-    """Per market, the first instant it is no longer both open and covered."""
-    return np.array([min(_close(tape, m), tape.coverage(m) + 1) for m in universe], dtype=np.int64)
 
 
 def decision_instants(
