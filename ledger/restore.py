@@ -10,7 +10,7 @@ What is checked on the way, cheaply (``arena verify`` checks everything):
   and chain hash it was taken at, its format is this arena's, and, for a closing snapshot, its
   state has the digest the cohort's ``CohortClosed`` event recorded (that event is in the
   chain, so the snapshot cannot be edited without the chain noticing);
-* every event folded links to its stored predecessor (``EventStore.check_links``): an edited
+* every event folded links to its stored predecessor (``ledger.chain.check_links``): an edited
   payload, a deleted or an inserted row stops the read with the seq where it is;
 * the head recorded beside the log (``ledger.anchor``) is still the log's head.
 
@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ledger.anchor import head_problem, read_head
+from ledger.chain import check_links
 from ledger.errors import LedgerError
 from ledger.projection import CohortState, Ledger
 from ledger.rebuild import rebuild
@@ -93,7 +94,7 @@ def load(store: EventStore, streams: Iterable[str] | None = None, *, check: bool
     checked = 0
     if check:
         for name in names:
-            checked += store.check_links(name, start.get(name, (None, 0))[1])
+            checked += check_links(store, name, start.get(name, (None, 0))[1])
     try:
         ledger = rebuild(store, names, start=start)
     except (KeyError, ValueError, TypeError) as exc:  # links that hold around facts that do not

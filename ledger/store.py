@@ -10,7 +10,7 @@ Why it is built the way it is:
 * **A global hash chain.** Every row stores ``hash = sha256(previous row's hash || stream key ||
   NUL || payload)`` (``GENESIS`` before the first row; see :func:`link_hash`), so each row
   commits to its predecessor and an edit shows at exactly the edited row. The version is not
-  hashed because it is implied: :meth:`EventStore.verify_chain` checks that every stream counts
+  hashed because it is implied: :func:`ledger.chain.verify_chain` checks that every stream counts
   1, 2, 3, ... in log order, and that ``seq`` has no holes. A chain cannot reveal a removed tail
   (or a tail re-hashed after an edit); the head a replay records (``arena verify --head``) and
   the closing snapshots of each cohort do. Any other edit the chain reveals. One sha256 call a
@@ -46,7 +46,7 @@ from typing import Any, Self
 
 import msgspec
 
-from ledger.errors import ConcurrencyError, IntegrityError, LedgerError
+from ledger.errors import ConcurrencyError, LedgerError
 from ledger.events import ENCODER, EVENT_TYPES, AnyEvent, Event, decode, decode_many
 from ledger.schema import SNAPSHOT_DDL, ensure_schema, has_snapshots
 from ledger.snapshot import Snapshot, snapshot_hash
@@ -428,183 +428,6 @@ class EventStore:
         """Every stream's key by its id (``payload_arrays(positions=True)`` names streams so)."""
         return self._stream_keys()
 
-    def verify_chain(self, after: int = 0, through: int | None = None) -> int:
-        """Recompute every link of the hash chain (or of the events with ``after`` < seq <=
-        ``through``); return how many rows were checked.
-
-        Raises IntegrityError carrying the first bad seq: the first row whose hash does not
-        match its contents and its predecessor's hash, that follows a hole in ``seq``, whose
-        stream is unknown, or that is not the next version of its stream.
-
-        A range starts from the stored hash at ``after`` and, for each stream, from its highest
-        version at or before ``after``; so the ranges of a log, each checked on its own
-        (``verify`` checks them in parallel processes), prove what one pass over the whole log
-        proves, and the earliest seq any of them names is the one it names (the earlier ranges
-        prove the rows before ``after`` count 1, 2, 3, ..., so their highest version is the
-        last; a hole is named by the row after it, in whichever range that is).
-        """
-        framings = {
-            stream_id: key.encode() + b"\x00" for stream_id, key in self._stream_keys().items()
-        }
-        through = self.last_seq() if through is None else through
-        sql = (
-            "SELECT seq, stream_id, version, CAST(payload AS BLOB), hash"
-            f" FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT {_PAGE}"
-        )
-        versions: dict[int, int] = {}
-        sha256 = hashlib.sha256
-        prev = self.hash_at(after) if after else GENESIS
-        last = after
-        while page := self._fetch(sql, (last, through)):
-            for seq, stream_id, version, payload, row_hash in page:
-                if seq != last + 1 or prev is None:
-                    raise self._broken(seq, "does not link to its predecessor")
-                framing = framings.get(stream_id)
-                if framing is None:
-                    raise self._broken(seq, f"names an unknown stream id {stream_id}")
-                if after and stream_id not in versions:
-                    versions[stream_id] = self.version_before(stream_id, after)
-                if version != versions.get(stream_id, 0) + 1:
-                    raise self._broken(seq, f"breaks its stream's version order ({version})")
-                prev = sha256(prev + framing + payload).digest()
-                if row_hash != prev:
-                    raise self._broken(seq, "was altered (hash mismatch)")
-                versions[stream_id] = version
-                last = seq
-        return last - after
-
-    def hash_at(self, seq: int) -> bytes | None:
-        """The stored chain hash of the event at ``seq``, or None if there is none."""
-        rows = self._fetch("SELECT hash FROM events WHERE seq = ?", (seq,))
-        return bytes(rows[0][0]) if rows else None
-
-    def version_before(self, stream_id: int, seq: int) -> int:
-        """The stream's highest version at or before ``seq`` (0 if none): where a range that
-        starts after ``seq`` must go on from (one covering-index scan per stream and range)."""
-        return self._scalar(
-            "SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ? AND seq <= ?",
-            (stream_id, seq),
-        )
-
-    def link_rows(self, after: int, through: int) -> list[tuple[bytes, bytes]]:
-        """``(payload, hash)`` of every event with ``after`` < seq <= ``through``, in seq order:
-        what a chain check hashes, and the payloads a fold then decodes (see
-        :mod:`ledger.chain`). Only these two columns, as bytes: three integers more per row
-        cost half as much again to read."""
-        return self._fetch(
-            "SELECT CAST(payload AS BLOB), hash FROM events WHERE seq > ? AND seq <= ?"
-            " ORDER BY seq",
-            (after, through),
-        )
-
-    def range_shape(self, after: int, through: int) -> tuple[int, int, int, int, int] | None:
-        """``(rows, lowest stream id, highest, lowest version - seq, highest)`` of the events
-        with ``after`` < seq <= ``through``, or None if there are none. SQLite computes it
-        without handing a row to Python: a range of one stream whose ``version - seq`` is
-        constant counts 1, 2, 3, ... in log order (``ledger.chain``'s fast path)."""
-        rows, *rest = self._fetch(
-            "SELECT count(*), min(stream_id), max(stream_id), min(version - seq),"
-            " max(version - seq) FROM events WHERE seq > ? AND seq <= ?",
-            (after, through),
-        )[0]
-        return (rows, *rest) if rows else None
-
-    def stream_ids_between(
-        self, after: int, through: int, skip: Iterable[str] = (), *, column: str = "stream_id"
-    ) -> list[int]:
-        """The stream id (or with ``column="seq"`` the seq) of every event with ``after`` < seq
-        <= ``through`` whose type is not in ``skip``, in seq order."""
-        skipping, bounds = _skipping(skip)
-        assert column in ("stream_id", "seq")
-        return [
-            row[0]
-            for row in self._fetch(
-                f"SELECT {column} FROM events WHERE seq > ? AND seq <= ?{skipping} ORDER BY seq",
-                (after, through, *bounds),
-            )
-        ]
-
-    def folded_between(
-        self, after: int, through: int, skip: Iterable[str]
-    ) -> tuple[bytes, int | None, int | None]:
-        """The payloads of the events with ``after`` < seq <= ``through`` whose type is not in
-        ``skip``, as one JSON array joined by SQLite (see :meth:`payload_arrays`), and the
-        lowest and highest stream id among them: a fold's page when another process checks
-        the chain."""
-        skipping, bounds = _skipping(skip)
-        joined, low, high = self._fetch(
-            "SELECT CAST(group_concat(payload, ',') AS BLOB), min(stream_id), max(stream_id)"
-            f" FROM (SELECT payload, stream_id FROM events WHERE seq > ? AND seq <= ?{skipping}"
-            " ORDER BY seq)",
-            (after, through, *bounds),
-        )[0]
-        return b"[" + (joined or b"") + b"]", low, high
-
-    def stream_spans(self) -> dict[int, tuple[int, int]]:
-        """Every stream's first and last seq, by stream id, as its index gives them (two
-        lookups a stream, the seqs of its first and last version): where ``arena verify`` may
-        cut the log so that no stream but one runs across the cut, and where its pages end so
-        that each holds one stream. A plan, not a proof: what the index says is checked by
-        SQLite's integrity check and the chain."""
-        rows = self._fetch(
-            "SELECT s.id,"
-            " (SELECT seq FROM events WHERE stream_id = s.id ORDER BY version LIMIT 1),"
-            " (SELECT seq FROM events WHERE stream_id = s.id ORDER BY version DESC LIMIT 1)"
-            " FROM streams s"
-        )
-        return {sid: (first, last) for sid, first, last in rows if first is not None}
-
-    def check_links(
-        self, stream: str, after_version: int = 0, through_version: int | None = None
-    ) -> int:
-        """Check the chain links of one stream's events after ``after_version`` (through
-        ``through_version``: a reader that folds a page at a time checks that page); return
-        how many were checked. See :meth:`checked_payloads`."""
-        return sum(map(len, self.checked_payloads(stream, after_version, through_version)))
-
-    def checked_payloads(
-        self, stream: str, after_version: int = 0, through_version: int | None = None
-    ) -> Iterator[list[bytes]]:
-        """The payloads of one stream's events after ``after_version`` (through
-        ``through_version``), a page at a time, each page's chain links checked before it is
-        handed out: a reader that folds the events reads each row once, not once to check and
-        again to fold.
-
-        Each row must hash from its stored predecessor (the row before it in the global log,
-        whichever stream that is) and follow its stream's previous version, so an edited
-        payload, a deleted or inserted row is caught at the row, without reading the other
-        streams. While the stream's rows follow each other in the log (a cohort is appended in
-        one run) the predecessor is the row just checked; only a row after another stream's
-        run looks its predecessor up. A consistent re-hash of everything from the edit onwards
-        is what this cannot see; ``verify`` with a recorded head or the closing snapshots does.
-        Raises IntegrityError naming the first bad seq.
-        """
-        found = self._fetch("SELECT id FROM streams WHERE key = ?", (stream,))
-        if not found:
-            return
-        stream_id = found[0][0]
-        framing = stream.encode() + b"\x00"
-        sql = (
-            "SELECT seq, version, CAST(payload AS BLOB), hash FROM events"
-            f" WHERE stream_id = ? AND version > ? AND version <= ? ORDER BY version LIMIT {_PAGE}"
-        )
-        sha256 = hashlib.sha256
-        version, last_seq, prev = after_version, -1, GENESIS
-        last = self._version_of(stream_id) if through_version is None else through_version
-        while page := self._fetch(sql, (stream_id, version, last)):
-            for seq, row_version, payload, row_hash in page:
-                if row_version != version + 1:
-                    raise self._broken(seq, f"breaks its stream's version order ({row_version})")
-                if seq != last_seq + 1:
-                    found_prev = GENESIS if seq == 1 else self.hash_at(seq - 1)
-                    if found_prev is None:
-                        raise self._broken(seq, "does not link to its predecessor")
-                    prev = found_prev
-                if sha256(prev + framing + payload).digest() != row_hash:
-                    raise self._broken(seq, "was altered (hash mismatch)")
-                version, last_seq, prev = row_version, seq, row_hash
-            yield [row[2] for row in page]
-
     def head(self) -> tuple[int, bytes]:
         """``(seq, hash)`` of the newest event: what a replay leaves, to be checked later.
         ``(0, GENESIS)`` for an empty log."""
@@ -705,9 +528,6 @@ class EventStore:
         ]  # fmt: skip
 
     # -- helpers -------------------------------------------------------------------------------
-
-    def _broken(self, seq: int, what: str) -> IntegrityError:
-        return IntegrityError(f"{self.path}: event {seq} {what}", seq=seq)
 
     def _version_of(self, stream_id: int) -> int:
         return self._scalar(

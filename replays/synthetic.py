@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.markets import MarketInfo, Resolution
+from replays.tape import Tape
 from replays.tapefile import save_tape
 
 THETA = 0.02  # pull toward logit 0 per step

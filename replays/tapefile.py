@@ -20,7 +20,8 @@ import msgspec
 import numpy as np
 
 from replays.errors import TapeError
-from replays.tape import FORMAT_NAME, FORMAT_VERSION, MarketInfo, Resolution, Tape
+from replays.markets import MarketInfo, Resolution
+from replays.tape import FORMAT_NAME, FORMAT_VERSION, Tape
 from replays.untrusted import Budget, read_file, read_member, read_npy
 from replays.validate import INSTANT_RANGE, Instant, check_markets, resolutions_by_market
 

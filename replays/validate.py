@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import msgspec
 import numpy as np
 
 from replays.errors import TapeError
-
-if TYPE_CHECKING:
-    from replays.tape import MarketInfo, Resolution
+from replays.markets import MarketInfo, Resolution
 
 # Instants are unix seconds in [1970-01-01, 2100-01-01). The bound is far past any market
 # Polymarket lists, and it keeps every instant an int64 that a schedule built from it (marks

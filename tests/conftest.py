@@ -35,8 +35,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from arena.run.cohort import CohortConfig
+from replays.markets import MarketInfo, Resolution
 from replays.synthetic import random_walk_tape
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.tape import Tape
 from replays.tapefile import save_tape
 from tests.llama_server import LlamaServer
 from tests.tmux_terminal import Tmux

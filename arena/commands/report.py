@@ -10,7 +10,8 @@ import click
 
 from arena import blas  # noqa: F401  (before numpy loads: one BLAS thread)
 from arena.console import make_console
-from arena.reports.model import IntervalSettings, print_report, report_data
+from arena.reports.model import IntervalSettings, report_data
+from arena.reports.terminal import print_report
 from ledger.errors import IntegrityError
 from ledger.intervals import DRAWS, METHOD_CHOICES
 from ledger.restore import load

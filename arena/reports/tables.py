@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from arena.reports.model import iso_utc, open_positions
+from ledger.chain import check_links
 from ledger.errors import LedgerError
 from ledger.events import DecisionMade, OrderFilled
 from ledger.restore import Loaded, load
@@ -206,7 +207,7 @@ def read_tables(store: EventStore, cohorts: Sequence[str] | None = None) -> RunT
     loaded = load(store, names)
     fills, decisions = Columns(_FILL_COLUMNS), Columns(_DECISION_COLUMNS)
     for name in names:
-        store.check_links(name)
+        check_links(store, name)
         for seq, _, _, e in store.read_with_seq(name):
             if isinstance(e, OrderFilled):
                 fills.rows.append((

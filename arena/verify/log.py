@@ -40,6 +40,7 @@ from arena.verify.ranges import (
     positions_of,
 )
 from ledger.anchor import format_head, head_problem, read_head
+from ledger.chain import stream_spans
 from ledger.errors import IntegrityError
 from ledger.projection import CohortState
 from ledger.snapshot import FORMAT, Snapshot, SnapshotError, encode_state
@@ -161,7 +162,7 @@ def plan(
     if last_seq < PARALLEL_FROM or parts < 2:
         return [(0, last_seq)]
     keys = store.stream_keys()
-    by_id = store.stream_spans()
+    by_id = stream_spans(store)
     spans = {keys[sid]: span for sid, span in by_id.items() if sid in keys}
     firsts = sorted(first for first, _ in by_id.values())
     lasts = sorted(last for _, last in by_id.values())

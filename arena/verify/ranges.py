@@ -29,7 +29,7 @@ from typing import cast
 
 import msgspec
 
-from ledger.chain import ChainCursor
+from ledger.chain import ChainCursor, folded_between, link_rows, stream_ids_between, stream_spans
 from ledger.errors import IntegrityError, LedgerError
 from ledger.events import CohortClosed, OrderFilled, PositionRefunded, PositionSettled
 from ledger.projection import HANDLERS, IGNORED_BY_FOLD, CohortState, FoldEvent
@@ -171,7 +171,7 @@ def check_range(
                 result.fold_fault = Fault.of(bad)
                 return result
     cursor = ChainCursor(store, after)
-    starts = {first - 1 for first, _ in store.stream_spans().values()}  # a page per cohort
+    starts = {first - 1 for first, _ in stream_spans(store).values()}  # a page per cohort
     pages = {*range(after + PAGE, through, PAGE), *at, through}
     cuts = sorted(pages | {seq for seq in starts if after < seq < through})
     broken: set[str] = set()
@@ -246,14 +246,14 @@ def _unchecked(store: EventStore, after: int, cuts: list[int]) -> Generator[_Pag
     keys = store.stream_keys()
     lo = after
     for hi in cuts:
-        events, low, high = store.folded_between(lo, hi, IGNORED_BY_FOLD)
+        events, low, high = folded_between(store, lo, hi, IGNORED_BY_FOLD)
         streams: str | list[str]
         if low is not None and low == high:
             streams = keys.get(low, f"#{low}")
         else:
-            ids = store.stream_ids_between(lo, hi, IGNORED_BY_FOLD)
+            ids = stream_ids_between(store, lo, hi, IGNORED_BY_FOLD)
             streams = [keys.get(sid, f"#{sid}") for sid in ids]
-        seqs = partial(store.stream_ids_between, lo, hi, IGNORED_BY_FOLD, column="seq")
+        seqs = partial(stream_ids_between, store, lo, hi, IGNORED_BY_FOLD, column="seq")
         yield _Page(lo, hi, events, streams, seqs)
         lo = hi
 
@@ -410,7 +410,7 @@ def check_position(
 def _unreadable(store: EventStore, after: int, through: int) -> LedgerError:
     """The error for a page that did not decode, naming its first unreadable event (read
     again, row by row: on the way to an error only)."""
-    for seq, (payload, _) in enumerate(store.link_rows(after, through), after + 1):
+    for seq, (payload, _) in enumerate(link_rows(store, after, through), after + 1):
         if payload.startswith(_SKIPPED):
             continue
         try:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from replays.errors import TapeError
-from replays.tape import MarketInfo, Resolution
+from replays.markets import MarketInfo, Resolution
 
 DECISIVE = 0.99  # origins §1.9: a price at or above this names the winner
 CATCH_ALL = frozenset({"All"})  # Gamma tags every event "All"; useless as a category

@@ -25,7 +25,8 @@ from replays.importers.parsing import (
     market_info,
     verdict,
 )
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.markets import MarketInfo, Resolution
+from replays.tape import Tape
 from replays.untrusted import Budget, read_file
 from replays.validate import Instant, check_markets
 

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from ledger.chain import verify_chain
 from ledger.errors import LedgerError
 from ledger.events import ModelCall, ModelCalled
 from ledger.store import EventStore
@@ -111,7 +112,7 @@ def _from_log(path: Path) -> Iterator[tuple[str, tuple[ModelCall, ...]]]:
     another, and each asking starts again at attempt 1."""
     try:
         with EventStore.open(path, create=False, readonly=True) as store:
-            store.verify_chain()  # answers from an edited log would replay as the run's own
+            verify_chain(store)  # answers from an edited log would replay as the run's own
             pending: list[ModelCall] = []
             for _, event in store.read_types(["ModelCalled"]):
                 assert isinstance(event, ModelCalled)

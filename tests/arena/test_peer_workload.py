@@ -56,7 +56,8 @@ def test_the_tape_is_the_same_however_the_noise_is_blocked(
 
 def test_the_band_loop_counts_by_hand() -> None:
     """Prices 0.50, 0.39 (buy), 0.45, 0.61 (sell), 0.30 (buy), 0.70 (the close: left out)."""
-    from replays.tape import MarketInfo, Tape
+    from replays.markets import MarketInfo
+    from replays.tape import Tape
 
     info = MarketInfo(id="m", question="?", outcomes=("Yes", "No"))
     prices = np.array([0.50, 0.39, 0.45, 0.61, 0.30, 0.70])

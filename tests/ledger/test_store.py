@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import store as store_module
-from ledger.chain import ChainCursor
+from ledger.chain import ChainCursor, check_links, checked_payloads, verify_chain
 from ledger.errors import ConcurrencyError, IntegrityError, LedgerError
 from ledger.events import ENCODER, EVENT_TYPES, AnyEvent, Event, Marked, OrderPlaced
 from ledger.schema import SCHEMA_VERSION
@@ -127,7 +127,7 @@ def test_large_append_spans_several_insert_chunks(db: Path) -> None:
     with EventStore.open(db) as store:
         assert store.append("s", events) == 10_000
         assert list(store.read(batch=3_000)) == events
-        assert store.verify_chain() == 10_000
+        assert verify_chain(store) == 10_000
 
 
 def test_payload_arrays_page_the_log_and_one_stream_in_order(db: Path) -> None:
@@ -201,7 +201,7 @@ def test_failure_between_chunks_writes_nothing(db: Path, monkeypatch: pytest.Mon
         monkeypatch.undo()
         assert store.last_seq() == 1
         assert store.append("s", events, expected_version=1) == 1 + len(events)
-        assert store.verify_chain() == 1 + len(events)
+        assert verify_chain(store) == 1 + len(events)
 
 
 @pytest.mark.parametrize(
@@ -258,10 +258,10 @@ def test_verify_chain_finds_the_first_altered_event(db: Path, statement: str, ba
     with EventStore.open(db) as store:
         store.append("a", [marked(1), marked(2)])
         store.append("b", [marked(3), placed(4), marked(5)])
-        assert store.verify_chain() == 5
+        assert verify_chain(store) == 5
     _tamper(db, statement)
     with EventStore.open(db, readonly=True) as store, pytest.raises(IntegrityError) as caught:
-        store.verify_chain()
+        verify_chain(store)
     assert caught.value.seq == bad_seq
     assert f"event {bad_seq} " in str(caught.value)
 
@@ -277,13 +277,13 @@ def test_the_chain_checked_in_two_ranges_names_the_same_first_event(
     with EventStore.open(db) as store:
         store.append("a", [marked(1), marked(2)])
         store.append("b", [marked(3), placed(4), marked(5)])
-        assert store.verify_chain(0, cut) + store.verify_chain(cut, 5) == 5
+        assert verify_chain(store, 0, cut) + verify_chain(store, cut, 5) == 5
     _tamper(db, statement)
     named = []
     with EventStore.open(db, readonly=True) as store:
         for after, through in [(0, cut), (cut, store.last_seq())]:
             try:
-                store.verify_chain(after, through)
+                verify_chain(store, after, through)
             except IntegrityError as exc:
                 named.append(exc.seq)
     assert min(named) == bad_seq
@@ -347,17 +347,17 @@ def test_a_streams_links_are_checked_across_another_streams_run(
         store.append("a", [marked(1), marked(2)])
         store.append("b", [marked(3), marked(4)])
         store.append("a", [marked(5), marked(6)])
-        pages = list(store.checked_payloads("a", 1, 3))
+        pages = list(checked_payloads(store, "a", 1, 3))
         assert [json.loads(p)["ts"] for page in pages for p in page] == [2, 5]
     if statement is None:
         with EventStore.open(db, readonly=True) as store:
-            assert store.check_links("a") == 4 and store.check_links("a", 2) == 2
+            assert check_links(store, "a") == 4 and check_links(store, "a", 2) == 2
         return
     _tamper(db, statement)
     with EventStore.open(db, readonly=True) as store:
         for after in (0, 1):
             with pytest.raises(IntegrityError, match=what) as caught:
-                store.check_links("a", after)
+                check_links(store, "a", after)
             assert caught.value.seq == bad_seq
 
 
@@ -466,7 +466,7 @@ def test_reopening_keeps_appending_the_same_chain(db: Path) -> None:
         store.append("s", [marked(1)])
     with EventStore.open(db) as store:
         assert store.append("s", [marked(2)], expected_version=1) == 2
-        assert store.verify_chain() == 2
+        assert verify_chain(store) == 2
 
 
 # -- properties ---------------------------------------------------------------------------------
@@ -497,7 +497,7 @@ def test_any_appends_read_back_identically(tmp_path: Path, appends: Appends) -> 
             expected = [e for s, events in appends if s == stream for e in events]
             assert list(store.read(stream)) == expected
             assert store.stream_version(stream) == len(expected)
-        assert store.verify_chain() == store.last_seq()
+        assert verify_chain(store) == store.last_seq()
 
 
 @_settings

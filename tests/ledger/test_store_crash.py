@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from ledger.chain import verify_chain
 from ledger.store import EventStore
 
 BATCH = 5_000  # more than one INSERT chunk, so a half-written batch would show
@@ -52,7 +53,7 @@ def _wait_for_events(path: Path, at_least: int, writer: subprocess.Popen[bytes])
 
 
 def _assert_whole_contiguous_streams(store: EventStore, batch: int) -> None:
-    assert store.verify_chain() == store.last_seq()
+    assert verify_chain(store) == store.last_seq()
     for stream in store.streams():
         versions = [version for _, key, version, _ in store.read_with_seq(stream)]
         assert versions == list(range(1, len(versions) + 1))
@@ -116,4 +117,4 @@ def test_stale_writer_gets_concurrency_error_and_writes_nothing(tmp_path: Path) 
     assert stale.returncode == 3
     with EventStore.open(path, readonly=True) as store:
         assert store.last_seq() == 10
-        assert store.verify_chain() == 10
+        assert verify_chain(store) == 10

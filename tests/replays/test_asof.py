@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replays.asof import AsOfWalk, PriceWalk, UniverseWalk
-from replays.tape import MarketInfo, Tape, spans
+from replays.markets import MarketInfo
+from replays.tape import Tape, spans
 
 
 @st.composite

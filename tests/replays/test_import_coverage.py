@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from replays.importers import import_election2024, import_polymarket
 from replays.importers.parsing import market_info, verdict
 from replays.importers.polymarket import closed_coverage, read_market_objects
-from replays.tape import MarketInfo
+from replays.markets import MarketInfo
 from tests.replays.test_tape_import import SHARED, gamma, needs_shared, write_inputs
 
 END, CLOSE = 1767114000, 1767125811  # 2025-12-30 17:00:00 and 20:16:51 UTC

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from replays.errors import TapeError
 from replays.importers import import_polymarket
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.markets import MarketInfo, Resolution
+from replays.tape import Tape
 from replays.tapefile import load_tape, save_tape
 
 LIMIT = 1 << 20

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from replays.asof import PriceWalk
 from replays.errors import TapeError
+from replays.markets import MarketInfo, Resolution
 from replays.synthetic import anchored_walk_tape
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.tape import Tape
 from replays.tapefile import load_tape, save_tape
 
 YES_NO = ("Yes", "No")

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replays.errors import TapeError
+from replays.markets import MarketInfo, Resolution
 from replays.samples import SAMPLE_HASH, sample_path
 from replays.synthetic import random_walk_tape
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.tape import Tape
 from replays.tapefile import load_tape, save_tape
 
 YES_NO = ("Yes", "No")

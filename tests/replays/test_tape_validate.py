@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from replays.errors import TapeError
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.markets import MarketInfo, Resolution
+from replays.tape import Tape
 from replays.tapefile import load_tape, save_tape
 
 

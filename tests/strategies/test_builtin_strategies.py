@@ -17,8 +17,9 @@ from arena.run.runner import CohortRunner
 from ledger.events import DecisionMade, OrderRejected
 from ledger.rules import RULES
 from ledger.store import EventStore
+from replays.markets import MarketInfo
 from replays.samples import sample_path
-from replays.tape import MarketInfo, Tape
+from replays.tape import Tape
 from replays.tapefile import load_tape
 from strategies.api import (
     Bet,

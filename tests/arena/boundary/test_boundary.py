@@ -47,8 +47,9 @@ from ledger.events import (
     OrderFilled,
 )
 from replays.asof import UniverseWalk
+from replays.markets import MarketInfo, Resolution
 from replays.synthetic import random_walk_tape
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.tape import Tape
 from strategies.api import Bet, Context, Decision, Sell, Strategy, Trace, View
 from tests.conftest import Arena
 from tests.replays.test_asof import covered_tapes

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from arena.forecasting.diffusion_data import resolved_paths
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.markets import MarketInfo, Resolution
+from replays.tape import Tape
 from replays.tapefile import save_tape
 from strategies.market_diffusion.features import DAY
 from tests.conftest import Arena

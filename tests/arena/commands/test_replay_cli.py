@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from click.testing import Result
 
+from ledger.chain import verify_chain
 from ledger.events import DecisionMade, OrderFilled
 from ledger.store import EventStore, link_hash
 from tests.conftest import Arena
@@ -466,7 +467,7 @@ def test_verify_catches_an_edit_whose_hash_chain_was_rebuilt(
             conn.execute("UPDATE events SET hash = ? WHERE seq = ?", (prev, seq))
     # the chain is whole again; the sell then starts from cash 9,000 while the log implies 9,100
     with EventStore.open(db, readonly=True) as store:
-        assert store.verify_chain() == len(rows)
+        assert verify_chain(store) == len(rows)
     message = one_line_error(arena("verify", db))
     assert message == (
         f"Error: {db}: event {sell} starts a fill from cash 9000.0 but the log implies 9100.0"

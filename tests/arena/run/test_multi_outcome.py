@@ -11,7 +11,8 @@ from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
 from ledger.events import Marked, OrderFilled, OrderRejected, PositionSettled
 from ledger.projection import Ledger
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.markets import MarketInfo, Resolution
+from replays.tape import Tape
 from strategies.api import Bet, Decision, Sell, Strategy, View
 
 START = 1_704_585_600  # Sunday 2024-01-07 00:00 UTC

@@ -44,7 +44,8 @@ from ledger.events import (
 )
 from replays.errors import TapeError
 from replays.importers import import_polymarket
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.markets import MarketInfo, Resolution
+from replays.tape import Tape
 from replays.tapefile import load_tape, save_tape
 from strategies.api import Bet, Context, Decision, MarketMeta, Strategy, View
 from strategies.builtin.hold import Hold

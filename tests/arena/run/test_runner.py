@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.run.cohort import CohortConfig, select_universe
+from arena.run.cohort import CohortConfig
+from arena.run.plan import select_universe
 from arena.run.runner import CohortRun, CohortRunner
 from arena.run.settings import RunOptions, RunSettings
 from ledger.errors import LedgerError

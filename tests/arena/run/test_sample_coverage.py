@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from arena.run.cohort import VOLUME_FINAL, CohortConfig
+from arena.run.cohort import CohortConfig
+from arena.run.plan import VOLUME_FINAL
 from arena.run.runner import CohortRunner
 from ledger.events import (
     AnyEvent,
