@@ -17,9 +17,10 @@ ends with the same log as an uninterrupted one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from ledger.errors import LedgerError
+from ledger.errors import ConcurrencyError, LedgerError
 from ledger.events import Event
 from ledger.projection import CohortState
 from ledger.snapshot import FORMAT, encode_state
@@ -32,14 +33,71 @@ since its last one, so a read of a cohort still running folds at most about this
 
 
 class EventSink(Protocol):
-    """Where a stream is written: an ``EventStore``, or anything that reads and appends like
-    one (a test's list). One that also has ``add_snapshot`` gets snapshots."""
+    """Where a stream is written: the log (``ledger.store.EventStore``) or memory
+    (``MemorySink``: a worker's recording, a test's). Every sink keeps one contract, which
+    ``tests/ledger/test_sinks.py`` holds each of them to:
+
+    * ``read(stream)``: the stream's events, in version order (none for a new stream);
+    * ``append(stream, events, expected_version)``: all of ``events`` appended after version
+      ``expected_version`` and the stream's new version returned, or, if the stream is not at
+      that version, ``ConcurrencyError`` and nothing appended;
+    * ``add_snapshot(stream, version, state, fmt=, closing=)``: the state's image after event
+      ``version`` kept, True; False if that version has one already; ``LedgerError`` if the
+      stream has no such event."""
 
     def read(self, stream: str) -> Iterable[object]: ...
 
     def append(
         self, stream: str, events: Sequence[Event], expected_version: int | None = None
     ) -> int: ...
+
+    def add_snapshot(
+        self, stream: str, version: int, state: bytes, *, fmt: int, closing: bool
+    ) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SnapshotImage:
+    """A snapshot a ``MemorySink`` keeps: the state's image after event ``version``."""
+
+    version: int
+    state: bytes
+    fmt: int
+    closing: bool
+
+
+class MemorySink:
+    """A sink in memory with the log's checks: what a worker records and hands back to be
+    appended to the log in order (``arena.engines.recorded``), or what a test looks at."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, list[Event]] = {}
+        self.images: dict[str, list[SnapshotImage]] = {}
+
+    def read(self, stream: str) -> list[Event]:
+        return list(self.streams.get(stream, ()))
+
+    def append(
+        self, stream: str, events: Sequence[Event], expected_version: int | None = None
+    ) -> int:
+        held = self.streams.setdefault(stream, [])
+        if expected_version is not None and expected_version != len(held):
+            raise ConcurrencyError(
+                f"stream {stream!r} is at version {len(held)}, not {expected_version}"
+            )
+        held.extend(events)
+        return len(held)
+
+    def add_snapshot(
+        self, stream: str, version: int, state: bytes, *, fmt: int, closing: bool
+    ) -> bool:
+        if not 1 <= version <= len(self.streams.get(stream, ())):
+            raise LedgerError(f"no snapshot of {stream!r} at version {version}: no such event")
+        images = self.images.setdefault(stream, [])
+        if any(image.version == version for image in images):
+            return False
+        images.append(SnapshotImage(version, state, fmt, closing))
+        return True
 
 
 class StreamWriter:
@@ -112,10 +170,7 @@ class StreamWriter:
         """Store the state's image at the current version (a rerun finds it already there).
         Called right after a flush, when the store holds every event up to ``version`` and the
         state is their fold (see the module doc)."""
-        # a sink that keeps only events (a test's, or a replay into memory) keeps no snapshots
-        add_snapshot = getattr(self.sink, "add_snapshot", None)
-        if add_snapshot is not None:
-            add_snapshot(
-                self.stream, self.version, encode_state(self.state), fmt=FORMAT, closing=closing
-            )
+        if self.sink is not None:
+            image = encode_state(self.state)
+            self.sink.add_snapshot(self.stream, self.version, image, fmt=FORMAT, closing=closing)
             self.snapshot_at = self.version

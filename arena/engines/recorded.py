@@ -14,8 +14,9 @@ the rest, as the runner itself does when it resumes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from arena.run.cohort import CohortConfig
 from arena.run.plan import CohortPlan
@@ -24,6 +25,7 @@ from arena.run.settings import RunSettings
 from ledger.errors import LedgerError
 from ledger.events import Event
 from ledger.store import EventStore
+from ledger.stream import MemorySink, SnapshotImage
 
 if TYPE_CHECKING:
     from replays.tape import Tape
@@ -38,39 +40,29 @@ class CohortDone:
     appended: int
 
 
-@dataclass(frozen=True)
-class SnapshotCall:
-    """One ``add_snapshot`` the runner made, kept to be made again on the real log."""
+class RecordedCohort(MemorySink):
+    """One cohort's stream and snapshots in memory: what a worker returns instead of writing
+    the log. It takes the runner's appends and snapshots exactly as the log would (the sink
+    contract, ``ledger.stream.EventSink``), and only for its own cohort."""
 
-    version: int
-    state: bytes
-    fmt: int
-    closing: bool
+    def __init__(self, cohort: str) -> None:
+        super().__init__()
+        self.cohort = cohort
 
-
-@dataclass
-class RecordedCohort:
-    """A list-backed sink with the store's write surface (``read``, ``append``,
-    ``add_snapshot``): what a worker returns instead of writing the log."""
-
-    cohort: str
-    events: list[Event] = field(default_factory=list)
-    snapshots: list[SnapshotCall] = field(default_factory=list)
-
-    def read(self, stream: str) -> list[Event]:
-        return []  # a fresh sink holds nothing: the runner appends the whole stream
-
-    def append(self, stream: str, events: list[Event], expected_version: int) -> int:
-        if stream != self.cohort or expected_version != len(self.events):
+    def append(
+        self, stream: str, events: Sequence[Event], expected_version: int | None = None
+    ) -> int:
+        if stream != self.cohort:
             raise LedgerError(f"recording of {self.cohort}: unexpected append to {stream!r}")
-        self.events.extend(events)
-        return len(self.events)
+        return super().append(stream, events, expected_version)
 
-    def add_snapshot(
-        self, stream: str, version: int, state: bytes, *, fmt: int, closing: bool
-    ) -> bool:
-        self.snapshots.append(SnapshotCall(version, state, fmt, closing))
-        return True
+    @property
+    def events(self) -> list[Event]:
+        return self.streams.get(self.cohort, [])
+
+    @property
+    def snapshots(self) -> list[SnapshotImage]:
+        return self.images.get(self.cohort, [])
 
 
 def record_cohort(
@@ -80,7 +72,7 @@ def record_cohort(
     where the driver made it."""
     runner = CohortRunner(tape, settings, plan=plan)
     sink = RecordedCohort(runner.cohort)
-    runner.run(cast(EventStore, sink))  # the runner uses only the store's write surface
+    runner.run(sink)
     return sink
 
 

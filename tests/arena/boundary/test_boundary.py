@@ -46,6 +46,7 @@ from ledger.events import (
     ModelCall,
     OrderFilled,
 )
+from ledger.stream import MemorySink
 from replays.asof import UniverseWalk
 from replays.markets import MarketInfo, Resolution
 from replays.synthetic import random_walk_tape
@@ -353,23 +354,9 @@ def replay(
     built = {"fav": build_strategy("favourite"), **agents}
     options = RunOptions(decision_timeout=timeout, isolate=isolate)
     run = CohortRunner(tape, RunSettings(cohort=config, options=options), strategies=built)
-    events: list[AnyEvent] = []
-    store = _ListStore(events)
-    run.run(store)  # type: ignore[arg-type]
-    return events
-
-
-class _ListStore:
-    """Just enough of an EventStore to keep a cohort's events in a list."""
-
-    def __init__(self, events: list[AnyEvent]) -> None:
-        self.events = events
-
-    def read(self, stream: str) -> list[AnyEvent]:
-        return []
-
-    def append(self, stream: str, events: list[AnyEvent], expected_version: int) -> None:
-        self.events.extend(events)
+    sink = MemorySink()
+    run.run(sink)
+    return sink.read(run.cohort)
 
 
 def of_agent(events: list[AnyEvent], agent: str) -> list[AnyEvent]:

@@ -11,6 +11,7 @@ from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
 from ledger.events import Marked, OrderFilled, OrderRejected, PositionSettled
 from ledger.projection import Ledger
+from ledger.stream import MemorySink
 from replays.markets import MarketInfo, Resolution
 from replays.tape import Tape
 from strategies.api import Bet, Decision, Sell, Strategy, View
@@ -76,19 +77,11 @@ def test_a_three_way_market_from_bet_to_settlement() -> None:
 
 
 def test_the_log_of_a_three_way_market_rebuilds_and_names_outcomes_exactly() -> None:
-    collected: list[object] = []
-
-    class Sink:
-        def read(self, stream: str) -> list[object]:
-            return []
-
-        def append(self, stream: str, events: list[object], expected_version: int) -> int:
-            collected.extend(events)
-            return expected_version + len(events)
-
+    sink = MemorySink()
     config = CohortConfig(start=datetime.fromtimestamp(START, UTC), agents={"x": "hold"},
                           decision_cadence="weekly", mark_cadence="weekly")  # fmt: skip
-    run = CohortRunner(election(), config, strategies={"x": ThreeWay()}).run(Sink())  # type: ignore[arg-type]
+    run = CohortRunner(election(), config, strategies={"x": ThreeWay()}).run(sink)
+    collected = sink.read(run.cohort)
     rejected = [e for e in collected if isinstance(e, OrderRejected)]
     assert [r.reason for r in rejected] == [
         "side 'harris' is not an outcome of market pres (Trump, Harris, Other)"

@@ -42,6 +42,7 @@ from ledger.events import (
     DecisionsStopped,
     OrderFilled,
 )
+from ledger.stream import MemorySink
 from replays.errors import TapeError
 from replays.importers import import_polymarket
 from replays.markets import MarketInfo, Resolution
@@ -76,24 +77,11 @@ def config(**overrides: Any) -> CohortConfig:
     return CohortConfig(**(values | overrides))
 
 
-class Kept:
-    """Stands in for the store: keeps what the runner appends, in order, in memory."""
-
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    def read(self, stream: str) -> list[Any]:
-        return []
-
-    def append(self, stream: str, events: list[Any], expected_version: int) -> None:
-        self.events += events
-
-
 def run(tape: Tape, cfg: CohortConfig, strategies: dict[str, Strategy] | None = None) -> list[Any]:
     """The events a cohort writes, replayed in memory."""
-    kept = Kept()
-    CohortRunner(tape, cfg, strategies=strategies or {"h": Hold()}).run(kept)  # type: ignore[arg-type]
-    return kept.events
+    sink = MemorySink()
+    run = CohortRunner(tape, cfg, strategies=strategies or {"h": Hold()}).run(sink)
+    return sink.read(run.cohort)
 
 
 def decision_offsets(events: list[AnyEvent]) -> list[int]:
