@@ -1,4 +1,4 @@
-"""Standings within a cohort and the leaderboard across cohorts (origins §1.11, §1.12).
+"""Standings within a cohort and the leaderboard across cohorts (methodology §1.11, §1.12).
 
 Everything here is read off the projected state, so a leaderboard can be rebuilt from the log
 like any other projection. The formulas are Forecaster Arena's: agents in a cohort rank by
@@ -240,7 +240,7 @@ def leaderboard(
     draws: int = DRAWS,
     seed: int = 0,
 ) -> list[LeaderboardRow]:
-    """Every agent name across all cohorts, ordered by total P/L (origins §1.12).
+    """Every agent name across all cohorts, ordered by total P/L (methodology §1.12).
 
     ``interval`` picks how the 95% intervals are made (``ledger.intervals``); ``auto``
     resamples markets when the cohorts share any. ``draws`` and ``seed`` shape the bootstrap.

@@ -7,7 +7,7 @@ the runner's ``ledger.stream.StreamWriter`` drains the queue (``collect``) into 
 event-sourced aggregate's pending events are saved. ``snapshot`` gives a plain-data picture of
 the state so a test or ``arena verify`` can compare live and rebuilt exactly.
 
-Rules of valuation (origins §1.8, §1.10, §1.11):
+Rules of valuation (methodology §1.8, §1.10, §1.11):
 
 * a position is valued at the latest marked price of its side; before the first mark, at the
   price of its last fill (HEAD's entry-price fallback, never the 0.5 of the v1 code);
@@ -46,7 +46,7 @@ def side_index(outcomes: Sequence[str], side: str) -> tuple[str, int] | None:
 
     Binary sides are YES/NO in any case (stored upper-case, as Forecaster Arena does); a
     multi-outcome side must name the outcome exactly, because outcome names are case-sensitive
-    keys for pricing (origins §1.15 item 9).
+    keys for pricing (methodology §1.15 item 9).
     """
     lowered = [o.lower() for o in outcomes]
     if len(outcomes) == 2 and sorted(lowered) == ["no", "yes"]:
@@ -60,7 +60,7 @@ def side_index(outcomes: Sequence[str], side: str) -> tuple[str, int] | None:
 
 
 def side_won(side: str, winner: str) -> bool:
-    """Settlement compares sides case-insensitively (origins §1.9: "Yes" wins a YES bet)."""
+    """Settlement compares sides case-insensitively (methodology §1.9: "Yes" wins a YES bet)."""
     return side.upper() == winner.upper()
 
 
@@ -82,7 +82,7 @@ class Position(msgspec.Struct, gc=False):
 
 
 class BrierRow(msgspec.Struct, frozen=True, gc=False, array_like=True):
-    """One scored buy (origins §1.9): the confidence in the traded side against the result.
+    """One scored buy (methodology §1.9): the confidence in the traded side against the result.
 
     ``array_like``: a snapshot holds one per scored buy (hundreds of thousands in a long run),
     so it is written as a JSON array in field order, a third of the bytes of an object."""

@@ -3,9 +3,9 @@
 The broker and settlement decide; the state records. Each reads a cohort's live state and
 hands every event it makes to ``CohortState.record``, which applies it and queues it for the
 store, before deciding the next: under ``v1`` every bet is judged against the cash left by the
-bet before it (origins §1.7). Nothing here touches storage; the runner saves the queue.
+bet before it (methodology §1.7). Nothing here touches storage; the runner saves the queue.
 
-Where the originals were wrong we do the correct thing (origins §1.15): a zero price is rejected
+Where the originals were wrong we do the correct thing (methodology §1.15): a zero price is rejected
 rather than filled at 0.5, a side sold out completely opens a fresh position on the next bet, and
 selling on a closed market is refused in both versions (the v1 code allowed it; its docs did not).
 Within one decision, sells execute before bets so that a strategy can rotate out of a position
@@ -50,7 +50,7 @@ class RuleSet(msgspec.Struct, frozen=True, kw_only=True):
 
     def allowance(self, cash: float, spent: float = 0.0) -> float:
         """The largest next bet of a decision that started with ``cash`` and has ``spent`` on
-        the bets before it (origins §1.7): ``per_bet`` (v1), ``max_fraction`` of the cash left;
+        the bets before it (methodology §1.7): ``per_bet`` (v1), ``max_fraction`` of the cash left;
         ``per_decision`` (v2), what is left of ``max_fraction`` of the starting cash.
 
         The one statement of the cap: the broker judges bets by it and ``View.budget()`` sizes
@@ -350,7 +350,7 @@ def settle(state: CohortState, market: str, ts: int, winner: str) -> list[Event]
     """Resolve ``market``: every open position pays $1 a share if its side won, else $0.
 
     The market is marked resolved first and the payouts follow in the same appended batch, so a
-    crash can never strand positions the way the v1 code's two-step update could (origins §1.9).
+    crash can never strand positions the way the v1 code's two-step update could (methodology §1.9).
     """
 
     def settled(agent: str, position: Position) -> PositionSettled:

@@ -41,7 +41,7 @@ class MarketInfo(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def is_binary(self) -> bool:
-        """Exactly a YES and a NO outcome (origins §1.4); "Over"/"Under" is not binary."""
+        """Exactly a YES and a NO outcome (methodology §1.4); "Over"/"Under" is not binary."""
         outcomes = self.outcomes
         return len(outcomes) == 2 and {outcomes[0].lower(), outcomes[1].lower()} == _YES_NO
 

@@ -293,7 +293,7 @@ class View:
 
 
 class Budget:
-    """Sizes successive bets of one decision so the broker accepts them (origins §1.7).
+    """Sizes successive bets of one decision so the broker accepts them (methodology §1.7).
 
     It asks the rule set the broker asks (:meth:`ledger.rules.RuleSet.allowance`): under v1
     each bet may be at most ``max_fraction`` of the cash left after the bets before it; under

@@ -1,4 +1,5 @@
-"""forecastbench's logit diffusion forecaster (origins §2.7), in numpy with hand-written backprop.
+"""forecastbench's logit diffusion forecaster (methodology §2.7), in numpy with hand-written
+backprop.
 
 A conditional denoising diffusion model over one number, the logit of P(YES): trained to predict
 the noise ε in x_t = √ᾱ_t·x₀ + √(1 − ᾱ_t)·ε from (x_t, t, condition), then run backwards from
@@ -44,9 +45,9 @@ Where we differ, and why:
   whose questions share words get similar conditions. The market forecaster
   (``strategies.market_diffusion``) conditions on these words and on the market's price path.
 * Computation is in float64 (torch's is float32): the finite-difference gradient check needs it,
-  and the schedule matches origins' float32 values to 1e-7. Sampling may run in float32
+  and the schedule matches the original's float32 values to 1e-7. Sampling may run in float32
   (``Denoiser.as_float32``).
-* Only η = 0 is implemented: it is the only value origins uses, and it makes the forecast a
+* Only η = 0 is implemented: it is the only value the original uses, and it makes the forecast a
   function of the seed alone.
 * The defaults are smaller (``DiffusionConfig``) so a cohort trains in seconds on a small
   machine; ``ORIGINS`` holds forecastbench's (30 to 45 s on two slow cores).
@@ -119,7 +120,7 @@ ORIGINS = DiffusionConfig(hidden=256, depth=3, steps=2000, batch=256, lr=2e-4)
 
 
 def timesteps(n_steps: int) -> np.ndarray:
-    """The sampler's timesteps, T − 1 down to 0: int64(linspace(T − 1, 0, n)), as origins.
+    """The sampler's timesteps, T − 1 down to 0: int64(linspace(T − 1, 0, n)), as the original.
 
     For n = 32 that is 63, 60, 58, …, 2, 0 (truncation, not rounding, makes the first gap 3).
     """
@@ -130,7 +131,7 @@ def timesteps(n_steps: int) -> np.ndarray:
 
 def time_embedding(t: np.ndarray) -> np.ndarray:
     """Sinusoidal embedding of timesteps: [sin(t·f₀..f₃₁), cos(t·f₀..f₃₁)] with
-    f_j = exp(−ln(10⁴)·j/31), so f₀ = 1 and f₃₁ = 10⁻⁴ (origins' formula for dim 64)."""
+    f_j = exp(−ln(10⁴)·j/31), so f₀ = 1 and f₃₁ = 10⁻⁴ (the original's formula for dim 64)."""
     half = TIME_DIM // 2
     freqs = np.exp(-math.log(10_000.0) * np.arange(half) / (half - 1))
     angles = np.asarray(t, dtype=np.float64)[:, None] * freqs
@@ -222,7 +223,7 @@ class Denoiser:
         """torch.nn.Linear's default initialisation, drawn from ``rng`` layer by layer.
 
         ``out_dim`` is the size of x: 1 for a logit, m − 1 for the ALR coordinates of an
-        m-outcome market (``SimplexALRDiffusionForecaster``'s out_dim, origins §2.7)."""
+        m-outcome market (``SimplexALRDiffusionForecaster``'s out_dim, methodology §2.7)."""
         p: Params = {}
         p["time.0.W"], p["time.0.b"] = _linear(TIME_DIM, hidden, rng)
         p["time.1.W"], p["time.1.b"] = _linear(hidden, hidden, rng)
@@ -431,7 +432,7 @@ def ddim_sample(
     """Deterministic DDIM (η = 0) from noise ``x`` at t = T − 1 down to x̂₀.
 
     At each timestep t: x̂₀ = (x − √(1 − ᾱ_t)·ε̂)/√ᾱ_t, then x moves to the *next strided*
-    timestep s: x = √ᾱ_s·x̂₀ + √(1 − ᾱ_s)·ε̂. The original moves to t − 1 instead (origins
+    timestep s: x = √ᾱ_s·x̂₀ + √(1 − ᾱ_s)·ε̂. The original moves to t − 1 instead (methodology
     §2.7's bug), which puts x at the wrong noise level whenever n_steps < T; ``strided_bug``
     does that, to reproduce a figure made with it.
     """

@@ -4,7 +4,7 @@ a language model, or a diffusion model trained on the markets that resolved befo
 A forecaster answers one question per decision: P(YES) for every market of the universe, NaN
 where it has no opinion. Keeping the source apart from the trading rule lets ``sign`` and
 ``linear`` trade any forecasts the same way, as forecastbench's ``pm_eval`` scores any
-predictions column against the same market column (origins §2.4).
+predictions column against the same market column (methodology §2.4).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class MarketForecaster(RegisteredForecaster):
 
 @dataclass(frozen=True)
 class ExtremizedForecaster(RegisteredForecaster):
-    """K-Fish's asymmetric extremization (origins §3.2) applied to the market price.
+    """K-Fish's asymmetric extremization (methodology §3.2) applied to the market price.
 
     K-Fish stretches an ensemble's median by how much its members agree. A market has no
     ensemble, so the spread ``s`` is the (population) standard deviation of the market's own

@@ -12,7 +12,7 @@ The tables (one row each per):
 * ``fills``: ``OrderFilled`` event (buys and sells), with its seq in the log;
 * ``decisions``: ``DecisionMade`` event, with the first line of its error if it failed;
 * ``positions``: position still open at the end of the log, marked at its latest price;
-* ``brier``: scored buy (implied confidence against the result; origins §1.9);
+* ``brier``: scored buy (implied confidence against the result; methodology §1.9);
 * ``beliefs``: scored buy whose strategy stated a probability;
 * ``predictions``: the same stated probabilities in the shape ``arena score`` reads: ``y`` (did
   the side bought win), ``pred_prob`` (the stated probability that it would), ``market_prob``

@@ -1,7 +1,7 @@
 """Scoring metrics for binary (and multi-class) forecasts, in pure numpy and float64.
 
 The formulas follow the forecastbench harness and K-Fish's scoring notes exactly (see
-``shared/reference/origins.md`` §2 and §3); where those sources disagree (bin edges, bin counts,
+``docs/methodology.md`` §2 and §3); where those sources disagree (bin edges, bin counts,
 what "Brier skill" is relative to) the choice is a parameter with the source's default.
 Every function validates its inputs and raises :class:`MetricInputError` (a ``LedgerError``)
 rather than returning a quietly wrong number.

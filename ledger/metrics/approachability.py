@@ -1,4 +1,4 @@
-"""Blackwell approachability of calibration over group x bin cells (origins §2.4).
+"""Blackwell approachability of calibration over group x bin cells (methodology §2.4).
 
 Each forecast is one round of a vector game: the payoff is y - q on the coordinate of its
 (group, bin) cell and 0 elsewhere. A forecaster calibrated on every cell drives the running mean

@@ -1,6 +1,6 @@
 """Equal-width probability bins, with the edge convention made explicit.
 
-The sources disagree on which side of an edge a forecast falls (origins §2.2, §3.1):
+The sources disagree on which side of an edge a forecast falls (methodology §2.2, §3.1):
 forecastbench is right-closed (``np.digitize(q, edges, right=True) - 1``: bin 0 is [0, 1/m],
 bin b is (b/m, (b+1)/m]), while K-Fish and most libraries are left-closed ([b/m, (b+1)/m), the
 last bin closed so that q = 1 is kept rather than dropped). A forecast of exactly 0.05 with 20

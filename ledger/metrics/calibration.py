@@ -1,8 +1,8 @@
 """Calibration diagnostics: ECE, the Murphy decomposition of Brier, and group bias.
 
-ECE defaults follow forecastbench (20 right-closed bins, origins §2.2); the Murphy defaults follow
-the K-Fish suggestion (10 left-closed bins, last bin closed, origins §3.1). Both take the bin
-count and convention as parameters so a caller can line them up with either source.
+ECE defaults follow forecastbench (20 right-closed bins, methodology §2.2); the Murphy defaults
+follow the K-Fish suggestion (10 left-closed bins, last bin closed, methodology §3.1). Both take
+the bin count and convention as parameters so a caller can line them up with either source.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ledger.metrics.validation import (
 
 ECE_BINS = 20
 TOP_LABEL_ECE_BINS = 15
-"""difftrain_simplex's bins for the top-label ECE (origins §2.1)."""
+"""difftrain_simplex's bins for the top-label ECE (methodology §2.1)."""
 MURPHY_BINS = 10
 
 
@@ -73,7 +73,7 @@ class Murphy:
 
     ``brier`` is the true mean squared error, kept apart from ``reconstructed`` = REL - RES + UNC
     because the two agree only when forecasts are constant within each bin (the legacy K-Fish
-    engine returned the reconstruction as "brier"; origins §3.1).
+    engine returned the reconstruction as "brier"; methodology §3.1).
     """
 
     reliability: float
@@ -112,7 +112,7 @@ def murphy(
 
 @dataclass(frozen=True)
 class GroupBias:
-    """How far the mean residual y - p strays from 0 within groups (origins §2.4)."""
+    """How far the mean residual y - p strays from 0 within groups (methodology §2.4)."""
 
     worst_abs_bias: float
     avg_abs_bias: float

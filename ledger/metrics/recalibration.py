@@ -4,7 +4,7 @@ Both keep, per (group, bin of q) cell and per bin over all groups, how many outc
 and how many were YES, and forecast the smoothed frequency (sum + k·centre)/(count + k), where
 centre is the bin's midpoint: with few outcomes the forecast stays near the bin it came from
 (an "identity" prior), with many it becomes the observed frequency. A cell never seen falls back
-to its bin over all groups, and a bin never seen to q itself (origins §2.4, §2.5).
+to its bin over all groups, and a bin never seen to q itself (methodology §2.4, §2.5).
 
 The two differ in how they bin, and the difference is forecastbench's, kept on purpose: the
 intrinsic-post post-processor bins right-closed like the ECE (q clipped to [1e-4, 1 - 1e-4]),
@@ -136,7 +136,7 @@ def repair_at_resolution(
     prior_strength: float = PRIOR_STRENGTH,
     clip: float = REPAIR_CLIP,
 ) -> Repair:
-    """forecastbench's online repair-at-resolution baseline (origins §2.4).
+    """forecastbench's online repair-at-resolution baseline (methodology §2.4).
 
     Rows are forecast in time order (stable; NaN times last). Before the forecast at t, every
     row that resolved at or before t, and was itself forecast at or before t, has taught the

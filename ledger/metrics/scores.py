@@ -1,4 +1,4 @@
-"""Proper scoring rules (origins §2.1, §3.1): lower is better, computed in float64."""
+"""Proper scoring rules (methodology §2.1, §3.1): lower is better, computed in float64."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _class_labels(y: ArrayLike, n: int, classes: int) -> NDArray[np.intp]:
 
 def multiclass_brier(q: ArrayLike, y: ArrayLike) -> float:
     """Mean ||q - e_y||^2, summed over classes and deliberately NOT divided by the class count
-    (forecastbench's convention; Prophet Arena divides by k, origins §4)."""
+    (forecastbench's convention; Prophet Arena divides by k, methodology §4)."""
     probs = as_probability_matrix("q", q)
     labels = _class_labels(y, probs.shape[0], probs.shape[1])
     onehot = np.zeros_like(probs)

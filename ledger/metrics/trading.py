@@ -1,7 +1,7 @@
 """Trading-based scores: what a forecast would have earned against the market price.
 
 Proper scores say how close a forecast is to the outcome; these say whether the *difference*
-from the market carries money (origins §2.3, §2.4). ``p`` is the forecast, ``q`` the price.
+from the market carries money (methodology §2.3, §2.4). ``p`` is the forecast, ``q`` the price.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def kelly_bankroll(
     frac_cap: float = KELLY_FRAC_CAP,
     eps: float = KELLY_EPS,
 ) -> KellyResult:
-    """forecastbench's Kelly simulator (origins §2.4), rows bet one after another in order.
+    """forecastbench's Kelly simulator (methodology §2.4), rows bet one after another in order.
 
     YES when p > q with fraction (p - q)/(1 - q), NO when p < q with (q - p)/q, both scaled and
     capped; the fee (fee * f * bankroll) is paid before the bet. A win multiplies what is left by
@@ -112,7 +112,7 @@ def bounded_trader_profit(
     p_true: ArrayLike, q: ArrayLike, *, B: float = 1.0, transaction_cost: float = 0.0
 ) -> float:
     """B * mean(max(|p - q| - c, 0)): the best a trader with a position in [-B, B] and linear
-    payoff b(Y - q) can expect when it knows the true probability (origins §2.3)."""
+    payoff b(Y - q) can expect when it knows the true probability (methodology §2.3)."""
     check_non_negative("B", B)
     check_non_negative("transaction_cost", transaction_cost)
     truth, prices = as_probabilities("p_true", p_true), as_probabilities("q", q)

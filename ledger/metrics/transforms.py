@@ -29,7 +29,7 @@ def prob_to_logit(p: ArrayLike, eps: float = LOGIT_EPS) -> FloatArray:
 
 
 def logit_to_prob(u: ArrayLike) -> FloatArray:
-    """1 / (1 + e^-u); no clipping on the way back (origins §2.6)."""
+    """1 / (1 + e^-u); no clipping on the way back (methodology §2.6)."""
     return 1.0 / (1.0 + np.exp(-_floats("u", u)))
 
 
@@ -59,7 +59,7 @@ def alr_to_simplex(u: ArrayLike) -> FloatArray:
 
 
 def extremize_factor(s: ArrayLike, a: float = EXTREMIZE_AGGRESSIVENESS) -> FloatArray:
-    """K-Fish's stretch factor from the spread s of the ensemble (origins §3.2).
+    """K-Fish's stretch factor from the spread s of the ensemble (methodology §3.2).
 
     1 + a when the members agree (s <= 0.05), 1 - a/2 when they disagree (s >= 0.20), linear in
     between: agreement earns a bolder forecast, disagreement a more cautious one.

@@ -45,6 +45,9 @@ def _national(series: Series) -> dict[str, Any]:
     return {
         "id": NATIONAL_ID,
         "question": "Will a Democrat win the 2024 US Presidential Election?",
+        # the text is part of the embedded sample's bytes, and so of its hash and every cohort id
+        # made on it: it keeps the wording it was imported with ("origins" is the reference that
+        # docs/methodology.md §1.9 now gives in the project's own words)
         "description": "No Gamma market was matched; the winner is derived from the final "
         "tape price (origins §1.9) and the resolution instant is the last point.",
         "outcomes": ["Yes", "No"],

@@ -19,7 +19,7 @@ import numpy as np
 from replays.errors import TapeError
 from replays.markets import MarketInfo, Resolution
 
-DECISIVE = 0.99  # origins §1.9: a price at or above this names the winner
+DECISIVE = 0.99  # methodology §1.9: a price at or above this names the winner
 CATCH_ALL = frozenset({"All"})  # Gamma tags every event "All"; useless as a category
 
 
@@ -182,7 +182,7 @@ def _match(outcomes: Sequence[str], label: Any) -> str | None:
 
 
 def verdict(obj: Mapping[str, Any], market: MarketInfo) -> Verdict:
-    """Winner detection in the order of origins §1.9, and the instant the market resolved.
+    """Winner detection in the order of methodology §1.9, and the instant the market resolved.
 
     That instant is when UMA settled it (``uma_settled``) where that is earlier than Gamma's
     ``closedTime``, else ``closedTime`` (else ``umaEndDate``, else the scheduled end).

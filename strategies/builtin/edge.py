@@ -1,4 +1,4 @@
-"""``sign`` and ``linear``: forecastbench's trading rules (origins §2.4) as agents.
+"""``sign`` and ``linear``: forecastbench's trading rules (methodology §2.4) as agents.
 
 At every decision the agent asks its forecaster for p = P(YES) and compares it with the price q
 of each open binary market. The rule gives a position b in dollars:

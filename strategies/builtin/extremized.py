@@ -1,6 +1,6 @@
 """``extremized``: trade the market against K-Fish's asymmetric extremization of its own price.
 
-The forecast is p = 0.5 + (q − 0.5)·f(s), K-Fish's stretch (origins §3.2, reused from
+The forecast is p = 0.5 + (q − 0.5)·f(s), K-Fish's stretch (methodology §3.2, reused from
 ``ledger.metrics``): f = 1 + a when the spread s ≤ 0.05, 1 − a/2 when s ≥ 0.20, linear between,
 clipped into [0.01, 0.99]. The spread is the population std of the market's prices over the last
 ``window_days`` (a calm market reads as a crowd in agreement and is pushed away from 0.5, a

@@ -1,6 +1,6 @@
 """``forecaster=llm:MODEL``: a chat model's P(YES) per market, for the ``sign``/``linear`` rules.
 
-This is forecastbench's AR predictor (origins §2.8) in its CoT-free form, asked through an
+This is forecastbench's AR predictor (methodology §2.8) in its CoT-free form, asked through an
 OpenAI-compatible endpoint at temperature 0: one question per open binary market per decision,
 answered with ``{"p_yes": <number>}`` (sent as a JSON schema, see ``strategies.llm.schema``) and
 read by §2.8's three-step parser.

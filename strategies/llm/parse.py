@@ -1,6 +1,6 @@
 """Reading a model's answer: clean it, find the JSON, and check it against the betting rules.
 
-The steps and the error cases follow Forecaster Arena's parser (origins §1.6), HEAD flavour for
+The steps and the error cases follow Forecaster Arena's parser (methodology §1.6), HEAD flavour for
 the extraction: the first *balanced* object that mentions ``"action"``, counted with strings
 and escapes respected, so a ``}`` inside the reasoning does not cut the object short. Every
 problem is reported as one readable sentence, because it goes back to the model in the retry

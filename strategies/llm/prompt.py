@@ -1,6 +1,6 @@
 """The Forecaster Arena v1 prompt, built from a strategy's view of one decision instant.
 
-The user prompt reproduces the original layout line for line (origins §1.5), numbers included:
+The user prompt reproduces the original layout line for line (methodology §1.5), numbers included:
 the original formats with JavaScript's ``toFixed`` and ``toLocaleString("en-US")``, which round
 ties away from zero where Python's ``format`` rounds them to even, so both are re-done here.
 

@@ -7,7 +7,7 @@ where unknown: a closed market's final total is never used), its category and it
 From those, one row:
 
 * per ALR coordinate of the prices (m − 1 of them for m outcomes; the logit of YES for a
-  binary market, origins §2.6 with YES first and NO the reference): the level now, its change
+  binary market, methodology §2.6 with YES first and NO the reference): the level now, its change
   over the last day and the last week, and its realised volatility over the last week (the
   square root of the summed squared point-to-point changes, which does not depend on how often
   the tape samples the price); all in units of ``LOGIT_SCALE``, prices clipped to

@@ -2,7 +2,7 @@
 what was knowable about resolved markets at sampled instants, one network per outcome count,
 and the ``.npz`` file it lives in.
 
-A binary market is a 1-D logit diffusion (origins §2.7); an m-outcome market one in the m − 1
+A binary market is a 1-D logit diffusion (methodology §2.7); an m-outcome market one in the m − 1
 ALR coordinates of its outcome probabilities (the seed's ``difftrain_simplex``, §4.1), so each
 outcome count present in the training data gets a network of its own.
 

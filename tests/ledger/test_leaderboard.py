@@ -1,4 +1,5 @@
-"""Standings and the cross-cohort leaderboard (origins §1.11, §1.12), against hand arithmetic."""
+"""Standings and the cross-cohort leaderboard (methodology §1.11, §1.12), against hand
+arithmetic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Forecaster Arena's betting mechanics (origins §1.7, §1.9, §1.10) against hand arithmetic.
+"""Forecaster Arena's betting mechanics (methodology §1.7, §1.9, §1.10) against hand arithmetic.
 
 Prices are chosen to be exact in binary floating point (0.25, 0.5, 0.125, ...) wherever the
 arithmetic allows, so most expectations are exact; the rest use ``pytest.approx``.

@@ -1,4 +1,4 @@
-"""Importers: Gamma shapes, winner detection (origins §1.9), and the shared data sets."""
+"""Importers: Gamma shapes, winner detection (methodology §1.9), and the shared data sets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The diffusion forecaster: origins' numbers, exact gradients, an exact sampler, a model that
+"""The diffusion forecaster: the original's numbers, exact gradients, an exact sampler, a model that
 learns, and an edge agent that trades on it (or says why it cannot)."""
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ from strategies.loader import build_strategy
 from strategies.market_diffusion.forecaster import DiffusionForecaster
 from tests.conftest import Arena
 
-# -- origins' numbers ----------------------------------------------------------------------
+# -- the original's numbers ----------------------------------------------------------------------
 
 
-def test_schedule_matches_origins() -> None:
+def test_schedule_matches_the_original() -> None:
     assert ALPHA_BAR.shape == (64,)
     assert ALPHA_BAR[0] == pytest.approx(0.9999, abs=1e-15)  # 1 − β₀ = 1 − 1e-4
     assert ALPHA_BAR[63] == pytest.approx(0.52332, abs=5e-6)
@@ -86,7 +86,7 @@ def test_labels_become_smoothed_logits() -> None:
     assert label_targets(np.array([1, 0])) == pytest.approx([1.0, -1.0], abs=1e-15)
 
 
-def test_origins_config() -> None:
+def test_the_originals_config() -> None:
     assert (ORIGINS.hidden, ORIGINS.depth, ORIGINS.steps, ORIGINS.batch, ORIGINS.lr) == (
         256,
         3,

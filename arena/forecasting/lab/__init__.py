@@ -1,4 +1,4 @@
-"""``arena lab``: forecastbench's synthetic experiments (origins §2.5, §2.7; seed 000).
+"""``arena lab``: forecastbench's synthetic experiments (methodology §2.5, §2.7; seed 000).
 
 On a parity market the truth f(z) is known, so a forecaster's calibration error, group bias
 and arbitrage gap can be measured against it, and each experiment checks its own analytic facts

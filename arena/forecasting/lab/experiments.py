@@ -33,7 +33,7 @@ TOP_J = 10
 
 @dataclass(frozen=True)
 class ParityConfig:
-    """``parity``'s defaults (origins §2.5)."""
+    """``parity``'s defaults (methodology §2.5)."""
 
     d: int = 16
     k: int = 8
@@ -112,7 +112,7 @@ def run_parity(cfg: ParityConfig, progress: Progress, llm: BitsModel | None = No
 
 @dataclass(frozen=True)
 class GroupStressConfig:
-    """``groupstress``'s defaults (origins §2.5); ``max_j`` keeps the first J only."""
+    """``groupstress``'s defaults (methodology §2.5); ``max_j`` keeps the first J only."""
 
     d: int = 14
     k: int = 7
@@ -217,7 +217,7 @@ def _other_j_check(
 
 @dataclass(frozen=True)
 class IntrinsicPostConfig:
-    """``intrinsic_post``'s defaults (origins §2.5)."""
+    """``intrinsic_post``'s defaults (methodology §2.5)."""
 
     d: int = 16
     k: int = 8

@@ -2,7 +2,7 @@
 
 The connection (endpoint, key, cassette, concurrency) is the ``forecaster=llm:MODEL`` one,
 built by ``strategies.llm.forecast.llm_forecaster`` from the ``ARENA_LLM_*`` environment,
-asked for the same ``{"p_yes": …}`` schema and read by its ``parse_p_yes`` (origins §2.8's
+asked for the same ``{"p_yes": …}`` schema and read by its ``parse_p_yes`` (methodology §2.8's
 parser). Only the question differs:
 a bit vector in one of the seed's two encodings instead of a market. As in the seed, an answer
 that cannot be read (or a question that could not be asked) counts as ½ and as a failure,

@@ -4,8 +4,8 @@ f(z) = ½ + (α/2)·χ_S(z) with χ_S(z) = ∏_{i∈S} z_i on z uniform in {−1
 forecastbench's ``benchmarks/parity.py`` draw for draw (S from ``default_rng(seed)``, z and then
 y from ``default_rng(seed + 1_000_000)``), so a seed names the same market and sample there and
 here. The original computes f and q in float32; we compute in float64 and keep its float32
-values behind ``float32`` (origins names the cast before binning as a bug: float32(0.1) =
-0.10000000149 lies in the ECE's bin 2 rather than bin 1).
+values behind ``float32`` (methodology §2.2: the cast before binning moves a forecast across a bin
+edge, float32(0.1) = 0.10000000149 lies in the ECE's bin 2 rather than bin 1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The metrics every lab model is reported with, from ``ledger.metrics`` (origins §2.1–2.3)."""
+"""The metrics every lab model is reported with, from ``ledger.metrics`` (methodology §2.1–2.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""difftrain and difftrain-simplex: the project's numpy logit diffusion model (origins §2.7),
+"""difftrain and difftrain-simplex: the project's numpy logit diffusion model (methodology §2.7),
 trained on parity's true probabilities and scored against them.
 
 The model is ``strategies.diffusion``: forecastbench's schedule, denoiser and AdamW, with the
@@ -44,7 +44,7 @@ SAMPLER_SEED_OFFSET = 1
 
 @dataclass(frozen=True)
 class DiffTrainConfig:
-    """difftrain's defaults (origins §2.7); ``mc`` samples per test row (the original: 1)."""
+    """difftrain's defaults (methodology §2.7); ``mc`` samples per test row (the original: 1)."""
 
     d: int = 16
     k: int = 8
