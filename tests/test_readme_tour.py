@@ -32,7 +32,7 @@ NEEDS_MORE = {
     "bench": "minutes of benchmarking",
     "lab": "minutes of experiments",
     "--db": "a replay running beside it (arena step's live mode)",
-    "step": "a terminal (driven in tests/arena/test_step*.py)",
+    "step": "a terminal (driven in tests/arena/step/)",
 }
 
 

@@ -52,7 +52,7 @@ from typing import Any
 from arena.bench.pty_terminal import Press, PtyTerminal
 from arena.bench.rebuild_bench import make_log
 from arena.step.log import open_timeline
-from arena.step.timeline import CHECKPOINT_EVERY, Stop, Timeline
+from arena.step.timeline import CHECKPOINT_EVERY, LogTimeline, Stop
 from arena.step.view import build_view
 from ledger.events import CohortClosed
 from ledger.snapshot import FORMAT, encode_state
@@ -202,7 +202,7 @@ def bench_step_back(n_events: int = 1_000_000, samples: int = 40, seed: int = 0)
 
 
 def _walk_back(
-    line: Timeline, decisions: list[Stop], rng: random.Random
+    line: LogTimeline, decisions: list[Stop], rng: random.Random
 ) -> list[tuple[float, float]]:
     """Before any warm-up: a jump to a random decision past the middle of the log, then
     ``WALK`` decisions forward, then the step-back key through all of them, each view built
@@ -216,7 +216,7 @@ def _walk_back(
     return [_view_at(line, stop) for stop in reversed(walked[:-1])]
 
 
-def _view_at(line: Timeline, stop: Stop) -> tuple[float, float]:
+def _view_at(line: LogTimeline, stop: Stop) -> tuple[float, float]:
     clock = Clock()
     build_view(line, stop.cut, stop.agent)
     return clock.read()
@@ -242,7 +242,7 @@ def bench_live(
         run = LiveRun(sample_path(), config, Path(tmp) / "live.db")
         try:
             tail = LogTail(run.db, run.cohort)
-            line = Timeline(tail.read(run.advance("open").version), run.cohort)
+            line = LogTimeline(tail.read(run.advance("open").version), run.cohort)
             started = clock.read()
             while not run.closed:
                 clock = Clock()

@@ -7,8 +7,9 @@ survives. So the replay runs in a child process of its own, exactly as ``arena r
 cohort (``CohortRunner.steps`` into the same store, every step committed before it is reported),
 and waits on a pipe. The parent asks it to "advance until" a kind of step (the next decision,
 resolution or the close); the child walks the runner's steps to the first of those kinds and
-answers with the stream's version there. The parent never sees the runner's state: it reads
-the log up to that version, and the screen is a projection of what it read.
+sends that ``Step`` as the runner yielded it (its kind, instant and the stream's version
+after it). The parent never sees the runner's state: it reads the log up to that version, and
+the screen is a projection of what it read.
 
 Quitting between steps leaves the log as an interrupted ``arena replay`` would: every step
 reported has been committed, so ``arena replay`` with the same options resumes it (checking
@@ -28,32 +29,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arena.errors import ArenaError
 from arena.run.cohort import CohortConfig
 from arena.run.settings import RunSettings
 from ledger.events import Event
 
+if TYPE_CHECKING:  # unpickled from the child: the runner's module is imported on the first step
+    from arena.run.runner import Step
+
 KINDS = ("open", "decision", "mark", "resolution", "stop", "close")
 
 
 class LiveError(ArenaError):
     """The live replay cannot go on: it failed to start, stopped with an error, or died."""
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where the child's replay stands: the last step's kind and instant, and the stream's
-    version after it (every event up to it is committed)."""
-
-    kind: str
-    ts: int
-    version: int
-
-    @property
-    def closed(self) -> bool:
-        return self.kind == "close"
 
 
 @dataclass(frozen=True)
@@ -84,7 +74,7 @@ def _serve(
         runner = CohortRunner(tape, settings)
         with EventStore.open(db) as store:
             steps = runner.steps(store, flush_each_step=True)
-            conn.send(("ready", runner.cohort, list(settings.cohort.agents), 0))
+            conn.send(("ready", runner.cohort, list(settings.cohort.agents)))
             _walk(conn, steps)
             write_head(store)  # as replay_cohorts leaves it, closed or cut short
     except (KeyboardInterrupt, BrokenPipeError, EOFError):
@@ -108,14 +98,16 @@ def _divert(output: str) -> None:
     os.close(fd)
 
 
-def _walk(conn: Connection, steps: Iterator[Any]) -> None:
+def _walk(conn: Connection, steps: Iterator[Step]) -> None:
+    """Answer each request with the first step of the kinds asked for (or the close), the
+    ``Step`` itself; the runner has committed every event up to its version."""
     while True:
         request: Request = conn.recv()
         if not request.until:
             return
         for step in steps:
             if step.kind in request.until or step.kind == "close":
-                conn.send(("step", step.kind, step.ts, step.version))
+                conn.send(("step", step))
                 break
         else:
             return
@@ -157,29 +149,37 @@ class LiveRun:
         atexit.register(self.stop)
         child.close()  # the child's end lives in the child alone, so its death closes the pipe
         self.db = db
-        self.position = Position("start", settings.cohort.start_ts, 0)
-        _, self.cohort, self.agents, _ = self._answer("ready")
+        self.step: Step | None = None
+        """The last step the replay reported (None before the first)."""
+        _, self.cohort, self.agents = self._answer("ready")
+
+    @property
+    def version(self) -> int:
+        """The stream's version after the last step reported: every event up to it is in
+        the log."""
+        return self.step.version if self.step is not None else 0
 
     @property
     def closed(self) -> bool:
-        return self.position.closed
+        return self.step is not None and self.step.kind == "close"
 
     @property
     def pid(self) -> int | None:
         return self._process.pid
 
-    def advance(self, *until: str) -> Position:
-        """Run the replay to the next step of one of these kinds (or its close) and say where
-        it stands; LiveError if it stopped with an error or died."""
-        if self.closed:
-            return self.position
+    def advance(self, *until: str) -> Step:
+        """Run the replay to the next step of one of these kinds (or its close) and return
+        that step (after the close, the close again); LiveError if it stopped with an error
+        or died."""
+        if self.step is not None and self.step.kind == "close":
+            return self.step
         unknown = set(until) - set(KINDS)
         if unknown or not until:
             raise ValueError(f"no step kind {sorted(unknown)}; kinds are {', '.join(KINDS)}")
         self._send(Request(tuple(until)))
-        _, kind, ts, version = self._answer("step")
-        self.position = Position(kind, ts, version)
-        return self.position
+        step: Step = self._answer("step")[1]
+        self.step = step
+        return step
 
     def stop(self) -> None:
         """End the child between steps (the log holds every reported step) and wait for it."""
@@ -221,7 +221,7 @@ class LiveRun:
         code = self._process.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return (
-            f"the replay process died ({how}) after version {self.position.version}; "
+            f"the replay process died ({how}) after version {self.version}; "
             "the log holds every step shown, and 'arena replay' with the same options resumes it"
         )
 
@@ -238,12 +238,13 @@ class LogTail:
         self._seq = 0
 
     def read(self, upto: int) -> list[Event]:
+        from ledger.chain import check_links
         from ledger.store import EventStore
 
         if upto <= self.version:
             return []
         with EventStore.open(self.db, readonly=True) as store:
-            store.check_links(self.cohort, after_version=self.version)
+            check_links(store, self.cohort, after_version=self.version)
             out: list[Event] = []
             for seq, _, version, event in store.read_with_seq(self.cohort, self._seq):
                 if version > upto:

@@ -5,7 +5,7 @@ Reading a million-event log into memory and indexing it took seconds before the 
 (``arena.step.timeline``: every event but the orders, fills, model calls and settlements that follow
 a decision or a resolution), in which a decision is read as its agent and week only; the
 events themselves are a sequence read a page at a time when a fold or a view asks for them,
-each page's chain links checked before it is decoded (``EventStore.check_links``, as ``arena
+each page's chain links checked before it is decoded (``ledger.chain.check_links``, as ``arena
 report`` checks the events it folds), and the log's snapshots are the timeline's bases,
 restored and checked (``ledger.restore.usable_state``) only when a cut at or after one is
 first shown. A page that fails its check stops the read with the seq where it fails.
@@ -19,7 +19,8 @@ from typing import Union, overload
 
 import msgspec
 
-from arena.step.timeline import FOLD_CHUNK, TAIL_TYPES, Decided, Fact, Restore, Timeline
+from arena.step.timeline import FOLD_CHUNK, TAIL_TYPES, Decided, Fact, LogTimeline, Restore
+from ledger.chain import check_links, checked_payloads
 from ledger.errors import LedgerError
 from ledger.events import EVENT_TYPES, AnyEvent, Event, PromptStored
 from ledger.projection import IGNORED_BY_FOLD, CohortState, FoldEvent
@@ -95,7 +96,7 @@ class LogEvents(Sequence[Event]):
         else:
             payloads = [
                 payload
-                for page in self._store.checked_payloads(self._cohort, low, high)
+                for page in checked_payloads(self._store, self._cohort, low, high)
                 for payload in page
                 if not payload.startswith(_UNFOLDED)
             ]
@@ -120,7 +121,7 @@ class LogEvents(Sequence[Event]):
             return page
         low, high = p * FOLD_CHUNK, min((p + 1) * FOLD_CHUNK, self._length)
         if p not in self._checked:
-            self._store.check_links(self._cohort, low, high)
+            check_links(self._store, self._cohort, low, high)
             self._checked.add(p)
         self.pages_read += 1
         [joined] = self._store.payload_arrays(
@@ -156,11 +157,11 @@ def scan_facts(store: EventStore, cohort: str) -> list[Fact]:
     return [(version - 1, fact) for (version, _), fact in zip(rows, facts, strict=True)]
 
 
-def open_timeline(store: EventStore, cohort: str) -> Timeline:
+def open_timeline(store: EventStore, cohort: str) -> LogTimeline:
     """``cohort`` of ``store`` as a timeline that reads the log as it is stepped through (the
     store must stay open while the timeline is used)."""
     events = LogEvents(store, cohort)
-    return Timeline(
+    return LogTimeline(
         events, cohort, scan_facts(store, cohort), _restorers(store, cohort), events.fold_events
     )
 

@@ -1,6 +1,6 @@
 """The panels of ``arena step``'s screen as Rich renderables, one function per panel.
 
-Each reads a ``View`` only, so the Textual app (``arena.step.app``) and any other front end
+Each reads a ``Screen`` only, so the Textual app (``arena.step.app``) and any other front end
 show the same words for the same cut; every figure says what it is (whose, valued how).
 """
 
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from rich.markup import escape
 from rich.text import Text
 
-from arena.step.view import MarketRow, MarketRows, View
+from arena.step.view import MarketRow, MarketRows, Screen
 from ledger.events import (
     DecisionsStopped,
     Event,
@@ -38,7 +38,7 @@ def when(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def header(view: View, status: str = "", moving: str = "") -> Text:
+def header(view: Screen, status: str = "", moving: str = "") -> Text:
     """Two lines: where in the log (instant, week, what this stop is, how far) and, stepping a
     live replay, what the replay is doing; then the cohort with its rules and tape, or why a
     live replay stopped, or (``moving``) a far move still folding, where 80 columns show it."""
@@ -164,7 +164,7 @@ def event_line(e: Event) -> str:
     return type(e).__name__
 
 
-def decision(view: View) -> Text:
+def decision(view: Screen) -> Text:
     """The agent's latest decision before the cut: action, orders asked, each order's fill or
     rejection, the reasoning, what followed until the cut, and its model calls' cost."""
     d = view.decision
@@ -197,7 +197,7 @@ def decision(view: View) -> Text:
     return Text.from_markup("\n".join(lines))
 
 
-def portfolio(view: View) -> tuple[int, Callable[[int], Text]]:
+def portfolio(view: Screen) -> tuple[int, Callable[[int], Text]]:
     """Cash, positions at the cut's marked prices, total and Brier over resolved bets, then
     one line per position: how many lines, and line ``k`` made when asked (an agent may hold
     hundreds of positions, and a screen shows a few)."""
@@ -221,7 +221,7 @@ def portfolio(view: View) -> tuple[int, Callable[[int], Text]]:
     return len(head) + len(p.positions), line
 
 
-def leaderboard(view: View, width: int = 80) -> tuple[Text, list[Text]]:
+def leaderboard(view: Screen, width: int = 80) -> tuple[Text, list[Text]]:
     """Every agent at the cut, richest first, as ``arena report``'s standings say: total value
     (cash plus positions at the cut's marks), return on the starting cash, Brier over the
     resolved bets so far with their count. The agent in view is marked ▶. In ``width`` cells:
@@ -278,7 +278,7 @@ def _call_lines(call: ModelCalled, prompts: dict[str, str]) -> list[str]:
     return lines
 
 
-def transcript(view: View) -> Text:
+def transcript(view: Screen) -> Text:
     """The decision's prompt and raw answer, and every model call (re-asks included) with its
     tokens and dollars, as ``ModelCalled`` logged them."""
     d = view.decision

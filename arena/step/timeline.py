@@ -143,7 +143,7 @@ class _Fold:
 
 
 @dataclass
-class Timeline:
+class LogTimeline:
     """One cohort's events, its stops, its mark history, and its state at any cut.
 
     ``facts`` are the events' facts (``facts_of(events)`` unless a reader scanned them from

@@ -1,10 +1,10 @@
-"""What ``arena step`` shows at one cut of the log, for one agent, as plain data.
+"""What ``arena step`` shows at one cut of the log, for one agent, as plain data: a ``Screen``.
 
-Everything is read off ``Timeline.state_at(cut)`` and the events before the cut: the markets
-at the prices last marked before the cut (with the history of those marks, never a later one),
-the agent's latest decision with what its orders became, its portfolio valued at the cut's
-prices, the standings of every agent (``ledger.leaderboard.cohort_standings``, the function
-``arena report`` uses) and the decision's model calls.
+Everything is read off ``LogTimeline.state_at(cut)`` and the events before the cut: the
+markets at the prices last marked before the cut (with the history of those marks, never a
+later one), the agent's latest decision with what its orders became, its portfolio valued at
+the cut's prices, the standings of every agent (``ledger.leaderboard.cohort_standings``, the
+function ``arena report`` uses) and the decision's model calls.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import overload
 
 from arena.run.cohort import week_of
 from arena.step.frames import Portfolio, portfolio
-from arena.step.timeline import Stop, Timeline
+from arena.step.timeline import LogTimeline, Stop
 from ledger.events import (
     DecisionMade,
     DecisionsStopped,
@@ -84,7 +84,7 @@ class MarketRows(Sequence[MarketRow]):
 
     def __init__(
         self,
-        timeline: Timeline,
+        timeline: LogTimeline,
         ids: list[str],
         listed: dict[str, MarketListed],
         marks: dict[str, list[float]],
@@ -150,8 +150,9 @@ class MarketRows(Sequence[MarketRow]):
 
 
 @dataclass
-class View:
-    """The screen's content at ``cut``: header, markets, decision, portfolio, standings, calls."""
+class Screen:
+    """The screen's content at ``cut``: header, markets, decision, portfolio, standings, calls
+    (``build_view`` makes it; the panels of ``arena.step.panels`` draw it)."""
 
     cut: int
     total: int
@@ -183,8 +184,8 @@ read a whole log when an agent's last decision is a million events back."""
 
 
 def build_view(
-    timeline: Timeline, cut: int, agent: str, standings: list[AgentStanding] | None = None
-) -> View:
+    timeline: LogTimeline, cut: int, agent: str, standings: list[AgentStanding] | None = None
+) -> Screen:
     """The view of ``agent`` at ``cut`` (0 shows the cohort before anything happened);
     ``standings``, when given, are those of another agent's view at the same cut (they are
     every agent's, so switching agents need not rank them again)."""
@@ -222,7 +223,7 @@ def build_view(
     opened = state.opened
     last = events[cut - 1] if cut else None
     ts = last.ts if last is not None else (opened.start if opened else 0)
-    return View(
+    return Screen(
         cut=cut,
         total=len(events),
         agent=agent,

@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from arena.bench.rebuild_bench import make_log
 from arena.step.app import StepApp
 from arena.step.log import LogEvents, open_timeline
-from arena.step.timeline import Timeline
+from arena.step.timeline import LogTimeline
 from ledger.errors import IntegrityError
 from ledger.events import CohortClosed, Event
 from ledger.projection import CohortState
 from ledger.snapshot import FORMAT, encode_state
 from ledger.store import EventStore
-from tests.arena.test_step import one_line_error
+from tests.arena.step.test_frames import one_line_error
 from tests.conftest import Arena
 
 COHORT = "bench-rebuild"
@@ -58,7 +58,7 @@ def test_the_scan_finds_the_stops_marks_and_decisions_of_the_whole_read(
     logged: tuple[Path, list[Event]],
 ) -> None:
     db, events = logged
-    whole = Timeline(list(events), COHORT)
+    whole = LogTimeline(list(events), COHORT)
     with EventStore.open(db, readonly=True) as store:
         lazy = open_timeline(store, COHORT)
         assert lazy.stops == whole.stops

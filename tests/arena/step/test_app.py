@@ -1,7 +1,7 @@
 """``arena step``'s Textual app, driven by keys: with Textual's pilot at 80×24 and 200×50, and
 as the real program in a tmux terminal.
 
-The log is ``test_step``'s scripted run on the hand tape (agents s and h): s buys $1,000 of a
+The log is ``test_frames``'s scripted run on the hand tape (agents s and h): s buys $1,000 of a
 YES at 0.5 (and has $40 of b rejected), sells half at 0.75 in week 2, holds in week 3; a
 resolves Yes in week 3. At the end s holds $10,750 in cash (10,000 - 1,000 + 750 + 1,000) and
 h its $10,000, which is what ``arena report`` says.
@@ -27,17 +27,19 @@ from arena.reports.model import report_data
 from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
 from arena.step import panels
-from arena.step.app import HELP, Lines, StepApp
+from arena.step.app import StepApp
 from arena.step.log import open_timeline
-from arena.step.timeline import Timeline
+from arena.step.timeline import LogTimeline
+from arena.step.widgets import HELP, Lines
 from ledger.events import CohortOpened, DecisionMade, Event, ModelCall, ModelCalled
 from ledger.projection import Ledger
 from ledger.store import EventStore
+from replays.markets import MarketInfo, Resolution
 from replays.samples import SAMPLE_HASH
-from replays.tape import MarketInfo, Resolution, Tape
+from replays.tape import Tape
 from replays.tapefile import save_tape
 from strategies.loader import build_strategy
-from tests.arena.test_step import REJECTION, replay_script
+from tests.arena.step.test_frames import REJECTION, replay_script
 from tests.conftest import Arena
 from tests.tmux_terminal import Tmux
 
@@ -83,12 +85,12 @@ def drive(
 
     async def run() -> None:
         if db is None:
-            await walk(Timeline(events, cohort))
+            await walk(LogTimeline(events, cohort))
             return
         with EventStore.open(db, readonly=True) as store:
             await walk(open_timeline(store, cohort))
 
-    async def walk(line: Timeline) -> None:
+    async def walk(line: LogTimeline) -> None:
         app = StepApp(line, ["s", "h"], "s")
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
@@ -146,7 +148,7 @@ def test_the_view_holds_no_state_but_the_cut_and_the_agent(log: tuple[str, list[
     cohort, events = log
 
     async def run() -> None:
-        app = StepApp(Timeline(events, cohort), ["s", "h"], "s")
+        app = StepApp(LogTimeline(events, cohort), ["s", "h"], "s")
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("e")
             await pilot.pause()
@@ -194,7 +196,7 @@ def test_the_mouse_wheel_scrolls_a_long_markets_panel(tmp_path: Path) -> None:
     with EventStore.open(tmp_path / "wide.db", readonly=True) as store:
         [cohort] = store.streams()
         events = list(store.read(stream=cohort))
-    line = Timeline(events, cohort)
+    line = LogTimeline(events, cohort)
 
     async def run() -> None:
         app = StepApp(line, ["x", "y"], "x")
@@ -239,8 +241,8 @@ def crowded_log(folder: Path) -> tuple[str, list[Event]]:
     """``test_multi_outcome``'s three-way market and agent x, beside a binary market with a
     long id and 20 small ones (so the markets panel scrolls), and a hold agent with a long name
     that decides after x."""
-    from tests.arena.test_multi_outcome import START as T0
-    from tests.arena.test_multi_outcome import ThreeWay
+    from tests.arena.run.test_multi_outcome import START as T0
+    from tests.arena.run.test_multi_outcome import ThreeWay
 
     day = 86_400
     times = np.array([T0 - day, T0 + 7 * day], dtype=np.int64)
@@ -271,7 +273,7 @@ def test_at_80_by_24_every_panel_shows_what_it_is_for(tmp_path: Path) -> None:
     one, the leaderboard cut its Brier column, the header gave the shown agent's last
     decision's week, the footer had no room for ? and q, and the help wrapped mid-sentence."""
     cohort, events = crowded_log(tmp_path)
-    line = Timeline(events, cohort)
+    line = LogTimeline(events, cohort)
 
     async def run() -> None:
         app = StepApp(line, ["x", HOLDER], "x")
@@ -333,7 +335,7 @@ def test_a_chain_broken_further_on_is_said_with_its_event_and_arena_verify(tmp_p
     conn.close()
     said: list[str] = []
 
-    async def run(line: Timeline) -> None:
+    async def run(line: LogTimeline) -> None:
         app = StepApp(line, ["x", "y"], "x")
         app.notify = lambda message, **kw: said.append(message)  # type: ignore[method-assign]
         async with app.run_test(size=(80, 24)) as pilot:
@@ -406,7 +408,7 @@ def test_search_brings_each_match_of_a_long_transcript_into_view() -> None:
     said: list[str] = []
 
     async def run() -> None:
-        app = StepApp(Timeline(events, c), ["llm"], "llm")
+        app = StepApp(LogTimeline(events, c), ["llm"], "llm")
         app.notify = lambda message, **kw: said.append(message)  # type: ignore[method-assign]
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("t")
@@ -433,7 +435,7 @@ def test_the_leaderboard_is_laid_out_again_when_the_terminal_grows(tmp_path: Pat
     cohort, events = crowded_log(tmp_path)
 
     async def run() -> None:
-        app = StepApp(Timeline(events, cohort), ["x", HOLDER], "x")
+        app = StepApp(LogTimeline(events, cohort), ["x", HOLDER], "x")
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             rows = app.query_one("#board", Lines).plain()
@@ -451,7 +453,7 @@ def test_ctrl_c_quits_as_q_does(log: tuple[str, list[Event]]) -> None:
     cohort, events = log
 
     async def run() -> None:
-        app = StepApp(Timeline(events, cohort), ["s", "h"], "s")
+        app = StepApp(LogTimeline(events, cohort), ["s", "h"], "s")
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("ctrl+c")
             await pilot.pause()

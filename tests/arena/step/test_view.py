@@ -22,7 +22,7 @@ from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
 from arena.step import panels
 from arena.step import timeline as timeline_module
-from arena.step.timeline import Timeline
+from arena.step.timeline import LogTimeline
 from arena.step.view import build_view, sparkline
 from ledger.events import (
     CohortOpened,
@@ -37,7 +37,8 @@ from ledger.events import (
 from ledger.projection import CohortState, Ledger
 from ledger.snapshot import encode_state
 from ledger.store import EventStore
-from tests.arena.test_multi_outcome import START, ThreeWay, election
+from ledger.stream import MemorySink
+from tests.arena.run.test_multi_outcome import START, ThreeWay, election
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_every_stop_forward_and_back_shows_what_the_report_of_the_cut_says(
 ) -> None:
     monkeypatch.setattr(timeline_module, "CHECKPOINT_EVERY", 7)
     for cohort, events in cohorts.items():
-        line = Timeline(events, cohort)
+        line = LogTimeline(events, cohort)
         cuts = [s.cut for s in line.stops]
         assert cuts == sorted(cuts) and cuts[-1] == len(events)
         assert sum(s.kind == "decision" for s in line.stops) == sum(
@@ -82,7 +83,7 @@ def test_before_the_first_event_nobody_holds_anything(cohorts: dict[str, list[Ev
     """Back from the first stop is cut 0, before the opening: the view took a portfolio of
     an agent with no account yet and the app ended with a KeyError."""
     cohort, events = next(iter(cohorts.items()))
-    view = build_view(Timeline(events, cohort), 0, "fav")
+    view = build_view(LogTimeline(events, cohort), 0, "fav")
     assert (view.portfolio.total_value, view.portfolio.positions, view.standings) == (0.0, (), [])
     assert len(view.markets) == 0 and view.decision is None
 
@@ -93,7 +94,7 @@ def test_the_state_at_any_cut_in_any_order_is_the_fold_of_the_events_before_it(
     cohorts: dict[str, list[Event]], data: st.DataObject
 ) -> None:
     cohort, events = next(iter(cohorts.items()))
-    line = Timeline(events, cohort)
+    line = LogTimeline(events, cohort)
     for cut in data.draw(st.lists(st.integers(0, len(events)), min_size=1, max_size=8)):
         fold = CohortState(cohort)
         for e in events[:cut]:
@@ -123,7 +124,7 @@ def test_markets_show_only_marks_before_the_cut(cohorts: dict[str, list[Event]])
     """The history of each market is its marks before the cut, the price its last one, and
     the change is against the mark before the agent's previous decision."""
     cohort, events = next(iter(cohorts.items()))
-    line = Timeline(events, cohort)
+    line = LogTimeline(events, cohort)
     decisions = [s for s in line.stops if s.kind == "decision" and s.agent == "fav"]
     for previous, stop in itertools.pairwise(decisions):
         view = build_view(line, stop.cut, "fav")
@@ -150,7 +151,7 @@ def test_sparkline_bars_are_on_the_absolute_probability_scale() -> None:
 
 def test_moving_between_stops(cohorts: dict[str, list[Event]]) -> None:
     cohort, events = next(iter(cohorts.items()))
-    line = Timeline(events, cohort)
+    line = LogTimeline(events, cohort)
     first = line.first_stop()
     assert line.previous_stop(first) == 0
     after = line.next_stop(first, "decision", "coin")
@@ -166,30 +167,12 @@ def test_moving_between_stops(cohorts: dict[str, list[Event]]) -> None:
     assert line.week_stop(99) is None
 
 
-class Sink:
-    """A store that keeps the events a runner appends (and ignores its snapshots)."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def read(self, stream: str) -> list[Event]:
-        return []
-
-    def append(self, stream: str, events: list[Event], expected_version: int) -> int:
-        self.events.extend(events)
-        return expected_version + len(events)
-
-    def add_snapshot(self, *args: object, **kwargs: object) -> None:
-        return None
-
-
 def test_a_multi_outcome_market_shows_its_outcomes_by_name() -> None:
     config = CohortConfig(start=datetime.fromtimestamp(START, UTC), agents={"x": "hold"},
                           decision_cadence="weekly", mark_cadence="weekly")  # fmt: skip
-    sink = Sink()
-    CohortRunner(election(), config, strategies={"x": ThreeWay()}).run(sink)  # type: ignore[arg-type]
-    cohort = sink.events[0].cohort
-    line = Timeline(sink.events, cohort)
+    sink = MemorySink()
+    cohort = CohortRunner(election(), config, strategies={"x": ThreeWay()}).run(sink).cohort
+    line = LogTimeline(sink.read(cohort), cohort)
     first = build_view(line, line.next_stop(0, "decision", "x"), "x")
     [row] = first.markets
     assert panels.prices(row) == "Trump 0.50 Harris 0.40 Other 0.10"
@@ -237,7 +220,7 @@ def test_the_transcript_panel_shows_prompt_answer_every_reask_tokens_and_cost() 
         ModelCalled(cohort=c, ts=t, agent="llm", week=1, n=1, call=call),
         ModelCalled(cohort=c, ts=t, agent="llm", week=1, n=2, call=reask),
     ]
-    line = Timeline(events, c)
+    line = LogTimeline(events, c)
     assert [s.cut for s in line.stops] == [5, 5]  # the decision with its calls; the end
     text = panels.transcript(build_view(line, 5, "llm")).plain
     for expected in (

@@ -1,6 +1,6 @@
 """``arena step --tape …``: a replay stepped while it runs, in a child process of its own.
 
-The scenario is ``test_step``'s script on the hand tape (agents s and h, weekly decisions and
+The scenario is ``test_frames``'s script on the hand tape (agents s and h, weekly decisions and
 marks at +0, +7d, +14d; tie-w resolves at +7d, a at +14d, b at +21d). Stepped live it must
 write exactly the log ``arena replay`` writes (the same digest), stop between steps with every
 step committed, and resume under ``arena replay`` to the same digest. The app's view at every
@@ -23,21 +23,23 @@ from pathlib import Path
 import pytest
 
 from arena.run.cohort import CohortConfig
+from arena.run.runner import Step
 from arena.run.settings import RunOptions, RunSettings
 from arena.step.app import StepApp
 from arena.step.live import LiveError, LiveRun, LogTail
-from arena.step.timeline import Timeline
+from arena.step.timeline import LogTimeline
 from ledger.events import DecisionMade, Event
 from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tape import Tape
 from replays.tapefile import save_tape
-from tests.arena.test_step import SCRIPT, one_line_error
-from tests.arena.test_step_app import board, report_totals, screen_text
+from tests.arena.step.test_app import board, report_totals, screen_text
+from tests.arena.step.test_frames import SCRIPT, one_line_error
 from tests.conftest import Arena
 from tests.tmux_terminal import Tmux
 
 START = "2024-01-07"
+T0 = int(datetime(2024, 1, 7, tzinfo=UTC).timestamp())
 
 
 @pytest.fixture(scope="module")
@@ -99,13 +101,14 @@ def test_each_step_is_committed_when_reported_and_the_log_is_the_replays(
     # opened + 3 listed; then per week: the mark, s's decision (+ its orders), h's HOLD
     assert live.advance("open").version == 4 == stored(live.db)
     first = live.advance("decision")
-    # +0: the mark, s's BET with a placed+filled a and a placed+rejected b, h's HOLD
-    assert (first.kind, first.version) == ("decision", 11)
+    # +0: the mark, s's BET with a placed+filled a and a placed+rejected b, h's HOLD; the
+    # runner's own Step, sent through the pipe as it was yielded
+    assert first == Step("decision", T0, 11) and type(first) is Step
     assert stored(live.db) == 11
     resolution = live.advance("resolution")  # tie-w at +7d: resolved, nothing held to settle
     assert (resolution.kind, resolution.version) == ("resolution", 12)
     end = live.advance("close")
-    assert end.closed and end.version == len(events) == stored(live.db)
+    assert end.kind == "close" and end.version == len(events) == stored(live.db)
     assert live.advance("decision") == end  # nothing after the close
     tail = LogTail(live.db, live.cohort)
     assert tail.read(end.version) == events
@@ -191,11 +194,11 @@ def test_piped_it_runs_the_replay_to_the_end_and_prints_the_frames(
 
 def opened(
     folder: Path, settings: RunSettings | CohortConfig, db: Path
-) -> tuple[LiveRun, LogTail, Timeline]:
+) -> tuple[LiveRun, LogTail, LogTimeline]:
     """A live replay of the hand tape stepped to its open, and its log read that far."""
     run = LiveRun(folder / "hand.tape", settings, db)
     tail = LogTail(run.db, run.cohort)
-    return run, tail, Timeline(tail.read(run.advance("open").version), run.cohort)
+    return run, tail, LogTimeline(tail.read(run.advance("open").version), run.cohort)
 
 
 def shown_totals(app: StepApp) -> dict[str, str]:
@@ -224,7 +227,7 @@ def test_keys_step_the_live_replay_and_each_stop_is_the_report_of_the_cut(
         screen = screen_text(app)
         lines = screen.splitlines()
         assert len(lines) >= height and all(len(x) <= width for x in lines[:height])
-        seen.append((key, app.cut, screen, run.position.version))
+        seen.append((key, app.cut, screen, run.version))
         assert shown_totals(app) == report_of(line.events[: app.cut]), (key, app.cut)
         return screen
 
@@ -242,12 +245,12 @@ def test_keys_step_the_live_replay_and_each_stop_is_the_report_of_the_cut(
             await press(app, pilot, "r")
             assert "after a resolution · event 12/12" in seen[-1][2]
             await press(app, pilot, "p")
-            assert app.cut == 11 and run.position.version == 12  # back: the replay stays
+            assert app.cut == 11 and run.version == 12  # back: the replay stays
             await pilot.press("w", "3", "enter")  # week 3 is not in the log yet: run to it
             await app.workers.wait_for_complete()
             await pilot.pause()
             assert "week 3 · after s's decision" in screen_text(app)
-            assert run.position.kind == "decision" and not run.closed
+            assert run.step is not None and run.step.kind == "decision" and not run.closed
             await pilot.press("w", "2", "enter")  # week 2 is in the log now: no step
             await pilot.pause()
             assert "week 2 · after s's decision" in screen_text(app)
@@ -477,7 +480,7 @@ def test_isolate_runs_each_agent_in_a_worker_of_the_replays_process(
     run = LiveRun(folder / "hand.tape", settings, tmp_path / "isolated.db")
     try:
         assert run.advance("decision").version == 11
-        assert run.advance("close").closed
+        assert run.advance("close").kind == "close"
     finally:
         run.stop()
     with EventStore.open(run.db, readonly=True) as store:

@@ -32,10 +32,10 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
 
-from arena.commands.step import render
 from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
 from arena.step.frames import Fit, Frame, Portfolio, Seen, fit, frames, iter_frames
+from arena.step.printed import render
 from ledger.events import (
     BetIntent,
     DecisionMade,
@@ -402,7 +402,7 @@ def test_bad_input_is_a_one_line_error(arena: Arena, tmp_path: Path, db: Path) -
 
 def test_a_multi_outcome_market_is_labelled_by_its_outcomes(tmp_path: Path) -> None:
     """Today's frame said "YES 0.500" of a three-way market: its first outcome's price."""
-    from tests.arena.test_multi_outcome import ThreeWay, election
+    from tests.arena.run.test_multi_outcome import ThreeWay, election
 
     config = CohortConfig(start=datetime.fromtimestamp(START, UTC), agents={"x": "hold"},
                           decision_cadence="weekly", mark_cadence="weekly")  # fmt: skip
