@@ -77,14 +77,6 @@ class BacktestPlan:
         return tuple(p.config for p in self.planned)
 
     @property
-    def tape_path(self) -> Path:
-        return self.source.path
-
-    @property
-    def tape_hash(self) -> str:
-        return self.source.tape.hash
-
-    @property
     def starts(self) -> tuple[datetime, ...]:
         return tuple(c.start for c in self.cohorts)
 
@@ -101,7 +93,7 @@ class BacktestPlan:
             "strategy": self.strategy,
             "against": list(self.against),
             "agents": self.agents,
-            "tape_path": str(self.tape_path),
+            "tape_path": str(self.source.path),
             "starts": [iso_utc(c.start_ts) for c in self.cohorts],
             **shared,
         }
@@ -279,7 +271,7 @@ def results_data(result: BacktestResult) -> dict[str, Any]:
     return {
         "strategy": plan.strategy,
         "against": list(plan.against),
-        "tape": plan.tape_hash,
+        "tape": plan.source.tape.hash,
         "package_version": version("arena"),
         "settings": plan.settings(),
         "skipped_starts": [iso_utc(int(s.start.timestamp())) for s in plan.skipped],

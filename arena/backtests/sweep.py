@@ -185,14 +185,6 @@ class SweepPlan:
     """The offered starts the sweep does not use whose universe shares no market with a swept
     cohort's: where the winner meets outcomes it was not picked on."""
 
-    @property
-    def tape_path(self) -> Path:
-        return self.source.path
-
-    @property
-    def tape_hash(self) -> str:
-        return self.source.tape.hash
-
     def cohorts(self) -> list[PlannedCohort]:
         """Per start: the comparison agents' cohort, then one cohort per setting."""
         out = []
@@ -210,7 +202,7 @@ class SweepPlan:
             "strategy": self.strategy,
             "grid": {key: list(values) for key, values in self.grid},
             "against": self.against,
-            "tape_path": str(self.tape_path),
+            "tape_path": str(self.source.path),
             "starts": [iso_utc(int(s.timestamp())) for s in self.starts],
             **self.cohort,
         }
@@ -337,7 +329,7 @@ def results_data(result: SweepResult) -> dict[str, Any]:
     held = _held_out_range(plan)
     return {
         "plan": plan.as_data(),
-        "tape": plan.tape_hash,
+        "tape": plan.source.tape.hash,
         "package_version": version("arena"),
         "cohort_runs": len(result.done),
         "reused": result.reused,
@@ -370,8 +362,8 @@ def _confirm_command(plan: SweepPlan, spec: str, held: str | None) -> str | None
     parts = ["arena backtest", f"'{spec}'", f"--starts {held}"]
     if against:
         parts.append(f"--against '{against}'")
-    if plan.tape_path != sample_path():
-        parts.append(f"--tape {plan.tape_path}")
+    if plan.source.path != sample_path():
+        parts.append(f"--tape {plan.source.path}")
     return " ".join(parts)
 
 

@@ -180,7 +180,7 @@ def backtest(
         console.print(beliefs_table(data["beliefs"]))
     console.print(
         f"[dim]{STRATEGY} = {plan.strategy} · {len(plan.starts)} cohort(s) in {db} · "
-        f"tape {plan.tape_hash[:12]} · arena {data['package_version']}[/]"
+        f"tape {plan.source.tape.hash[:12]} · arena {data['package_version']}[/]"
     )
     console.print(f"digest [bold]{data['digest']}[/]")
     if report_dir is not None:

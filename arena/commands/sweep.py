@@ -182,7 +182,7 @@ def sweep(
     ran = data["cohort_runs"] - data["reused"]
     console.print(
         f"[dim]{data['cohort_runs']} cohort-run(s) ({ran} run now, {data['reused']} already "
-        f"in the log) on {cohort.options.engine} in {db} · tape {plan.tape_hash[:12]} · "
+        f"in the log) on {cohort.options.engine} in {db} · tape {plan.source.tape.hash[:12]} · "
         f"arena {data['package_version']}[/]"
     )
     console.print(f"digest [bold]{data['digest']}[/]")
