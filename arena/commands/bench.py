@@ -417,3 +417,39 @@ def diffusion(
 
     figures = lambda: bench_diffusion(markets, steps, batch, forecast_markets, mc, sample_steps)  # noqa: E731
     _run("market diffusion", figures, as_json)
+
+
+@bench.command(name="books")
+@click.option("--lookups", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Random (token, instant) as-of lookups on the embedded sample.")  # fmt: skip
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The books_btc15m folder whose import is timed (../shared's).")  # fmt: skip
+@click.option("--tokens", type=click.IntRange(min=2), default=50, show_default=True,
+              help="Tokens of the large synthetic book file memory is measured on.")  # fmt: skip
+@click.option("--snapshots", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Snapshots per token of that file.")  # fmt: skip
+@click.option("--levels", type=click.IntRange(1, 40), default=10, show_default=True,
+              help="Levels per side of each of its snapshots.")  # fmt: skip
+@click.option("--touched", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Tokens whose books are looked up in that file.")  # fmt: skip
+@json_option
+def books(
+    lookups: int, data: Path | None, tokens: int, snapshots: int, levels: int, touched: int,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Order books as data: as-of lookups per CPU-second (target: 1 M), the bundled sample's
+    import (target: under 2 s), and memory growing with the tokens touched, not the file.
+
+    \b
+    Examples:
+      arena bench books --json
+      arena bench books --tokens 200 --snapshots 20000   # a 1.3 GB file, two tokens touched
+    """
+    from arena.bench.books_bench import SHARED_BOOKS, bench_books
+
+    def work() -> dict[str, Any]:
+        return bench_books(
+            lookups, data or SHARED_BOOKS, tokens, snapshots, levels, min(touched, tokens)
+        )
+
+    _run("order books", work, as_json)
