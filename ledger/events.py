@@ -149,12 +149,31 @@ class OrderPlaced(Event, tag=True, frozen=True):
     position_id: str | None = None
 
 
+class FillLeg(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """One level an order took: its price, the shares taken there, the level's index in the
+    book (None for a price that is no level, such as a midpoint) and the fee charged on it."""
+
+    price: float
+    shares: float
+    level: int | None = None
+    fee: float | None = None
+
+
 class OrderFilled(Event, tag=True, frozen=True):
-    """An order executed at ``price`` (the side's price at the instant).
+    """An order executed at ``price`` (the side's price at the instant, or under an execution
+    model the average price of its legs).
 
     For a buy ``amount`` is the dollars paid and ``confidence`` the implied confidence; for a
     sell ``amount`` is the proceeds, ``cost_basis`` the share of cost that left the position and
     ``realized`` the profit on it. ``cash_before`` makes each fill checkable on its own.
+
+    The fields after ``realized`` are set only under an execution model other than Forecaster
+    Arena's rule (``fa``), so an ``fa`` fill is the same bytes it always was, its one leg the tape
+    point at ``price``: ``fee`` in ``fee_currency`` (``usdc``, paid beside ``amount`` on a buy and
+    out of it on a sell, or ``shares``, kept back from those bought), ``legs`` the levels taken,
+    ``requested`` what was asked when less filled (dollars for a buy, shares for a sell),
+    ``execution`` the model and the hash of its parameters, ``book`` the snapshot walked, and
+    ``synthetic`` when the book was made from a price (a spread of ticks around it).
     """
 
     agent: str
@@ -171,6 +190,13 @@ class OrderFilled(Event, tag=True, frozen=True):
     belief: float | None = None
     cost_basis: float | None = None
     realized: float | None = None
+    fee: float | None = None
+    fee_currency: str | None = None
+    legs: list[FillLeg] | None = None
+    requested: float | None = None
+    execution: str | None = None
+    book: str | None = None
+    synthetic: bool | None = None
 
 
 class OrderRejected(Event, tag=True, frozen=True):

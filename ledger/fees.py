@@ -184,6 +184,15 @@ class Period(msgspec.Struct, frozen=True, kw_only=True):
                 return rate
         return None
 
+    def uniform(self) -> CategoryRate | None:
+        """The one rate every category of ``CATEGORIES`` had in this period, if they all had
+        the same (before 2026, 0 everywhere): then a market's category does not matter."""
+        rates = {name: rate for name, rate in self.categories}
+        if set(rates) != set(CATEGORIES):
+            return None
+        first = next(iter(rates.values()))
+        return first if all(rate == first for rate in rates.values()) else None
+
 
 class FeeFacts(msgspec.Struct, frozen=True, kw_only=True):
     """What a market's own data said about its fees, fetched at ``as_of`` (UTC seconds).
@@ -423,6 +432,8 @@ class FeeSchedule(msgspec.Struct, frozen=True, kw_only=True):
                     rebate=facts.rebate_rate if facts.rebate_rate is not None else fallback.rebate,
                 )
                 return self._rule(period, key, "market", given, facts.taker_only)
+        if entry is None and key is None:
+            entry = period.uniform()  # no category known, and none needed
         if entry is None:
             what = "no fee category" if category is None else f"category {category!r}"
             raise UnknownFee(f"unknown fee: {what} on {_day(at)}")

@@ -234,9 +234,12 @@ class CohortState:
         flows = book.flows
         market = e.market
         if e.kind == "buy":
-            book.cash -= e.amount
+            # a fee paid in dollars is part of what the position cost (only execution models
+            # other than fa charge one; an fa fill's arithmetic is what it always was)
+            paid = e.amount + e.fee if e.fee and e.fee_currency == "usdc" else e.amount
+            book.cash -= paid
             book.n_bets += 1
-            flows[market] = flows.get(market, 0.0) - e.amount
+            flows[market] = flows.get(market, 0.0) - paid
             book.bets_by_market[market] = book.bets_by_market.get(market, 0) + 1
             position = book.positions.get(key)
             if position is None:
@@ -249,15 +252,16 @@ class CohortState:
                 counter = (e.agent, e.market, e.side)
                 self.n_positions[counter] = self.n_positions.get(counter, 0) + 1
             position.shares += e.shares
-            position.cost += e.amount
+            position.cost += paid
             position.last_price = e.price
             book.buys.setdefault(e.market, []).append(
                 PendingBuy(e.order_id, e.market, e.side, e.confidence, e.price, e.belief)
             )
             return
-        book.cash += e.amount
+        received = e.amount - e.fee if e.fee and e.fee_currency == "usdc" else e.amount
+        book.cash += received
         book.n_sells += 1
-        flows[market] = flows.get(market, 0.0) + e.amount
+        flows[market] = flows.get(market, 0.0) + received
         book.realized += e.realized or 0.0
         position = book.positions[key]
         position.last_price = e.price

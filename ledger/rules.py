@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal
+from decimal import Decimal
+from typing import Literal, TypedDict
 
 import msgspec
 
@@ -24,6 +25,7 @@ from ledger.errors import LedgerError
 from ledger.events import (
     BetIntent,
     Event,
+    FillLeg,
     MarketResolved,
     MarketVoided,
     OrderFilled,
@@ -33,7 +35,10 @@ from ledger.events import (
     PositionSettled,
     SellIntent,
 )
+from ledger.execution import Fill, Rejection
+from ledger.fees import FeeRule
 from ledger.projection import CohortState, Position, side_won
+from ledger.venue import Venue, share_fee
 
 Quote = Callable[[str], Sequence[float] | None]
 """The outcome prices of a market at the decision instant (in outcome order), or None."""
@@ -88,12 +93,29 @@ def _loggable(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-class Broker:
-    """Turns one agent's orders into placed/filled/rejected events under a rule set."""
+class _VenueFields(TypedDict):
+    """The fields of ``OrderFilled`` only a fill at a venue sets (see ``OrderFilled``)."""
 
-    def __init__(self, state: CohortState, rules: RuleSet) -> None:
+    fee: float | None
+    fee_currency: str | None
+    legs: list[FillLeg] | None
+    requested: float | None
+    execution: str | None
+    book: str | None
+    synthetic: bool | None
+
+
+class Broker:
+    """Turns one agent's orders into placed/filled/rejected events under a rule set.
+
+    Orders fill whole at the tape's price (Forecaster Arena's rule) unless a ``venue`` is
+    given: then each order meets the book, the fee and the model the venue holds
+    (``ledger.venue``), and may fill in part, in legs, or be refused with the model's reason."""
+
+    def __init__(self, state: CohortState, rules: RuleSet, venue: Venue | None = None) -> None:
         self.state = state
         self.rules = rules
+        self.venue = venue
 
     def execute(
         self,
@@ -247,7 +269,89 @@ class Broker:
             self._reject(placed, f"bet {_money(bet.amount)} exceeds cash {_money(cash)}")
             return
         side, price = checked
-        self._fill_buy(placed, bet, side, price)
+        if self.venue is None:
+            self._fill_buy(placed, bet, side, price)
+            return
+        result = self._at_venue(placed, bet, side, price, cash)
+        if isinstance(result, Rejection):
+            self._reject(placed, result.message)
+        else:
+            self._record_buy(placed, bet, side, cash, *result)
+
+    def _at_venue(
+        self, placed: OrderPlaced, bet: BetIntent, side: str, price: float, cash: float
+    ) -> tuple[Fill, FeeRule | None] | Rejection:
+        assert self.venue is not None
+        outcome = self.state.side_of(placed.market, side)
+        index = outcome[1] if outcome else 0
+        return self.venue.buy(
+            placed.agent, placed.market, index, placed.ts, price, bet.amount, cash
+        )
+
+    def _record_buy(
+        self,
+        placed: OrderPlaced,
+        bet: BetIntent,
+        side: str,
+        cash: float,
+        fill: Fill,
+        rule: FeeRule | None,
+    ) -> None:
+        """A buy the venue filled, recorded with its legs and fee: a fee in dollars beside the
+        amount, a fee in shares kept back from the shares bought."""
+        book = self.state.book(placed.agent)
+        amount = float(fill.amount)
+        limit = self.rules.max_fraction * cash
+        in_shares = rule is not None and rule.currency("buy") == "shares"
+        fee = share_fee(rule, fill) if rule is not None and in_shares else fill.fee
+        position = book.positions.get((placed.market, side))
+        position_id = (
+            position.id
+            if position
+            else self.state.new_position_id(placed.agent, placed.market, side)
+        )
+        belief = bet.belief
+        self.state.record(
+            OrderFilled(
+                cohort=placed.cohort,
+                ts=placed.ts,
+                agent=placed.agent,
+                order_id=placed.order_id,
+                kind="buy",
+                market=placed.market,
+                side=side,
+                position_id=position_id,
+                price=float(fill.price),
+                shares=float(fill.shares - fee) if in_shares else float(fill.shares),
+                amount=amount,
+                cash_before=cash,
+                confidence=min(amount / limit, 1.0) if limit > 0 else 0.0,
+                belief=belief if belief is None or math.isfinite(belief) else None,
+                **self._venue_fields(fill, fee, "shares" if in_shares else "usdc"),
+            )
+        )
+
+    def _venue_fields(self, fill: Fill, fee: Decimal, currency: str) -> _VenueFields:
+        """What a fill under an execution model records beside today's fields."""
+        assert self.venue is not None
+        fee_value = float(fee)
+        return {
+            "fee": fee_value if fee_value else None,
+            "fee_currency": currency if fee_value else None,
+            "legs": [
+                FillLeg(
+                    price=float(leg.price),
+                    shares=float(leg.shares),
+                    level=leg.level,
+                    fee=float(leg.fee) or None,
+                )
+                for leg in fill.legs
+            ],
+            "requested": float(fill.requested) if fill.partial else None,
+            "execution": self.venue.label,
+            "book": fill.book_id or None,
+            "synthetic": True if fill.synthetic else None,
+        }
 
     def _bet_batch(self, agent: str, ts: int, bets: Sequence[BetIntent], quote: Quote) -> None:
         """v2: the bets of one decision fill together or not at all."""
@@ -268,9 +372,41 @@ class Broker:
             for order in placed:
                 self._reject(order, f"bet batch failed, no trades executed: {failure}")
             return
-        for order, bet, checked in zip(placed, bets, checks, strict=True):
+        if self.venue is None:
+            for order, bet, checked in zip(placed, bets, checks, strict=True):
+                assert not isinstance(checked, str)
+                self._fill_buy(order, bet, checked[0], checked[1])
+            return
+        self._venue_batch(placed, bets, checks, cash)
+
+    def _venue_batch(
+        self,
+        placed: Sequence[OrderPlaced],
+        bets: Sequence[BetIntent],
+        checks: Sequence[tuple[str, float] | str],
+        cash: float,
+    ) -> None:
+        """v2 at a venue: every leg meets the book first (each after the legs before it, with
+        the cash they left); if any is refused none is filled and the book is as it was."""
+        assert self.venue is not None
+        taken = {key: dict(levels) for key, levels in self.venue.consumed.items()}
+        fills: list[tuple[Fill, FeeRule | None]] = []
+        left = cash
+        for k, (order, bet, checked) in enumerate(zip(placed, bets, checks, strict=True)):
             assert not isinstance(checked, str)
-            self._fill_buy(order, bet, checked[0], checked[1])
+            result = self._at_venue(order, bet, checked[0], checked[1], left)
+            if isinstance(result, Rejection):
+                self.venue.consumed = taken
+                for each in placed:
+                    self._reject(
+                        each, f"bet batch failed, no trades executed: leg {k + 1}: {result}"
+                    )
+                return
+            fills.append(result)
+            left += float(result[0].cash_change)
+        for order, bet, checked, (fill, rule) in zip(placed, bets, checks, fills, strict=True):
+            assert not isinstance(checked, str)
+            self._record_buy(order, bet, checked[0], self.state.book(order.agent).cash, fill, rule)
 
     # -- sells -------------------------------------------------------------------------------
 
@@ -324,6 +460,9 @@ class Broker:
             return
         whole = pct >= 100.0
         shares = found.shares if whole else found.shares * pct / 100.0
+        if self.venue is not None:
+            self._sell_at_venue(placed, found, price, shares)
+            return
         cost_basis = found.cost if whole else found.cost * pct / 100.0
         proceeds = shares * price
         self.state.record(
@@ -342,6 +481,43 @@ class Broker:
                 cash_before=self.state.book(agent).cash,
                 cost_basis=cost_basis,
                 realized=proceeds - cost_basis,
+            )
+        )
+
+    def _sell_at_venue(
+        self, placed: OrderPlaced, found: Position, price: float, shares: float
+    ) -> None:
+        """A sell at the venue: the shares the book takes (perhaps fewer than asked), their
+        share of the cost, and the proceeds less the fee."""
+        assert self.venue is not None
+        result = self.venue.sell(
+            placed.agent, placed.market, found.outcome, placed.ts, price, shares
+        )
+        if isinstance(result, Rejection):
+            self._reject(placed, result.message)
+            return
+        fill, _ = result
+        sold = float(fill.shares)
+        proceeds = float(fill.amount)
+        fee = float(fill.fee)
+        cost_basis = found.cost if sold >= found.shares else found.cost * sold / found.shares
+        self.state.record(
+            OrderFilled(
+                cohort=placed.cohort,
+                ts=placed.ts,
+                agent=placed.agent,
+                order_id=placed.order_id,
+                kind="sell",
+                market=placed.market,
+                side=found.side,
+                position_id=found.id,
+                price=float(fill.price),
+                shares=sold,
+                amount=proceeds,
+                cash_before=self.state.book(placed.agent).cash,
+                cost_basis=cost_basis,
+                realized=proceeds - fee - cost_basis,
+                **self._venue_fields(fill, fill.fee, "usdc"),
             )
         )
 

@@ -22,7 +22,6 @@ from arena.backtests.page import write_backtest_report
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import skipped_note
 from arena.console import make_console, plugins_print_to_stderr
-from arena.engines.base import TapeSource
 from arena.reports.model import BRIER_IMPLIED
 from arena.reports.terminal import beliefs_table
 
@@ -146,7 +145,7 @@ def backtest(
     """
     console = make_console(stderr=as_json)
     chosen = parse_starts(None, starts) if starts else None
-    source = TapeSource.load(cohort.tape)
+    source = cohort.source
     comparison = [spec.strip() for spec in against.split(",") if spec.strip()]
     if db is None:
         db = Path(tempfile.mkdtemp(prefix="arena-backtest-")) / "backtest.db"

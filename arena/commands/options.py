@@ -31,10 +31,11 @@ from typing import Any, TypeVar
 
 import click
 
+from arena.engines.base import TapeSource
 from arena.run.cohort import CohortConfig, parse_instant, sundays
 from arena.run.settings import RunOptions, cohort_configs, run_options
 from ledger.rules import RULES
-from replays.samples import SAMPLE, sample_path, tape_file
+from replays.samples import SAMPLE, SAMPLE_BOOKS, books_file, sample_path, tape_file
 
 T = TypeVar("T")
 
@@ -44,7 +45,10 @@ DEFAULT_AGENTS = (
     "extremized=extremized", "sign=sign", "linear=linear?B=1000",
 )  # fmt: skip
 
-COHORT_SETTINGS = ("rules", "cash", "universe", "decision_cadence", "mark_cadence", "seed")
+COHORT_SETTINGS = (
+    "rules", "cash", "universe", "decision_cadence", "mark_cadence", "seed", "execution", "fees",
+    "latency_ms",
+)  # fmt: skip
 """The ``CohortConfig`` fields the options set, by their own names (start and agents come
 from their own options, or from the command)."""
 
@@ -55,18 +59,38 @@ def _default(model: Any, field: str) -> Any:
 
 @dataclass(frozen=True)
 class CohortChoice:
-    """What the cohort options chose: the tape, every cohort setting but the start and the
-    agents, and how the run goes."""
+    """What the cohort options chose: the tape (and the order books, if any), every cohort
+    setting but the start and the agents, and how the run goes."""
 
     tape_path: Path | None
-    settings: dict[str, Any]
+    values: dict[str, Any]
     options: RunOptions
+    books_path: Path | None = None
 
     @property
     def tape(self) -> Path:
         """The tape file: the one given, or the embedded 2024 election sample when none is or
         when it is ``sample``, the name ``arena tapes show`` and ``list`` give it."""
         return sample_path() if self.tape_path is None else tape_file(self.tape_path)
+
+    @property
+    def books(self) -> Path | None:
+        """The books file: the one given, or the embedded BTC books with ``--tape
+        sample-books``; None for a run on prices alone."""
+        if self.books_path is not None:
+            return books_file(self.books_path)
+        return books_file(SAMPLE_BOOKS) if str(self.tape_path) == SAMPLE_BOOKS else None
+
+    @functools.cached_property
+    def source(self) -> TapeSource:
+        """The tape and books, loaded once for the command."""
+        return TapeSource.load(self.tape, self.books)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Every cohort setting the options chose, the books named by their content hash."""
+        books = self.source.books if self.books is not None else None
+        return {**self.values, "books": books.hash if books is not None else None}
 
     def configs(self, starts: Sequence[datetime], agents: dict[str, str]) -> list[CohortConfig]:
         """One validated ``CohortConfig`` per start; a bad setting is one ``SettingsError``."""
@@ -99,6 +123,21 @@ _COHORT_OPTIONS = (
                  help="Mark cadence (snapshots, equity curves): weekly, daily, hourly, tick, 6h…"),
     click.option("--seed", type=int, default=_default(CohortConfig, "seed"), show_default=True,
                  help="Seed of every agent's random generator."),
+    click.option("--execution", default=_default(CohortConfig, "execution"), show_default=True,
+                 help="What an order meets: fa (the tape's price, whole: Forecaster Arena's "
+                      "rule), mid (its v2 midpoint), touch?spread_ticks=K (best bid/ask, a "
+                      "synthetic spread of K ticks on a price tape; cap=true: the top level's "
+                      "size at most)."),
+    click.option("--books", "books_path", type=click.Path(dir_okay=False, path_type=Path),
+                 help=f"Order books the orders meet (a .books file, or '{SAMPLE_BOOKS}'); "
+                      f"--tape {SAMPLE_BOOKS} brings its own."),
+    click.option("--latency", "latency_ms", type=click.IntRange(0, 86_400_000),
+                 default=_default(CohortConfig, "latency_ms"), show_default=True,
+                 help="Milliseconds from a decision to its orders meeting the book (needs "
+                      "books): the book standing when the order arrives, never a later one."),
+    click.option("--fees", type=click.Choice(["auto", "none"]),
+                 help="Taker fees: auto (Polymarket's schedule by date and category) or none. "
+                      "Default: none for fa and mid, auto for touch and l2."),
     click.option("--jobs", type=int, default=_default(RunOptions, "jobs"),
                  help="Worker processes (default: CPU cores)."),
     click.option("--timeout", "decision_timeout", type=float,
@@ -152,7 +191,7 @@ def _cohort_choice(values: dict[str, Any]) -> CohortChoice:
     """The cohort options' values as a ``CohortChoice`` (run options out of range are one
     ``SettingsError``; the cohort settings are checked with the agents and the starts)."""
     options = run_options(**{f: values.pop(f) for f in RunOptions.model_fields})
-    return CohortChoice(values.pop("tape_path"), values, options)
+    return CohortChoice(values.pop("tape_path"), values, options, values.pop("books_path"))
 
 
 def cohort_options(command: Callable[..., T]) -> Callable[..., T]:

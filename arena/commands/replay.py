@@ -13,7 +13,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from arena.commands.options import CohortChoice, agent_options, cohort_options, start_options
 from arena.console import make_console, plugins_print_to_stderr
-from arena.engines.base import TapeSource
 from arena.engines.driver import replay_cohorts
 from arena.reports.model import load_ledger, report_data
 from arena.reports.terminal import print_report, usage_line
@@ -75,7 +74,7 @@ def replay(
     with plugins_print_to_stderr():
         for spec in agents.values():
             build_strategy(spec)  # fail fast, before any worker starts
-        source = TapeSource.load(cohort.tape)
+        source = cohort.source
         tape = source.tape
         planned, skipped = plan_cohorts(tape, cohort.configs(starts, agents))
         if not planned:

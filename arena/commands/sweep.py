@@ -24,7 +24,6 @@ from arena.commands.backtest import num_cell
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import skipped_note
 from arena.console import make_console, plugins_print_to_stderr
-from arena.engines.base import TapeSource
 
 _FILE_TO_OPTION = {"decisions": "decision_cadence", "marks": "mark_cadence"}
 
@@ -160,7 +159,7 @@ def sweep(
         vs = list(from_file.against)
     else:
         vs = list(DEFAULT_AGAINST)
-    source = TapeSource.load(cohort.tape)
+    source = cohort.source
     chosen = parse_starts(None, starts) if starts else None
     progress = Progress(
         TextColumn("[bold]sweeping"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

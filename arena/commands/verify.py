@@ -12,7 +12,8 @@ from arena.verify.fills import verify_fills
 from arena.verify.log import verify_store, write_snapshots
 from ledger.errors import IntegrityError
 from ledger.store import EventStore
-from replays.samples import tape_file
+from replays.bookfile import load_books
+from replays.samples import SAMPLE_BOOKS, books_file, tape_file
 from replays.tapefile import load_tape
 
 
@@ -36,11 +37,22 @@ from replays.tapefile import load_tape
     "tape_path",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also re-check every fill against the rules and this tape's price at its instant "
-    "('sample': the embedded tape).",
+    "('sample': the embedded tape), or derive it again under the cohort's execution model.",
+)
+@click.option(
+    "--books",
+    "books_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --tape: the order books a cohort's fills walked ('sample-books' brings its own).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def verify(
-    db: Path, head: str | None, write_snapshots_: bool, tape_path: Path | None, as_json: bool
+    db: Path,
+    head: str | None,
+    write_snapshots_: bool,
+    tape_path: Path | None,
+    books_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Prove a log was not altered, cut or extended: hash chain, checking fold, recorded state
     digests, every snapshot, and the head.
@@ -54,11 +66,18 @@ def verify(
       arena verify arena.db --head 1341:5be0…   # the head arena replay printed
       arena verify old.db --write-snapshots
       arena verify arena.db --tape my.tape      # every fill against the tape and the rules
+      arena verify btc.db --tape sample-books   # fills walked through the sample's books
     """
+    if books_path is None and str(tape_path) == SAMPLE_BOOKS:
+        books_path = Path(SAMPLE_BOOKS)
+    if books_path is not None and tape_path is None:
+        raise click.UsageError("--books goes with --tape")
+    books = load_books(books_file(books_path)) if books_path is not None else None
     try:
         with EventStore.open(db, readonly=not write_snapshots_) as store:
             result = verify_store(store, head)
-            fills = verify_fills(store, load_tape(tape_file(tape_path))) if tape_path else None
+            tape = load_tape(tape_file(tape_path)) if tape_path else None
+            fills = verify_fills(store, tape, books) if tape is not None else None
             written = write_snapshots(store, result) if write_snapshots_ else 0
     except IntegrityError as exc:  # as text it is the CLI edge's one line, which names the seq
         if not as_json:
@@ -79,7 +98,7 @@ def verify(
         f"[green]OK[/] {db}: {result.events:,} events, hash chain intact; "
         f"{result.cohorts} cohort(s) rebuilt, {result.closed} matched their recorded final "
         f"state; {result.snapshots} snapshot(s) matched the fold"
-        + (f"; {fills.fills:,} fill(s) at the tape's prices, within the rules" if fills else ""),
+        + (f"; {fills.fills:,} fill(s) {fills.how}" if fills else ""),
         highlight=False,
     )
     checked = f"matches the {result.head_source}" if result.head_source else "no head recorded"

@@ -16,6 +16,8 @@ from arena.engines.recorded import RecordedCohort
 from arena.errors import ArenaError
 from arena.run.plan import PlannedCohort
 from arena.run.settings import DEFAULT_OPTIONS, RunOptions, RunSettings
+from replays.bookfile import load_books
+from replays.books import Books
 from replays.tape import Tape
 from replays.tapefile import load_tape
 
@@ -30,15 +32,20 @@ class EngineError(ArenaError, RuntimeError):
 
 @dataclass(frozen=True)
 class TapeSource:
-    """A tape loaded once in this process, and the file it came from: cohorts replayed here use
-    ``tape``; a worker in another process loads ``path`` once, for every cohort it runs."""
+    """A tape (and the order books its orders meet, if any) loaded once in this process, and
+    the files they came from: cohorts replayed here use ``tape`` and ``books``; a worker in
+    another process loads the files once, for every cohort it runs."""
 
     path: Path
     tape: Tape
+    books_path: Path | None = None
+    books: Books | None = None
 
     @classmethod
-    def load(cls, path: Path | str) -> TapeSource:
-        return cls(Path(path), load_tape(path))
+    def load(cls, path: Path | str, books: Path | str | None = None) -> TapeSource:
+        if books is None:
+            return cls(Path(path), load_tape(path))
+        return cls(Path(path), load_tape(path), Path(books), load_books(books))
 
 
 @dataclass(frozen=True)

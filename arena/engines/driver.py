@@ -71,7 +71,8 @@ def replay_cohorts(
         if isinstance(engine, LocalEngine) and engine.in_process:
             for k in todo:
                 settings = RunSettings(cohort=planned[k].config, options=options)
-                run = CohortRunner(tape, settings, plan=planned[k].plan).run(store)
+                runner = CohortRunner(tape, settings, plan=planned[k].plan, books=source.books)
+                run = runner.run(store)
                 results[k] = CohortDone(run.cohort, run.events, run.appended)
                 if on_done:
                     on_done(results[k])

@@ -18,27 +18,33 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from arena.engines.base import CohortWork, EngineError, Finished
 from arena.engines.recorded import RecordedCohort, record_cohort
 from arena.run.cohort import CohortConfig
 from arena.run.plan import CohortPlan, PlannedCohort
 from arena.run.settings import RunSettings
+from replays.bookfile import load_books
+from replays.books import Books
 from replays.tape import Tape
 from replays.tapefile import load_tape
 
 _TAPE: Tape | None = None
 """The tape of a local worker process, loaded once by the pool's initializer."""
+_BOOKS: Books | None = None
+"""Its order books, if the run has any, loaded once beside it."""
 
 
-def _load_worker_tape(path: str) -> None:
-    global _TAPE
+def _load_worker_tape(path: str, books: str | None) -> None:
+    global _TAPE, _BOOKS
     _TAPE = load_tape(path)
+    _BOOKS = None if books is None else load_books(books)
 
 
 def _local_worker(settings: RunSettings, plan: CohortPlan) -> RecordedCohort:
     assert _TAPE is not None, "the pool's initializer loads the tape"
-    return record_cohort(_TAPE, settings, plan)
+    return record_cohort(_TAPE, settings, plan, _BOOKS)
 
 
 @dataclass
@@ -61,7 +67,7 @@ class LocalEngine:
                 max_workers=min(self.jobs, len(cohorts)),
                 mp_context=context,
                 initializer=_load_worker_tape,
-                initargs=(str(work.source.path),),
+                initargs=(str(work.source.path), _path(work.source.books_path)),
             ) as pool,
         ):
             futures: dict[Future[RecordedCohort], int] = {
@@ -75,6 +81,10 @@ class LocalEngine:
             finally:
                 for future in futures:
                     future.cancel()  # an error or an interrupt: start nothing more
+
+
+def _path(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def _recording(future: Future[RecordedCohort], config: CohortConfig) -> RecordedCohort:

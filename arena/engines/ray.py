@@ -31,11 +31,16 @@ from arena.engines.base import CohortWork, EngineError, Finished
 from arena.engines.recorded import RecordedCohort, record_cohort
 from arena.run.plan import CohortPlan, PlannedCohort
 from arena.run.settings import RunSettings
+from replays.bookfile import load_books
+from replays.books import Books
 from replays.tape import Tape
 from strategies.llm.connection import OPENROUTER_KEY_ENV, PREFIX
 
 MAX_RETRIES = 3
 """Re-runs of a cohort whose worker died (Ray's default for tasks, stated here on purpose)."""
+
+_BOOKS: dict[str, Books] = {}
+"""The order books this worker process has loaded, by path: one at a time."""
 
 _TAPES: dict[str, Tape] = {}
 """Tapes this worker process has unpickled, by hash: one per process, not one per task."""
@@ -52,15 +57,27 @@ def _tape(tape_hash: str, boxed: list[Any]) -> Tape:
     return _TAPES[tape_hash]
 
 
+def _books(path: str | None) -> Books | None:
+    """The run's books, loaded from their path once per worker (the path must exist on every
+    node, as a cassette's must)."""
+    if path is None:
+        return None
+    if path not in _BOOKS:
+        _BOOKS.clear()
+        _BOOKS[path] = load_books(path)
+    return _BOOKS[path]
+
+
 def _ray_cohort(
     tape_hash: str,
     boxed: list[Any],
     settings: RunSettings,
     plan: CohortPlan,
     environment: dict[str, str],
+    books: str | None = None,
 ) -> RecordedCohort:
     os.environ.update(environment)
-    return record_cohort(_tape(tape_hash, boxed), settings, plan)
+    return record_cohort(_tape(tape_hash, boxed), settings, plan, _books(books))
 
 
 def forwarded_environment() -> dict[str, str]:
@@ -122,8 +139,9 @@ class RayEngine:
         tape = work.source.tape
         boxed = [ray.put(tape)]
         environment = forwarded_environment()
+        books = None if work.source.books_path is None else str(work.source.books_path)
         refs = {
-            task.remote(tape.hash, boxed, work.settings(cohort), cohort.plan, environment): k
+            task.remote(tape.hash, boxed, work.settings(cohort), cohort.plan, environment, books): k
             for k, cohort in enumerate(cohorts)
         }
 

@@ -28,6 +28,7 @@ from ledger.store import EventStore
 from ledger.stream import MemorySink, SnapshotImage
 
 if TYPE_CHECKING:
+    from replays.books import Books
     from replays.tape import Tape
 
 
@@ -66,11 +67,14 @@ class RecordedCohort(MemorySink):
 
 
 def record_cohort(
-    tape: Tape, settings: RunSettings | CohortConfig, plan: CohortPlan | None = None
+    tape: Tape,
+    settings: RunSettings | CohortConfig,
+    plan: CohortPlan | None = None,
+    books: Books | None = None,
 ) -> RecordedCohort:
     """Replay one cohort into a recording (what every parallel worker runs), by its ``plan``
     where the driver made it."""
-    runner = CohortRunner(tape, settings, plan=plan)
+    runner = CohortRunner(tape, settings, plan=plan, books=books)
     sink = RecordedCohort(runner.cohort)
     runner.run(sink)
     return sink

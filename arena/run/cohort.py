@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pydantic
 
+from ledger.errors import LedgerError
 from ledger.rules import RULES
 from replays.instants import parse_instant as parse_instant  # re-exported: commands read it here
 
@@ -62,6 +63,11 @@ Infinity, which JSON cannot hold, was written into ``CohortOpened`` as null and 
 could not be read again; sums past 10¹² are past what the tables can show."""
 
 
+ADDED_LATER = {"execution": "fa", "fees": None, "books": None, "latency_ms": 0}
+"""Settings added after cohort ids were first made, and the value every earlier cohort ran
+with: left out of the id at that value, so every earlier cohort keeps its id."""
+
+
 class CohortConfig(pydantic.BaseModel):
     """What a user chooses for one cohort; validated at the boundary, then frozen."""
 
@@ -75,6 +81,23 @@ class CohortConfig(pydantic.BaseModel):
     decision_cadence: str = "weekly"
     mark_cadence: str = "daily"
     seed: int = pydantic.Field(default=0, ge=0)  # numpy refuses a negative seed
+    execution: str = pydantic.Field(
+        default="fa",
+        description="execution model: fa (the tape's price, whole), mid, touch?spread_ticks=K "
+        "(a synthetic spread on a price tape), l2 (a recorded book)",
+    )
+    fees: str | None = pydantic.Field(
+        default=None,
+        description="auto (Polymarket's dated schedule) or none; unset: none for fa and mid, "
+        "auto for touch and l2",
+    )
+    books: str | None = pydantic.Field(
+        default=None, description="the content hash of the order books the orders meet"
+    )
+    latency_ms: int = pydantic.Field(
+        default=0, ge=0, le=86_400_000,
+        description="milliseconds from a decision to its orders meeting the book",
+    )  # fmt: skip
 
     @pydantic.field_validator("start")
     @classmethod
@@ -95,6 +118,21 @@ class CohortConfig(pydantic.BaseModel):
         cadence_seconds(value)
         return value
 
+    @pydantic.model_validator(mode="after")
+    def _execution(self) -> CohortConfig:
+        """A model that can run on what the cohort has (a price tape, or books too), and fees
+        that model can charge; the models load only when a cohort is checked."""
+        from arena.run.execution import check, fees_for
+
+        try:
+            check(self.execution, books=self.books is not None)
+        except LedgerError as exc:
+            raise ValueError(str(exc)) from None
+        fees_for(self.execution, self.fees)
+        if self.latency_ms and self.books is None:
+            raise ValueError("latency_ms needs books: a price tape has one price per instant")
+        return self
+
     @pydantic.field_validator("agents")
     @classmethod
     def _agents(cls, value: dict[str, str]) -> dict[str, str]:
@@ -111,9 +149,11 @@ class CohortConfig(pydantic.BaseModel):
 
     def cohort_id(self, tape_hash: str) -> str:
         """``YYYY-MM-DD-xxxxxxxx``: the start date and a hash of everything that shapes the log."""
-        blob = json.dumps(
-            {"tape": tape_hash, **self.model_dump(mode="json")}, sort_keys=True
-        ).encode()
+        settings = self.model_dump(mode="json")
+        for name, default in ADDED_LATER.items():
+            if settings[name] == default:
+                del settings[name]
+        blob = json.dumps({"tape": tape_hash, **settings}, sort_keys=True).encode()
         return f"{self.start:%Y-%m-%d}-{hashlib.sha256(blob).hexdigest()[:8]}"
 
 

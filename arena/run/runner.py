@@ -31,9 +31,12 @@ from arena.boundary.past import PastFeed, frozen
 from arena.boundary.sandbox import Clock, Sandbox
 from arena.boundary.views import Views, priced_positions
 from arena.run.cohort import CohortConfig, iso_minute, week_of
+from arena.run.execution import DEFAULT as DEFAULT_EXECUTION
+from arena.run.execution import fees_for, venue
 from arena.run.plan import DECISION, MARK, RESOLUTION, STOP, CohortPlan, plan_cohort
 from arena.run.settings import RunSettings
 from arena.run.transcript import Transcript
+from ledger.errors import LedgerError
 from ledger.events import (
     CohortClosed,
     CohortOpened,
@@ -47,6 +50,7 @@ from ledger.projection import CohortState
 from ledger.rules import Broker, rules_for, settle, void
 from ledger.stream import EventSink, StreamWriter
 from replays.asof import AsOf, UniverseWalk
+from replays.books import Books
 from replays.tape import Tape
 from strategies.api import (
     TRANSCRIPT_FIELDS,
@@ -120,6 +124,7 @@ class CohortRunner:
         *,
         plan: CohortPlan | None = None,
         strategies: dict[str, Strategy] | None = None,
+        books: Books | None = None,
     ) -> None:
         if isinstance(settings, CohortConfig):
             settings = RunSettings(cohort=settings)
@@ -134,6 +139,12 @@ class CohortRunner:
         }
         self.decision_timeout = settings.options.decision_timeout
         self.isolate = settings.options.isolate
+        if (books.hash if books is not None else None) != config.books:
+            given = books.hash[:12] if books is not None else "none"
+            raise LedgerError(
+                f"cohort {self.cohort} meets the books {str(config.books)[:12]}, given {given}"
+            )
+        self.books = books
         plan = plan or plan_cohort(tape, config)
         self.universe = list(plan.universe)
         self.universe_by = plan.universe_by
@@ -207,7 +218,10 @@ class CohortRunner:
     ) -> Generator[Step, None, CohortRun]:
         state = LiveCohort(self.cohort)
         writer = StreamWriter(sink, state)
-        broker = Broker(state, self.rules)
+        c = self.config
+        broker = Broker(
+            state, self.rules, venue(self.tape, c.execution, c.fees, self.books, c.latency_ms)
+        )
         self.transcript = Transcript(self.cohort)
 
         def saved(kind: str, ts: int) -> Step:
@@ -320,8 +334,21 @@ class CohortRunner:
                 "universe_size": c.universe,
                 "min_bet": self.rules.min_bet,
                 "universe_by": self.universe_by,
+                **self._execution_settings(),
             },
         )
+
+    def _execution_settings(self) -> dict[str, str | int]:
+        """The execution model and fees, recorded where they are not Forecaster Arena's rule
+        (an ``fa`` cohort's opening is the bytes it always was)."""
+        c = self.config
+        if c.execution == DEFAULT_EXECUTION and c.fees is None and c.books is None:
+            return {}
+        chosen: dict[str, str | int] = {"execution": c.execution}
+        chosen["fees"] = fees_for(c.execution, c.fees)
+        if c.books is not None:
+            chosen |= {"books": c.books, "latency_ms": c.latency_ms}
+        return chosen
 
     def _listed(self, j: int) -> MarketListed:
         info = self.tape.markets[self.universe[j]]

@@ -6,6 +6,11 @@ plugin that patched the broker in-process, or a run on a doctored tape, writes a
 chained log. This check replays nothing: it reads each ``OrderFilled`` and asks the tape
 whether that price existed for that side at that instant, and the rules whether that amount
 was allowed with the cash the log implies, naming the first fill that fails.
+
+A cohort run under an execution model (``CohortOpened.settings["execution"]``) has each fill
+derived again: the order as placed meets the venue the cohort ran with (the same model, fees
+and book, and what the agent had already taken from it), and the price, shares, amount, fee
+and every leg must come out as recorded.
 """
 
 from __future__ import annotations
@@ -13,11 +18,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from arena.run.execution import venue
 from ledger.errors import IntegrityError
-from ledger.events import CohortOpened, DecisionMade, Event, OrderFilled
+from ledger.events import CohortOpened, DecisionMade, Event, OrderFilled, OrderPlaced
+from ledger.execution import Fill, Rejection
+from ledger.fees import FeeRule
 from ledger.projection import CohortState, Ledger, side_index
 from ledger.rules import RuleSet, rules_for
 from ledger.store import EventStore
+from ledger.venue import Venue, share_fee
+from replays.books import Books
 from replays.tape import Tape
 
 TOLERANCE = 1e-9
@@ -27,6 +37,18 @@ TOLERANCE = 1e-9
 class FillsChecked:
     fills: int
     cohorts: int
+    derived: int = 0
+    """Of ``fills``, those derived again under an execution model."""
+
+    @property
+    def how(self) -> str:
+        """How they were checked, in words for the summary line."""
+        if not self.derived:
+            return "at the tape's prices, within the rules"
+        if self.derived == self.fills:
+            return "derived again under their execution model, as recorded"
+        return (f"checked: {self.fills - self.derived:,} at the tape's prices, within the "
+                f"rules, {self.derived:,} derived again under their execution model")  # fmt: skip
 
 
 @dataclass
@@ -38,30 +60,69 @@ class _Decision:
     spent: float = 0.0
 
 
-def verify_fills(store: EventStore, tape: Tape) -> FillsChecked:
+def verify_fills(store: EventStore, tape: Tape, books: Books | None = None) -> FillsChecked:
     """Raise IntegrityError(seq=first bad fill) unless every fill of every cohort replayed on
-    ``tape`` happened at the tape's price under its cohort's rules."""
+    ``tape`` happened at the tape's price under its cohort's rules, or, under an execution
+    model, is what the model gives the order on ``tape`` and the cohort's ``books``."""
     ledger = Ledger()
     rules: dict[str, RuleSet] = {}
+    venues: dict[str, Venue] = {}
+    placed: dict[tuple[str, str], OrderPlaced] = {}
     decisions: dict[tuple[str, str], _Decision] = {}
-    fills = 0
+    fills = derived = 0
     for seq, _stream, _version, event in store.read_with_seq():
         if isinstance(event, CohortOpened):
             if event.tape != tape.hash:
                 raise _bad(store, seq, f"opens cohort {event.cohort} on tape "
                                        f"{event.tape[:12]}, not {tape.hash[:12]}")  # fmt: skip
             rules[event.cohort] = rules_for(event.rules)
+            made = _venue_of(event, tape, books)
+            if isinstance(made, str):
+                raise _bad(store, seq, made)
+            if made is not None:
+                venues[event.cohort] = made
         state = ledger.cohorts.get(event.cohort)
-        if isinstance(event, DecisionMade) and state is not None:
+        if isinstance(event, OrderPlaced):
+            placed[(event.cohort, event.order_id)] = event
+        elif isinstance(event, DecisionMade) and state is not None:
             decisions[(event.cohort, event.agent)] = _Decision(state.book(event.agent).cash)
         elif isinstance(event, OrderFilled) and state is not None:
-            decision = decisions.get((event.cohort, event.agent))
-            problem = _fill_problem(event, state, rules[event.cohort], tape, decision)
+            at = venues.get(event.cohort)
+            order = placed.get((event.cohort, event.order_id))
+            if at is not None:
+                derived += 1
+                problem = _venue_problem(event, order, state, at, tape)
+            else:
+                decision = decisions.get((event.cohort, event.agent))
+                problem = _fill_problem(event, state, rules[event.cohort], tape, decision)
             if problem:
                 raise _bad(store, seq, problem)
             fills += 1
         _apply(ledger, event, store, seq)
-    return FillsChecked(fills=fills, cohorts=len(rules))
+    return FillsChecked(fills=fills, cohorts=len(rules), derived=derived)
+
+
+def _venue_of(opened: CohortOpened, tape: Tape, books: Books | None) -> Venue | str | None:
+    """The venue a cohort's orders met, as its opening records it; None for Forecaster Arena's
+    rule; a reason when the books it walked are not the ones given."""
+    settings = opened.settings
+    spec = settings.get("execution")
+    if not isinstance(spec, str):
+        return None
+    wanted = settings.get("books")
+    if isinstance(wanted, str) and (books is None or books.hash != wanted):
+        given = "none" if books is None else books.hash[:12]
+        return (f"opens cohort {opened.cohort} on order books {wanted[:12]}, but the books "
+                f"given are {given} (--books)")  # fmt: skip
+    fees = settings.get("fees")
+    latency = settings.get("latency_ms")
+    return venue(
+        tape,
+        spec,
+        fees if isinstance(fees, str) else None,
+        books if isinstance(wanted, str) else None,
+        latency if isinstance(latency, int) else 0,
+    )
 
 
 def _apply(ledger: Ledger, event: Event, store: EventStore, seq: int) -> None:
@@ -123,6 +184,48 @@ def _buy_problem(
         return (f"brings its decision's buys to {decision.spent!r}, above the {ceiling!r} the "
                 f"{rules.version} rules allow")  # fmt: skip
     return None
+
+
+def _venue_problem(
+    fill: OrderFilled, order: OrderPlaced | None, state: CohortState, at: Venue, tape: Tape
+) -> str | None:
+    """Why ``fill`` is not what its order gets at the cohort's venue, or None."""
+    found = side_index(tape.markets[tape.index[fill.market]].outcomes, fill.side)
+    prices = tape.price_at(fill.market, fill.ts)
+    if order is None or found is None or prices is None:
+        return f"fills {fill.side} of market {fill.market} with no order or tape price for it"
+    outcome, price = found[1], prices[found[1]]
+    if fill.kind == "buy":
+        result = at.buy(
+            fill.agent, fill.market, outcome, fill.ts, price, order.amount or 0.0, fill.cash_before
+        )
+    else:
+        held = state.book(fill.agent).positions.get((fill.market, fill.side))
+        if held is None:
+            return f"sells {fill.side} of market {fill.market}, which it does not hold"
+        pct = order.percentage or 100.0
+        shares = held.shares if pct >= 100.0 else held.shares * pct / 100.0
+        result = at.sell(fill.agent, fill.market, outcome, fill.ts, price, shares)
+    if isinstance(result, Rejection):
+        return f"fills an order the {at.model.name} model refuses: {result.message}"
+    expected = _recorded(fill.kind, *result)
+    got = (fill.price, fill.shares, fill.amount, fill.fee or 0.0,
+           [(leg.price, leg.shares, leg.level) for leg in fill.legs or ()])  # fmt: skip
+    names = ("price", "shares", "amount", "fee", "legs")
+    for name, want, have in zip(names, expected, got, strict=True):
+        if want != have:
+            return (f"fills {fill.side} of market {fill.market} with {name} {have!r}, where "
+                    f"the {at.model.name} model gives {want!r}")  # fmt: skip
+    return None
+
+
+def _recorded(kind: str, fill: Fill, rule: FeeRule | None) -> tuple[object, ...]:
+    """The price, shares, amount, fee and legs the broker records for ``fill``."""
+    in_shares = kind == "buy" and rule is not None and rule.currency("buy") == "shares"
+    fee = share_fee(rule, fill) if rule is not None and in_shares else fill.fee
+    shares = fill.shares - fee if in_shares else fill.shares
+    legs = [(float(leg.price), float(leg.shares), leg.level) for leg in fill.legs]
+    return float(fill.price), float(shares), float(fill.amount), float(fee), legs
 
 
 def _bad(store: EventStore, seq: int, what: str) -> IntegrityError:

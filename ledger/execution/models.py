@@ -196,7 +196,8 @@ class TouchModel(_Priced):
     """The best price on the side the order takes, for the whole order (infinite depth at the
     touch), or with ``cap`` for no more than the top level holds. With ``spread_ticks`` and a
     book that is only a quoted mid, the touch is made up: mid ± ``spread_ticks`` × tick / 2
-    (the book's tick, else ``tick``), kept within [0, 1], and the fill is ``synthetic``.
+    (the book's tick, else ``tick``), and the fill is ``synthetic``; a made-up ask at 1 or more
+    (a bid at 0 or less) is no quote, and the order is refused for want of liquidity.
     ``allow_one_sided`` fills against a book whose other side is empty."""
 
     name: ClassVar[str] = "touch"
@@ -222,10 +223,17 @@ class TouchModel(_Priced):
             if refused or mid is None:
                 return refused or no_price("mid")
             spread = mul(Decimal(self.spread_ticks), book.tick or self.tick)
-            if order.kind == "buy":
-                price = min(add(mid, half(spread)), ONE)
-            else:
-                price = max(sub(mid, half(spread)), ZERO)
+            buy = order.kind == "buy"
+            price = add(mid, half(spread)) if buy else sub(mid, half(spread))
+            if (buy and price >= ONE) or (not buy and price <= ZERO):
+                # no one sells a share at $1 or more, nor buys one at $0: a quote that far
+                # out is no quote (Polymarket's prices stop a tick inside [0, 1])
+                side = "ask" if buy else "bid"
+                return Rejection(
+                    Reason.NO_LIQUIDITY,
+                    f"no synthetic {side}: {self.spread_ticks} ticks around mid {show(mid)} "
+                    f"reach {show(price)}",
+                )
             levels = [Level(price, INFINITY, None)]
             return _execute(
                 self.name,

@@ -1,9 +1,11 @@
 """``favourite`` and ``contrarian``: back the side the crowd backs, or the one it doubts.
 
-Both enter the open binary markets they do not hold yet whose prices are the most lopsided,
-a few per decision, betting ``stake × price of the chosen side`` dollars (at least the minimum
-bet, at most the rules' maximum) and stating that price as their belief. A 50/50 market has
-no favourite and no underdog, so both leave it alone.
+Both enter the open two-sided markets they do not hold yet whose prices are the most
+lopsided, a few per decision, betting ``stake × price of the chosen side`` dollars (at least the
+minimum bet, at most the rules' maximum) and stating that price as their belief. A 50/50 market
+has no favourite and no underdog, so both leave it alone. Two-sided is a binary YES/NO market,
+or any market of exactly two outcomes (Up/Down, a team against a team), whose sides they name
+by its own outcome labels.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ class PriceSide(Strategy):
         markets = view.markets
         held = {p.market for p in view.positions}
         yes = markets.yes
+        two_sided = markets.binary.copy()
+        for i in np.flatnonzero(~markets.binary):  # none on a tape of YES/NO markets
+            two_sided[i] = len(markets.meta_at(int(i)).outcomes) == 2
         with np.errstate(invalid="ignore"):
-            candidates = markets.open & markets.binary & (yes > 0) & (yes < 1) & (yes != 0.5)
+            candidates = markets.open & two_sided & (yes > 0) & (yes < 1) & (yes != 0.5)
         lopsided = np.abs(np.where(candidates, yes, 0.5) - 0.5)
         bets: list[Bet] = []
         budget = view.budget()
@@ -48,8 +53,12 @@ class PriceSide(Strategy):
             market = markets.ids[i]
             if market in held:
                 continue
-            yes_side = (yes[i] > 0.5) != self.underdog
-            side, price = ("YES", float(yes[i])) if yes_side else ("NO", 1.0 - float(yes[i]))
+            first = (yes[i] > 0.5) != self.underdog
+            side, price = ("YES", float(yes[i])) if first else ("NO", 1.0 - float(yes[i]))
+            if not markets.binary[i]:  # the market's own labels, and its second side's price
+                outcomes = markets.meta_at(i).outcomes
+                quoted = markets.prices(market) or (float(yes[i]), 1.0 - float(yes[i]))
+                side, price = (outcomes[0], quoted[0]) if first else (outcomes[1], quoted[1])
             amount = budget.take(max(view.min_bet, round(self.settings.stake * price, 2)))
             if not amount:
                 break

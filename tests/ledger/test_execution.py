@@ -561,8 +561,15 @@ def test_touch_on_a_mid_makes_up_a_spread_and_says_so() -> None:
     assert (sold.price, sold.amount, sold.synthetic) == (D("0.480"), 48, True)
     wide = filled(TouchModel(spread_ticks=4, tick=D("0.001")).fill(Order.buy(1), point))
     assert wide.price == D("0.487")
-    edge = filled(TouchModel(spread_ticks=2).fill(Order.buy(1), OrderBook.quote("0.995", ts_ms=0)))
-    assert edge.price == 1
+    # a made-up ask of $1 or more is no ask: nobody sells a share for what it can pay at most
+    near = OrderBook.quote("0.995", ts_ms=0)
+    edge = refused(TouchModel(spread_ticks=2).fill(Order.buy(1), near))
+    assert edge.reason == Reason.NO_LIQUIDITY and "reach 1.005" in edge.message
+    assert refused(
+        TouchModel(spread_ticks=2).fill(Order.sell(1), OrderBook.quote("0.005", ts_ms=0))
+    )
+    top = OrderBook.quote("0.985", ts_ms=0)
+    assert filled(TouchModel(spread_ticks=1).fill(Order.buy(1), top)).price == D("0.990")
     assert not filled(TouchModel(spread_ticks=1).fill(Order.buy(10), HAND)).synthetic
 
 

@@ -574,3 +574,14 @@ def test_fees_are_zero_before_2026_and_always_for_geopolitics(
     assert rule.taker_fee(shares, price, side).amount == 0
     rule = schedule.rule_for("geopolitics", late, enabled(late))
     assert rule.taker_fee(shares, price, side).amount == 0
+
+
+def test_a_market_with_no_category_pays_the_rate_every_category_had() -> None:
+    """Before 2026 every category paid 0, so a market nobody labelled pays 0 too; after the
+    category rates began, an unlabelled market's fee is unknown and its order refused."""
+    schedule = FeeSchedule.polymarket()
+    before = int(datetime(2024, 9, 29, tzinfo=UTC).timestamp())
+    assert schedule.rule_for(None, before).taker_fee(100, 0.5, "buy").amount == 0
+    after = int(datetime(2026, 6, 1, tzinfo=UTC).timestamp())
+    with pytest.raises(UnknownFee, match="no fee category on 2026-06-01"):
+        schedule.rule_for(None, after)

@@ -1,0 +1,195 @@
+"""A cohort's execution model, end to end: what it records, what it costs, and that ``fa`` is
+still the bytes it always was. Every figure is worked out by hand from the rule it names."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arena.run import execution
+from arena.run.cohort import CohortConfig
+from arena.run.runner import CohortRunner
+from arena.verify.fills import verify_fills
+from ledger.errors import IntegrityError
+from ledger.events import CohortOpened, Event, OrderFilled, PositionSettled
+from ledger.execution import OrderBook
+from ledger.store import EventStore
+from ledger.stream import MemorySink
+from replays.markets import MarketInfo, Resolution
+from replays.tape import Tape
+from tests.conftest import WEEK, Arena, hand_config
+
+BUY_THEN_SELL = [
+    {"action": "BET", "bets": [{"market_id": "a", "side": "YES", "amount": 1000}]},
+    {"action": "SELL", "sells": [{"market_id": "a", "side": "YES", "percentage": 100}]},
+]
+
+
+def scripted(tmp_path: Path, decisions: list[dict[str, Any]]) -> dict[str, str]:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(decisions))
+    return {"s": f"scripted:{script}"}
+
+
+def events(tape: Tape, config: CohortConfig) -> list[Event]:
+    sink = MemorySink()
+    run = CohortRunner(tape, config).run(sink)
+    return sink.read(run.cohort)
+
+
+def fills(log: list[Event]) -> list[OrderFilled]:
+    return [e for e in log if isinstance(e, OrderFilled)]
+
+
+def test_fa_is_the_default_and_the_same_bytes(hand_tape: Tape, tmp_path: Path) -> None:
+    agents = scripted(tmp_path, BUY_THEN_SELL)
+    default, explicit = hand_config(agents), hand_config(agents, execution="fa")
+    assert default.cohort_id(hand_tape.hash) == explicit.cohort_id(hand_tape.hash)
+    log = events(hand_tape, explicit)
+    assert log == events(hand_tape, default)
+    opened = log[0]
+    assert isinstance(opened, CohortOpened) and "execution" not in opened.settings
+    buy = fills(log)[0]
+    assert (buy.price, buy.shares, buy.fee, buy.legs, buy.execution) == (
+        0.5,
+        2000.0,
+        None,
+        None,
+        None,
+    )
+    touch = hand_config(agents, execution="touch?spread_ticks=2")
+    assert touch.cohort_id(hand_tape.hash) != default.cohort_id(hand_tape.hash)
+
+
+def test_touch_on_a_price_tape_pays_a_synthetic_spread(hand_tape: Tape, tmp_path: Path) -> None:
+    """Market a is at 0.50 at the start and 0.75 a week later. Two ticks of 0.01 around the
+    price: buy at 0.51, sell at 0.74. Fees: auto, but every category paid 0 in 2024."""
+    agents = scripted(tmp_path, BUY_THEN_SELL)
+    fa = fills(events(hand_tape, hand_config(agents)))
+    log = events(hand_tape, hand_config(agents, execution="touch?spread_ticks=2"))
+    opened = log[0]
+    assert isinstance(opened, CohortOpened)
+    assert opened.settings["execution"] == "touch?spread_ticks=2"
+    assert opened.settings["fees"] == "auto"
+    buy, sell = fills(log)
+    shares = float(Fraction(1000) / Fraction("0.51"))  # 1,960.78… shares for the $1,000
+    assert (buy.price, buy.shares, buy.amount, buy.synthetic) == (0.51, shares, 1000.0, True)
+    assert [(leg.price, leg.shares, leg.level) for leg in buy.legs or ()] == [(0.51, shares, None)]
+    assert buy.execution is not None and buy.execution.startswith("touch:")
+    assert buy.fee is None and buy.requested is None
+    proceeds = float(Fraction(shares) * Fraction("0.74"))
+    assert (sell.price, sell.shares, sell.amount) == (0.74, shares, proceeds)
+    assert sell.cost_basis == 1000.0 and sell.realized == proceeds - 1000.0
+    # the same decisions at the tape's price: 2,000 shares sold for $1,500
+    assert fa[1].realized == 500.0 > sell.realized
+
+
+def crypto_tape() -> tuple[Tape, int]:
+    """One crypto market in June 2026 (rate 0.07, fees in collateral), at 0.50 for a week."""
+    t0 = int(datetime(2026, 6, 7, tzinfo=UTC).timestamp())
+    market = MarketInfo(id="btc", question="btc?", outcomes=("Yes", "No"), volume=1.0,
+                        category="crypto")  # fmt: skip
+    series = {"btc": (np.array([t0 - 60, t0 + WEEK - 60], dtype=np.int64), np.array([0.5, 0.5]))}
+    resolved = [Resolution(market="btc", ts=t0 + WEEK, winner="Yes")]
+    return Tape.from_series([market], series, resolved, source="crypto"), t0
+
+
+def test_a_fee_in_dollars_is_paid_beside_the_amount_and_costs_the_position(
+    tmp_path: Path,
+) -> None:
+    """$100 at the midpoint 0.50: 200 shares; the fee C x rate x p(1 - p) = 200 x 0.07 x 0.25 =
+    $3.50, paid beside the $100; the win pays $200, so the bet made 200 - 103.50 = $96.50."""
+    tape, t0 = crypto_tape()
+    bet = [{"action": "BET", "bets": [{"market_id": "btc", "side": "YES", "amount": 100}]}]
+    config = CohortConfig(start=t0, agents=scripted(tmp_path, bet), universe=1,
+                          execution="mid", fees="auto", decision_cadence="weekly")  # fmt: skip
+    log = events(tape, config)
+    [buy] = fills(log)
+    assert (buy.price, buy.shares, buy.amount) == (0.5, 200.0, 100.0)
+    assert (buy.fee, buy.fee_currency) == (3.5, "usdc")
+    [settled] = [e for e in log if isinstance(e, PositionSettled)]
+    assert (settled.payout, settled.cost, settled.realized) == (200.0, 103.5, 96.5)
+    state = CohortRunner(tape, config).run(None).state
+    assert state.books["s"].cash == 10_000 - 103.5 + 200
+    without = fills(events(tape, config.model_copy(update={"fees": "none"})))
+    assert without[0].fee is None and without[0].execution is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--execution", "l2"), "execution 'l2' walks a recorded order book: give --books FILE"),
+        (("--execution", "touch"), "needs --books FILE, or spread_ticks=K"),
+        (("--execution", "nope"), "unknown execution model 'nope'"),
+        (("--execution", "touch?spread_tick=2"), "model 'touch' has no parameter 'spread_tick'"),
+        (("--fees", "auto"), "execution 'fa' charges no fee"),
+        (("--latency", "250"), "latency_ms needs books"),
+    ],
+)
+def test_an_execution_that_cannot_run_is_one_line(
+    arena: Arena, tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    result = arena("replay", *args, "--db", tmp_path / "x.db")
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("Error: ") and said in line
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_verify_derives_every_fill_again_and_names_one_no_model_gives(
+    hand_tape: Tape, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker patched in process to fill a tick cheaper writes a perfectly chained log;
+    ``verify --tape`` derives each fill again under the cohort's model and catches it."""
+    config = hand_config(scripted(tmp_path, BUY_THEN_SELL), execution="touch?spread_ticks=2")
+    honest, patched = tmp_path / "honest.db", tmp_path / "patched.db"
+    with EventStore.open(honest) as store:
+        CohortRunner(hand_tape, config).run(store)
+        assert verify_fills(store, hand_tape).derived == 2
+
+    def cheaper(market: str, outcome: int, ts_ms: int, price: float) -> OrderBook:
+        return OrderBook.quote(price - 0.01, ts_ms=ts_ms, token=f"{market}#{outcome}")
+
+    monkeypatch.setattr(execution, "quote_books", cheaper)
+    with EventStore.open(patched) as store:
+        CohortRunner(hand_tape, config).run(store)
+    monkeypatch.undo()
+    with EventStore.open(patched) as store, pytest.raises(IntegrityError) as caught:
+        verify_fills(store, hand_tape)
+    assert "with price 0.5, where the touch model gives 0.51" in str(caught.value)
+
+
+def test_l2_walks_the_recorded_books_and_verify_derives_it(arena: Arena, tmp_path: Path) -> None:
+    """The embedded BTC books (September 2026, crypto: 0.07, charged in collateral): each leg
+    at its level's price, with its own fee, C x 0.07 x p(1 - p) rounded down to 5 places."""
+    db = tmp_path / "btc.db"
+    done = arena("replay", "--tape", "sample-books", "--start", "2026-09-28T08:50",
+                 "--decisions", "1m", "--marks", "1m", "--execution", "l2",
+                 "--agent", "fav=favourite", "--agent", "con=contrarian", "--db", db)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    with EventStore.open(db, readonly=True) as store:
+        made = fills(list(store.read()))
+    assert made and all(f.execution and f.execution.startswith("l2:") for f in made)
+    for fill in made:
+        legs = fill.legs or []
+        assert legs and all(leg.level is not None for leg in legs)
+        for leg in legs:
+            exact = (
+                Fraction(leg.shares)
+                * Fraction("0.07")
+                * Fraction(leg.price)
+                * (1 - Fraction(leg.price))
+            )
+            assert leg.fee == float(Fraction(int(exact * 100_000), 100_000))
+        assert fill.fee == pytest.approx(sum(leg.fee or 0.0 for leg in legs), abs=1e-12)
+        assert fill.amount == pytest.approx(sum(leg.price * leg.shares for leg in legs))
+    checked = arena("verify", db, "--tape", "sample-books")
+    assert checked.exit_code == 0, checked.output
+    said = " ".join(checked.stdout.split())
+    assert f"{len(made)} fill(s) derived again under their execution model, as recorded" in said
