@@ -31,7 +31,6 @@ NEEDS_MORE = {
     "--engine": "a Ray cluster",
     "bench": "minutes of benchmarking",
     "lab": "minutes of experiments",
-    "--db": "a replay running beside it (arena step's live mode)",
     "step": "a terminal (driven in tests/arena/step/)",
 }
 
@@ -80,7 +79,8 @@ def test_the_tour_runs_on_the_sample(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, f"{shlex.join(argv)}\n{done.stdout}\n{done.stderr}"
         ran.append(argv[1])
-    # replay twice, report twice, verify, export, backtest, strategies, score, tapes show
-    assert ran.count("replay") == 2 and ran.count("report") == 2
+    # replay three times (one on the BTC books), report twice, verify twice, export, backtest,
+    # strategies, score, tapes show
+    assert ran.count("replay") == 3 and ran.count("report") == 2 and ran.count("verify") == 2
     assert {"verify", "export", "backtest", "strategies", "score", "tapes"} <= set(ran)
     assert (tmp_path / "report" / "index.html").exists()

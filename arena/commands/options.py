@@ -47,7 +47,7 @@ DEFAULT_AGENTS = (
 
 COHORT_SETTINGS = (
     "rules", "cash", "universe", "decision_cadence", "mark_cadence", "seed", "execution", "fees",
-    "latency_ms",
+    "latency_ms", "liquidity",
 )  # fmt: skip
 """The ``CohortConfig`` fields the options set, by their own names (start and agents come
 from their own options, or from the command)."""
@@ -135,6 +135,10 @@ _COHORT_OPTIONS = (
                  default=_default(CohortConfig, "latency_ms"), show_default=True,
                  help="Milliseconds from a decision to its orders meeting the book (needs "
                       "books): the book standing when the order arrives, never a later one."),
+    click.option("--liquidity", type=click.Choice(["isolated", "shared"]),
+                 default=_default(CohortConfig, "liquidity"), show_default=True,
+                 help="With books: isolated, every agent meets the whole book; shared, the "
+                      "cohort's agents take from one book in the order they decide."),
     click.option("--fees", type=click.Choice(["auto", "none"]),
                  help="Taker fees: auto (Polymarket's schedule by date and category) or none. "
                       "Default: none for fa and mid, auto for touch and l2."),

@@ -126,7 +126,7 @@ def step(
     settings = RunSettings(cohort=config, options=cohort.options)
     log = live_db or Path("arena.db")
     output = log.with_name(log.name + ".step-output.txt") if interactive else None
-    live = LiveRun(cohort.tape, settings, log, output)
+    live = LiveRun(cohort.tape, settings, log, output, cohort.books)
     try:
         tail = LogTail(live.db, live.cohort)
         timeline = LogTimeline(tail.read(live.advance("open").version), live.cohort)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 import pydantic
 
@@ -63,7 +64,9 @@ Infinity, which JSON cannot hold, was written into ``CohortOpened`` as null and 
 could not be read again; sums past 10¹² are past what the tables can show."""
 
 
-ADDED_LATER = {"execution": "fa", "fees": None, "books": None, "latency_ms": 0}
+ADDED_LATER = {
+    "execution": "fa", "fees": None, "books": None, "latency_ms": 0, "liquidity": "isolated",
+}  # fmt: skip
 """Settings added after cohort ids were first made, and the value every earlier cohort ran
 with: left out of the id at that value, so every earlier cohort keeps its id."""
 
@@ -98,6 +101,11 @@ class CohortConfig(pydantic.BaseModel):
         default=0, ge=0, le=86_400_000,
         description="milliseconds from a decision to its orders meeting the book",
     )  # fmt: skip
+    liquidity: Literal["isolated", "shared"] = pydantic.Field(
+        default="isolated",
+        description="isolated: every agent meets the whole book (as every peer models it); "
+        "shared: the cohort's agents take from one book, in the order they decide",
+    )
 
     @pydantic.field_validator("start")
     @classmethod
@@ -129,8 +137,11 @@ class CohortConfig(pydantic.BaseModel):
         except LedgerError as exc:
             raise ValueError(str(exc)) from None
         fees_for(self.execution, self.fees)
-        if self.latency_ms and self.books is None:
-            raise ValueError("latency_ms needs books: a price tape has one price per instant")
+        if self.books is None and (self.latency_ms or self.liquidity != "isolated"):
+            raise ValueError(
+                "latency_ms and shared liquidity need books: a price tape has one price per "
+                "instant and no depth"
+            )
         return self
 
     @pydantic.field_validator("agents")

@@ -88,7 +88,12 @@ def fees_for(spec: str, fees: str | None) -> str:
 
 
 def venue(
-    tape: Tape, spec: str, fees: str | None, books: Books | None = None, latency_ms: int = 0
+    tape: Tape,
+    spec: str,
+    fees: str | None,
+    books: Books | None = None,
+    latency_ms: int = 0,
+    shared: bool = False,
 ) -> Venue | None:
     """The venue of a cohort on ``tape`` (and its ``books``); None for ``fa`` without fees, the
     broker's own path."""
@@ -106,7 +111,7 @@ def venue(
 
     source = quote_books if books is None else recorded_books(tape, books)
     model = model_for(name, **params)
-    return Venue(model=model, books=source, fees=fee_rule, latency_ms=latency_ms)
+    return Venue(model=model, books=source, fees=fee_rule, latency_ms=latency_ms, shared=shared)
 
 
 def recorded_books(tape: Tape, books: Books) -> BookSource:

@@ -219,9 +219,9 @@ class CohortRunner:
         state = LiveCohort(self.cohort)
         writer = StreamWriter(sink, state)
         c = self.config
-        broker = Broker(
-            state, self.rules, venue(self.tape, c.execution, c.fees, self.books, c.latency_ms)
-        )
+        shared = c.liquidity == "shared"
+        at = venue(self.tape, c.execution, c.fees, self.books, c.latency_ms, shared)
+        broker = Broker(state, self.rules, at)
         self.transcript = Transcript(self.cohort)
 
         def saved(kind: str, ts: int) -> Step:
@@ -347,7 +347,7 @@ class CohortRunner:
         chosen: dict[str, str | int] = {"execution": c.execution}
         chosen["fees"] = fees_for(c.execution, c.fees)
         if c.books is not None:
-            chosen |= {"books": c.books, "latency_ms": c.latency_ms}
+            chosen |= {"books": c.books, "latency_ms": c.latency_ms, "liquidity": c.liquidity}
         return chosen
 
     def _listed(self, j: int) -> MarketListed:

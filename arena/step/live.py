@@ -55,7 +55,12 @@ class Request:
 
 
 def _serve(
-    conn: Connection, tape_path: str, settings: RunSettings, db: str, output: str | None
+    conn: Connection,
+    tape_path: str,
+    settings: RunSettings,
+    db: str,
+    output: str | None,
+    books_path: str | None = None,
 ) -> None:
     """The child: build the runner (a bad tape or agent is the first answer), then walk its
     steps on request. Any error ends the child after it has been sent as a line. With
@@ -65,13 +70,15 @@ def _serve(
         _divert(output)
     from ledger.anchor import write_head
     from ledger.store import EventStore
+    from replays.bookfile import load_books
     from replays.tapefile import load_tape
 
     try:
         from arena.run.runner import CohortRunner
 
         tape = load_tape(tape_path)
-        runner = CohortRunner(tape, settings)
+        books = load_books(books_path) if books_path is not None else None
+        runner = CohortRunner(tape, settings, books=books)
         with EventStore.open(db) as store:
             steps = runner.steps(store, flush_each_step=True)
             conn.send(("ready", runner.cohort, list(settings.cohort.agents)))
@@ -127,16 +134,24 @@ class LiveRun:
         settings: RunSettings | CohortConfig,
         db: Path,
         output: Path | None = None,
+        books_path: Path | None = None,
     ) -> None:
         """Start the replay's process; ``output`` takes what its plugins print (the screen
-        owns the terminal)."""
+        owns the terminal); ``books_path`` the order books its orders meet, if any."""
         if isinstance(settings, CohortConfig):
             settings = RunSettings(cohort=settings)
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(
             target=_serve,
-            args=(child, str(tape_path), settings, str(db), str(output) if output else None),
+            args=(
+                child,
+                str(tape_path),
+                settings,
+                str(db),
+                str(output) if output else None,
+                str(books_path) if books_path else None,
+            ),
             name="arena-step-replay",
             # not a daemon: a daemonic process may start none, and --isolate runs each agent
             # in a worker of the replay's process ("daemonic processes are not allowed to

@@ -131,6 +131,22 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _execution_note(e: OrderFilled) -> str:
+    """What an execution model added to a fill: its fee, its levels, that it was partial or
+    priced off a made-up spread (nothing for a fill by Forecaster Arena's rule)."""
+    notes = []
+    if e.fee:
+        unit = " shares" if e.fee_currency == "shares" else ""
+        notes.append(f"fee {e.fee:,.2f}{unit}" if unit else f"fee {money(e.fee)}")
+    if e.legs and len(e.legs) > 1:
+        notes.append(f"{len(e.legs)} levels")
+    if e.requested is not None:
+        notes.append(f"partial, of {e.requested:,.2f} asked")
+    if e.synthetic:
+        notes.append("synthetic spread")
+    return f" ({', '.join(notes)})" if notes else ""
+
+
 def event_line(e: Event) -> str:
     """One line of markup per event, for the app's panels and the printed frames alike; names
     and reasons come from plugins and tapes, so they are escaped."""
@@ -142,7 +158,7 @@ def event_line(e: Event) -> str:
         )  # fmt: skip
         return (
             f"[green]✓ {verb}[/] {e.shares:,.2f} {escape(e.side)} of {escape(e.market)} "
-            f"at {e.price:.3f} for {money(e.amount)}{extra}"
+            f"at {e.price:.3f} for {money(e.amount)}{_execution_note(e)}{extra}"
         )
     if isinstance(e, OrderRejected):
         where = f"{escape(e.side)} on {escape(e.market)}"

@@ -122,6 +122,7 @@ def _venue_of(opened: CohortOpened, tape: Tape, books: Books | None) -> Venue | 
         fees if isinstance(fees, str) else None,
         books if isinstance(wanted, str) else None,
         latency if isinstance(latency, int) else 0,
+        settings.get("liquidity") == "shared",
     )
 
 

@@ -129,7 +129,8 @@ def test_a_fee_in_dollars_is_paid_beside_the_amount_and_costs_the_position(
         (("--execution", "nope"), "unknown execution model 'nope'"),
         (("--execution", "touch?spread_tick=2"), "model 'touch' has no parameter 'spread_tick'"),
         (("--fees", "auto"), "execution 'fa' charges no fee"),
-        (("--latency", "250"), "latency_ms needs books"),
+        (("--latency", "250"), "latency_ms and shared liquidity need books"),
+        (("--liquidity", "shared"), "latency_ms and shared liquidity need books"),
     ],
 )
 def test_an_execution_that_cannot_run_is_one_line(
@@ -193,3 +194,63 @@ def test_l2_walks_the_recorded_books_and_verify_derives_it(arena: Arena, tmp_pat
     assert checked.exit_code == 0, checked.output
     said = " ".join(checked.stdout.split())
     assert f"{len(made)} fill(s) derived again under their execution model, as recorded" in said
+
+
+def btc_log(arena: Arena, tmp_path: Path, *args: str) -> list[OrderFilled]:
+    """Two favourites on the embedded BTC books under l2, deciding each minute."""
+    db = tmp_path / f"btc{len(list(tmp_path.iterdir()))}.db"
+    done = arena("replay", "--tape", "sample-books", "--start", "2026-09-28T08:50",
+                 "--decisions", "1m", "--marks", "1m", "--execution", "l2", "--agent",
+                 "one=favourite?stake=20000", "--agent", "two=favourite?stake=20000", *args,
+                 "--db", db)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    with EventStore.open(db, readonly=True) as store:
+        return fills(list(store.read()))
+
+
+def snapshot_of(fill: OrderFilled) -> tuple[int, list[float]]:
+    """The instant (ms) and ask sizes of the snapshot a fill walked."""
+    from replays.bookfile import load_books
+    from replays.samples import sample_books_paths
+
+    books = load_books(sample_books_paths()[1])
+    assert fill.book is not None and fill.book.startswith(books.hash[:16])
+    snap = books.snapshot(int(fill.book.split(":")[1]))
+    return snap.ts, snap.ask_sz.tolist()
+
+
+def test_an_order_meets_the_book_standing_when_it_arrives_never_a_later_one(
+    arena: Arena, tmp_path: Path
+) -> None:
+    for latency in (0, 1500):
+        made = btc_log(arena, tmp_path, "--latency", str(latency))
+        assert made
+        for fill in made:
+            ts, _ = snapshot_of(fill)
+            assert ts <= fill.ts * 1000 + latency  # no look-ahead past the arrival
+        if latency:
+            # the book a second and a half on is a newer snapshot than the decision's
+            assert any(snapshot_of(f)[0] > f.ts * 1000 for f in made)
+
+
+def test_shared_liquidity_takes_from_one_book_isolated_from_two(
+    arena: Arena, tmp_path: Path
+) -> None:
+    """Two agents with the same rule at the same instant: isolated, each meets the whole book
+    and gets the same fill; shared, the second meets what the first left, and between them
+    they never take more than a level displayed."""
+    isolated = btc_log(arena, tmp_path)
+    first, second = isolated[0], isolated[1]
+    assert (first.agent, second.agent) == ("one", "two") and first.book == second.book
+    assert first.legs == second.legs
+    shared = btc_log(arena, tmp_path, "--liquidity", "shared")
+    one, two = shared[0], shared[1]
+    assert one.book == two.book and one.legs == first.legs and two.legs != one.legs
+    _, sizes = snapshot_of(one)
+    taken: dict[int, float] = {}
+    for leg in [*(one.legs or []), *(two.legs or [])]:
+        assert leg.level is not None
+        taken[leg.level] = taken.get(leg.level, 0.0) + leg.shares
+    assert all(shares <= sizes[level] + 1e-9 for level, shares in taken.items())
+    assert (two.price, one.price) != (first.price, first.price)  # the second paid more
+    assert two.price > one.price
