@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "step": "arena.commands.step:step",
     "backtest": "arena.commands.backtest:backtest",
     "sweep": "arena.commands.sweep:sweep",
+    "ladder": "arena.commands.ladder:ladder",
     "strategies": "arena.commands.strategies:strategies",
     "strategy": "arena.commands.strategy:strategy",
     "cassette": "arena.commands.cassette:cassette",
@@ -58,6 +59,8 @@ SUMMARIES: dict[str, str] = {
     "backtest": "Backtest STRATEGY against baseline agents over many weekly cohorts.",
     "sweep": "Sweep STRATEGY's settings over many weekly cohorts, against shared comparison "
     "agents.",
+    "ladder": "Replay a run's own decisions under fa, mid, touch, l2, fees and latency: what "
+    "the spread, the depth, the fee and the delay took from each agent.",
     "strategies": "List the built-in and installed strategies with their settings.",
     "strategy": "Work with strategy plugins.",
     "cassette": "Write every model question a log holds (each with all of its attempts) as a "
