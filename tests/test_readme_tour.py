@@ -82,5 +82,5 @@ def test_the_tour_runs_on_the_sample(tmp_path: Path) -> None:
     # replay three times (one on the BTC books), report twice, verify twice, export, backtest,
     # strategies, score, tapes show
     assert ran.count("replay") == 3 and ran.count("report") == 2 and ran.count("verify") == 2
-    assert {"verify", "export", "backtest", "strategies", "score", "tapes"} <= set(ran)
+    assert {"verify", "export", "backtest", "strategies", "score", "tapes", "ladder"} <= set(ran)
     assert (tmp_path / "report" / "index.html").exists()
