@@ -34,9 +34,11 @@ from ledger.execution import (
 )
 from ledger.fees import FeeRule, Side, UnknownFee
 
-BookSource = Callable[[str, int, int, float], OrderBook | None]
+BookSource = Callable[[str, int, int, float, Side, float, float], OrderBook | None]
 """The book an order on (market, outcome index) meets at an instant (UTC milliseconds), given
-the tape's price of that outcome at the decision; None where there is none."""
+the tape's price of that outcome at the decision, the order's side and size (dollars of a buy,
+shares of a sell) and the shares taken from that book before (so a source may leave out the
+levels no such order can reach); None where there is none."""
 
 FeeSource = Callable[[str, int], FeeRule | None]
 """The fee rule of a market at an instant; None for no fee. Raises ``UnknownFee`` where the
@@ -48,7 +50,15 @@ def no_fees(market: str, ts: int) -> FeeRule | None:
     return None
 
 
-def quote_books(market: str, outcome: int, ts_ms: int, price: float) -> OrderBook:
+def quote_books(
+    market: str,
+    outcome: int,
+    ts_ms: int,
+    price: float,
+    side: Side = "buy",
+    quantity: float = 0.0,
+    taken: float = 0.0,
+) -> OrderBook:
     """A book with no levels, only the tape's price as its mid: what ``fa`` and ``mid`` need,
     and what ``touch`` spreads ticks around when no book was recorded."""
     return OrderBook.quote(price, ts_ms=ts_ms, token=f"{market}#{outcome}")
@@ -86,7 +96,9 @@ class Venue:
         quantity: float, cash: float | None,
     ) -> tuple[Fill, FeeRule | None] | Rejection:  # fmt: skip
         at = ts * 1000 + self.latency_ms  # the order meets the book standing when it arrives
-        book = self.books(market, outcome, at, price)
+        key = ("" if self.shared else agent, market, outcome)
+        taken = float(sum(self.consumed.get(key, {}).values()))
+        book = self.books(market, outcome, at, price, side, quantity, taken)
         if book is None:
             return Rejection(Reason.NO_LIQUIDITY, f"no book of {market} at this instant")
         try:
@@ -97,7 +109,6 @@ class Venue:
         if rule is not None and rule.currency(side) == "usdc" and hasattr(model, "fee"):
             model = dataclasses.replace(model, fee=_dollar_fee(rule, side))  # type: ignore[type-var]
         order = (Order.buy if side == "buy" else Order.sell)(quantity, at_ms=at)
-        key = ("" if self.shared else agent, market, outcome)
         try:
             result = model.fill(order, book, cash, self.consumed.get(key))
         except FeeUnknown as exc:

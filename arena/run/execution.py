@@ -26,8 +26,10 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl
 
+import numpy as np
+
 from ledger.execution import OrderBook, model_for
-from ledger.fees import FeeRule, FeeSchedule, fee_category
+from ledger.fees import FeeRule, FeeSchedule, Side, fee_category
 from ledger.venue import BookSource, Venue, quote_books
 from replays.books import Books
 from replays.errors import TapeError
@@ -116,11 +118,20 @@ def venue(
 
 def recorded_books(tape: Tape, books: Books) -> BookSource:
     """The book of an outcome at an instant: the recorded snapshot at or before it, as the
-    models read a book; None where the books hold nothing for it (the order is refused)."""
+    models read a book; None where the books hold nothing for it (the order is refused).
+
+    The side the order takes is cut after the levels it could reach (shares at the best price:
+    a buy's dollars over the best ask, a sell's shares; plus what was taken before, and one
+    level more), and the other side after its best level, which is all a marketable order
+    reads of it: 20 levels turned into exact decimals for every order cost 5 times the walk.
+    The books were validated level by level when imported (``arena tapes validate``)."""
     outcomes = {info.id: info.outcomes for info in tape.markets}
     prefix = books.hash[:16]
 
-    def book(market: str, outcome: int, ts_ms: int, price: float) -> OrderBook | None:
+    def book(
+        market: str, outcome: int, ts_ms: int, price: float, side: Side, quantity: float,
+        taken: float,
+    ) -> OrderBook | None:  # fmt: skip
         try:
             k = books.token(market, outcomes[market][outcome])
         except (KeyError, IndexError, TapeError):
@@ -128,10 +139,18 @@ def recorded_books(tape: Tape, books: Books) -> BookSource:
         snap = books.book_at(k, ts_ms)
         if snap is None:
             return None
+        takes, other = (snap.ask_px, snap.ask_sz), (snap.bid_px, snap.bid_sz)
+        if side == "sell":
+            takes, other = other, takes
+        px, sz = takes
+        shares = quantity / px[0] if side == "buy" and px.size and px[0] > 0 else quantity
+        reach = int(np.searchsorted(np.cumsum(sz), shares + taken)) + 2
+        cut = [(px[:reach], sz[:reach]), (other[0][:1], other[1][:1])]
+        (ask_px, ask_sz), (bid_px, bid_sz) = cut if side == "buy" else cut[::-1]
         return OrderBook.of(
             ts_ms=snap.ts,
-            bids=list(zip(snap.bid_px.tolist(), snap.bid_sz.tolist(), strict=True)),
-            asks=list(zip(snap.ask_px.tolist(), snap.ask_sz.tolist(), strict=True)),
+            bids=list(zip(bid_px.tolist(), bid_sz.tolist(), strict=True)),
+            asks=list(zip(ask_px.tolist(), ask_sz.tolist(), strict=True)),
             tick=snap.tick,
             token=f"{market}#{outcome}",
             id=f"{prefix}:{snap.row}",

@@ -154,7 +154,7 @@ def test_verify_derives_every_fill_again_and_names_one_no_model_gives(
         CohortRunner(hand_tape, config).run(store)
         assert verify_fills(store, hand_tape).derived == 2
 
-    def cheaper(market: str, outcome: int, ts_ms: int, price: float) -> OrderBook:
+    def cheaper(market: str, outcome: int, ts_ms: int, price: float, *order: Any) -> OrderBook:
         return OrderBook.quote(price - 0.01, ts_ms=ts_ms, token=f"{market}#{outcome}")
 
     monkeypatch.setattr(execution, "quote_books", cheaper)
@@ -254,3 +254,48 @@ def test_shared_liquidity_takes_from_one_book_isolated_from_two(
     assert all(shares <= sizes[level] + 1e-9 for level, shares in taken.items())
     assert (two.price, one.price) != (first.price, first.price)  # the second paid more
     assert two.price > one.price
+
+
+def test_the_levels_left_out_of_a_book_are_ones_no_order_reaches() -> None:
+    """The book source cuts each snapshot after the levels an order can reach; every fill on
+    the cut book is the fill on the whole one, for buys and sells of every size, with earlier
+    consumption, on the first snapshots of every token of the embedded books."""
+    from ledger.execution import L2Model, Order
+    from replays.bookfile import load_books
+    from replays.samples import sample_books_paths
+    from replays.tapefile import load_tape
+
+    tape_path, books_path = sample_books_paths()
+    tape, books = load_tape(tape_path), load_books(books_path)
+    source = execution.recorded_books(tape, books)
+    model = L2Model(allow_one_sided=True)
+    compared = 0
+    for info in tape.markets:
+        for outcome, label in enumerate(info.outcomes):
+            k = books.token(info.id, label)
+            first, _ = books.span(k) or (0, 0)
+            for step in range(0, 300_000, 60_000):
+                snap = books.book_at(k, first + step)
+                if snap is None:
+                    continue
+                whole = OrderBook.of(
+                    ts_ms=snap.ts, tick=snap.tick, id=f"{books.hash[:16]}:{snap.row}",
+                    bids=list(zip(snap.bid_px.tolist(), snap.bid_sz.tolist(), strict=True)),
+                    asks=list(zip(snap.ask_px.tolist(), snap.ask_sz.tolist(), strict=True)),
+                )  # fmt: skip
+                for side, size in (("buy", 50.0), ("buy", 5_000.0), ("sell", 300.0)):
+                    order = Order.buy(size) if side == "buy" else Order.sell(size)
+                    full = model.fill(order, whole)
+                    consumed = getattr(full, "consumed", None)
+                    cut = source(info.id, outcome, snap.ts, 0.5, side, size, 0.0)  # type: ignore[arg-type]
+                    assert cut is not None
+                    assert model.fill(order, cut) == full
+                    if consumed:  # a second order on what the first left
+                        again = source(info.id, outcome, snap.ts, 0.5, side, size,  # type: ignore[arg-type]
+                                       float(sum(consumed.values())))  # fmt: skip
+                        assert again is not None
+                        assert model.fill(order, again, None, consumed) == model.fill(
+                            order, whole, None, consumed
+                        )
+                    compared += 1
+    assert compared > 200
