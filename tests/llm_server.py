@@ -7,8 +7,9 @@ A 401 quotes the key it was sent, as some real providers do, so tests can check 
 client scrubs it; ``Reply(echo_key=True)`` quotes it inside an answer. ``reject_schema`` makes
 it answer 400 to any request carrying a ``response_format``, as servers without structured
 output do. With nothing queued it answers with ``responder(request)``: an answer text, or a
-``Reply`` to fail, stall, truncate or drop that request. It is a helper for tests, not a test
-module.
+``Reply`` to fail, stall, truncate or drop that request, or to send hostile bytes (``raw``, with
+its own headers: a gzip bomb), a status line's reason of its own (``phrase``), or its body a
+byte at a time (``drip`` seconds apart). It is a helper for tests, not a test module.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class Reply:
     drop: bool = False
     """Close the connection without answering."""
     echo_key: bool = False
+    raw: bytes | None = None
+    """These bytes as the body, as they are (``headers`` say what they are)."""
+    phrase: str | None = None
+    """The status line's reason phrase."""
+    drip: float = 0.0
+    """Seconds between the bytes of the body (headers and all), sent one at a time."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,9 @@ class FakeLLM(LocalServer):
         self.responder = responder or (lambda _: HOLD)
         self.reject_schema = reject_schema
         self.received: list[Received] = []
+        self.dripped: list[tuple[int, int]] = []
+        """(bytes sent, bytes in all) of each dripped answer, once its sending ended."""
+        self.drip_ended = threading.Event()
         self.peak = 0
         self._active = 0
         self._replies: deque[Reply] = deque()
@@ -130,11 +140,15 @@ class FakeLLM(LocalServer):
                     self._send(400, {"error": {"message": "response_format is not supported"}})
                 elif reply.status == 401:  # as some providers do: quote the refused key
                     self._send(401, {"error": {"message": f"Incorrect API key provided: {key}"}})
+                elif reply.raw is not None:
+                    self._send(reply.status, reply.raw, reply.headers, reply.phrase)
+                elif reply.drip:
+                    self._drip(reply)
                 elif reply.status != 200:
                     error = reply.body or {"error": {"message": f"injected {reply.status}"}}
-                    self._send(reply.status, error, reply.headers)
+                    self._send(reply.status, error, reply.headers, reply.phrase)
                 elif reply.body is not None:
-                    self._send(200, reply.body, reply.headers)
+                    self._send(200, reply.body, reply.headers, reply.phrase)
                 else:
                     content = reply.content + (f" your header was Bearer {key}" * reply.echo_key)
                     message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -153,11 +167,15 @@ class FakeLLM(LocalServer):
                     )
 
             def _send(
-                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+                self,
+                status: int,
+                payload: dict[str, Any] | bytes,
+                headers: dict[str, str] | None = None,
+                phrase: str | None = None,
             ) -> None:
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
-                    self.send_response(status)
+                    self.send_response(status, phrase)
                     for name, value in (headers or {}).items():
                         self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
@@ -166,6 +184,27 @@ class FakeLLM(LocalServer):
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a stall past its timeout): nothing to answer
+
+            def _drip(self, reply: Reply) -> None:
+                """A whole 200 answer, a byte every ``reply.drip`` seconds, until the client
+                hangs up."""
+                body = json.dumps({"choices": [{"message": {"content": reply.content}}]})
+                data = (
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n{body}"
+                ).encode()
+                self.close_connection = True
+                sent = 0
+                try:
+                    for k in range(len(data)):
+                        self.wfile.write(data[k : k + 1])
+                        self.wfile.flush()
+                        sent += 1
+                        time.sleep(reply.drip)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                fake.dripped.append((sent, len(data)))
+                fake.drip_ended.set()
 
             def log_message(self, format: str, *args: object) -> None:
                 pass  # the request log above is what tests read; keep pytest output clean

@@ -6,9 +6,11 @@ markets, as ``llm:MODEL`` and ``sign?forecaster=llm:MODEL``:
 
 - against the model (the bundled SmolLM2 started here on one thread, or ``base_url``): the
   first ``decisions`` weekly decisions of each are timed, and after them both hold without
-  asking, so the bench stays short. Seconds per decision is the agent's ``decide`` by the wall
-  clock; seconds per question is the forecaster's ``decide`` over its calls (each attempt is in
-  the decision's trace);
+  asking, so the bench stays short. Seconds per decision (and decisions per minute) is the
+  agent's ``decide`` by the wall clock; seconds per question is the forecaster's ``decide``
+  over its calls (each attempt is in the decision's trace); the parse rate is the share of the
+  agent's decisions whose first answer parsed, and whose last did (after re-asks), with the
+  tokens it spent;
 - the agents' own work, the model left out, two ways: in memory against an instant model with
   500 markets shown (``strategies.llm.overhead``: prompt, schema, parse, trace), and through
   the whole path of a replay against ``CannedLLM``, an endpoint on 127.0.0.1 that answers at
@@ -31,9 +33,10 @@ from arena.bench.canned_llm import CannedLLM
 from arena.llm_server import serve
 from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
+from ledger.events import ModelCall
 from replays.samples import sample_path
 from replays.tapefile import load_tape
-from strategies.api import Context, Decision, Strategy, View
+from strategies.api import Context, Decision, Strategy, Trace, View
 from strategies.llm.connection import PREFIX
 from strategies.llm.overhead import measure_overhead
 from strategies.loader import build_strategy
@@ -71,6 +74,7 @@ class Timed(Strategy):
         self.seconds: list[float] = []
         self.per_call: list[float] = []
         self.calls = 0
+        self.traces: list[Trace] = []
         self._clock = clock
 
     def setup(self, context: Context) -> None:
@@ -86,6 +90,8 @@ class Timed(Strategy):
         self.seconds.append(seconds)
         self.per_call.append(seconds / max(calls, 1))
         self.calls += calls
+        if decision.trace is not None:
+            self.traces.append(decision.trace)
         return decision
 
 
@@ -128,6 +134,22 @@ def _replay(markets: int, cadence: str, agent: Timed, forecaster: Timed) -> None
     CohortRunner(load_tape(sample_path()), config, strategies=strategies).run(None)
 
 
+def parse_rates(traces: list[Trace]) -> tuple[float | None, float | None]:
+    """Of the decisions that asked, the share whose first question's answer parsed, and whose
+    last answer did (after re-asks): an answer parsed when its call has neither an error nor
+    the parser's rejection."""
+    asked = [t for t in traces if t.calls]
+    if not asked:
+        return None, None
+
+    def parsed(call: ModelCall) -> bool:
+        return call.error is None and call.rejected is None
+
+    first = sum(parsed([c for c in t.calls if c.reask == 0][-1]) for t in asked)
+    last = sum(parsed(t.calls[-1]) for t in asked)
+    return round(first / len(asked), 3), round(last / len(asked), 3)
+
+
 def _overhead_ms(timed: Timed) -> float:
     """The median decision's time per call: the first decision pays for imports and the
     connection, and a busy machine adds outliers; neither is the agent's own cost."""
@@ -155,6 +177,8 @@ def bench_llm(
         _replay(markets, "daily", bare_agent, bare_fc)
     own = measure_overhead(markets=500, repeats=20)
     http = {"agent": _overhead_ms(bare_agent), "forecaster": _overhead_ms(bare_fc)}
+    first, after = parse_rates(agent.traces)
+    spent = sum(agent.seconds)
     return {
         "model": name,
         "server": f"{url} ({'started here: llama.cpp, 1 thread' if served else 'given'})",
@@ -162,6 +186,11 @@ def bench_llm(
         "agent_decisions": len(agent.seconds),
         "agent_calls": agent.calls,
         "seconds_per_decision": _mean(agent.seconds, len(agent.seconds)),
+        "decisions_per_minute": round(60 * len(agent.seconds) / spent, 3) if spent else None,
+        "parsed_first_try": first,
+        "parsed_after_reasks": after,
+        "agent_tokens_in": sum(t.tokens_in or 0 for t in agent.traces),
+        "agent_tokens_out": sum(t.tokens_out or 0 for t in agent.traces),
         "forecaster_decisions": len(forecaster.seconds),
         "questions": forecaster.calls,
         "seconds_per_question": _mean(forecaster.seconds, forecaster.calls),

@@ -176,8 +176,9 @@ def _trace(trace: object, notes: list[str]) -> Trace | None:
     calls = _limited(_sequence(trace.calls, "trace.calls"), MAX_CALLS, "trace.calls", notes,
                      "model calls")  # fmt: skip
     kept: list[ModelCall] = []
+    dropped: list[str] = []
     for given in calls:
-        call, size = _model_call(given, cut_texts)
+        call, size = _model_call(given, cut_texts, dropped)
         if size > room:
             notes.append(f"trace.calls: {len(calls) - len(kept):,} dropped past "
                          f"{MAX_TRACE_TEXT:,} characters of model text")  # fmt: skip
@@ -186,6 +187,8 @@ def _trace(trace: object, notes: list[str]) -> Trace | None:
         kept.append(call)
     if cut_texts:
         notes.append(f"trace.calls: {len(cut_texts):,} texts cut to {MAX_TEXT:,} characters")
+    if dropped:
+        notes.append(f"trace.calls: {', '.join(sorted(set(dropped)))} out of range, left out")
     fields["calls"], fields["prompts"] = tuple(kept), prompts
     return Trace(**fields)
 
@@ -204,14 +207,31 @@ def _sequence(items: object, what: str) -> Iterable[Any]:
     return items
 
 
-def _model_call(call: object, cut: list[int]) -> tuple[ModelCall, int]:
+CALL_COUNTS = {"attempt": 1, "reask": 0, "status": None, "tokens_in": None, "tokens_out": None}
+"""A model call's whole numbers, each with what it becomes when out of range."""
+CALL_REALS = ("cost", "latency_ms")
+
+
+def _model_call(call: object, cut: list[int], dropped: list[str]) -> tuple[ModelCall, int]:
     """``call`` as a ModelCall whose every field has its declared type, as the log will read
     it back (msgspec does not check types when a struct is built, only when it is decoded),
-    each text capped at ``MAX_TEXT``; and the characters of text it keeps."""
+    each text capped at ``MAX_TEXT``; and the characters of text it keeps. A number the log
+    cannot hold (a token count of 2**80, an infinite cost) is left out, its name added to
+    ``dropped``: the call is kept, not the whole trace refused."""
     if not isinstance(call, ModelCall):
         raise TypeError(f"trace.calls must be ModelCall, not {type(call).__name__}")
     try:
         fields = msgspec.to_builtins(call)
+        for name, default in CALL_COUNTS.items():
+            value = fields.get(name)
+            if isinstance(value, int) and not -(2**62) < value < 2**62:
+                fields[name] = default
+                dropped.append(name)
+        for name in CALL_REALS:
+            value = fields.get(name)
+            if isinstance(value, float) and not math.isfinite(value):
+                fields[name] = None
+                dropped.append(name)
         for name in CALL_TEXTS:
             if isinstance(fields.get(name), str):
                 fields[name] = _cut(fields[name], cut)

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 from freezegun import api as freezegun_api
 
 from strategies.api import (
+    Decision,
     RunStopped,
 )
+from strategies.llm.calls import stop_current
 
 if TYPE_CHECKING:
     pass
@@ -43,7 +45,15 @@ class SandboxError(Exception):
 class RunInterrupted(KeyboardInterrupt):
     """The person at the keyboard pressed Ctrl-C: the run stops (and can be resumed).
 
-    A subclass, so a plugin that raises ``KeyboardInterrupt`` itself is told apart from it."""
+    A subclass, so a plugin that raises ``KeyboardInterrupt`` itself is told apart from it.
+    ``recorded``: the decision it cut short, as the log should record it (a HOLD carrying the
+    model calls it made, see ``arena.boundary.agents.InProcess``), or None."""
+
+    recorded: tuple[Decision, str | None] | None = None
+
+
+TIMED_OUT = "DecisionTimeout: decision took longer than {seconds:g} s"
+INTERRUPTED = "RunInterrupted: the run was interrupted (Ctrl-C)"
 
 
 # -- what a plugin sees ----------------------------------------------------------------------
@@ -206,10 +216,12 @@ class Sandbox:
     @contextlib.contextmanager
     def guarded(self) -> Iterator[None]:
         def expire(signum: int, frame: Any) -> None:
+            stop_current(TIMED_OUT.format(seconds=self.seconds))  # no model call sent after
             raise DecisionTimeout(f"decision took longer than {self.seconds:g} s")
 
         def interrupt(signum: int, frame: Any) -> None:
             self.interrupted = True
+            stop_current(INTERRUPTED)
             raise RunInterrupted()
 
         handlers = []

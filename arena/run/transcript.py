@@ -1,10 +1,13 @@
 """The model-call transcript of a decision, as log events.
 
 A strategy that asks a model hands every attempt back in its ``Trace`` (``calls``), with the
-system prompts they name by digest (``prompts``). After the ``DecisionMade`` they belong to,
-the runner logs each attempt as a ``ModelCalled`` and each system prompt once per cohort as a
-``PromptStored``, the first time a call names it: a 3,000-character system prompt asked every
-week of a year is stored once, not 52 times.
+system prompts they name by digest (``prompts``); a decision that timed out, failed or was
+interrupted hands back none, and the plugin boundary gives its HOLD the calls the model clients
+wrote as they went (``arena.boundary.agents``, ``strategies.llm.calls``), the one in flight
+kept as cut short. After the ``DecisionMade`` they belong to, the runner logs each attempt as a
+``ModelCalled`` and each system prompt once per cohort as a ``PromptStored``, the first time a
+call names it: a 3,000-character system prompt asked every week of a year is stored once, not
+52 times.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""``llm``: a language model trades, as in Forecaster Arena v1.
+"""``llm``: a language model trades, as in Forecaster Arena.
 
-Each decision is one chat (the v1 system prompt and this week's portfolio and markets), sent
-with a JSON schema of what the answer may contain (``strategies.llm.schema``), parsed and
-checked by the v1 rules. An unusable answer (prose, broken or truncated JSON, an amount out of
-bounds) is sent back with the reason, ``max_retries`` times; one still unusable, or a model that
-cannot be reached, becomes HOLD with the reason, so one bad week never stops the cohort. Every
-attempt goes into the log as a ``ModelCalled`` (see ``arena.run.transcript``); the decision keeps
-the last answer and the totals.
+Each decision is one chat (the system prompt of the cohort's rules, v1 or v2, and this week's
+portfolio and markets), sent with a JSON schema of what the answer may contain
+(``strategies.llm.schema``), parsed and checked by the v1 rules. An unusable answer (prose,
+broken or truncated JSON, an amount out of bounds) is sent back with the reason,
+``max_retries`` times; one still unusable, or a model that cannot be reached, becomes HOLD with
+the reason, so one bad week never stops the cohort. Every attempt goes into the log as a
+``ModelCalled`` (see ``arena.run.transcript``); the decision keeps the last answer and the
+totals.
 
 The spec names the model and what shapes its answers (``max_tokens``, ``markets``, reasoning
 settings, re-asks); how it is reached (URL, key, timeouts, cassettes) is the shared
@@ -19,17 +20,28 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import httpx
-import msgspec
 import pydantic
 
 from ledger.events import ModelCall
 from strategies.api import Context, Decision, Strategy, StrategyError, View
+from strategies.llm.calls import calls_trace, reject
 from strategies.llm.cassette import open_completer
-from strategies.llm.client import Completer, LLMError, Request, calls_trace, prompt_digest
+from strategies.llm.client import Completer, LLMError, Request, prompt_digest
 from strategies.llm.connection import Connection
 from strategies.llm.parse import ResponseError, parse_response
-from strategies.llm.prompt import retry_prompt, system_prompt, top_markets, user_prompt
+from strategies.llm.prompt import (
+    fitted_markets,
+    retry_prompt,
+    system_prompt,
+    top_markets,
+    user_prompt,
+)
 from strategies.llm.schema import decision_schema
+
+TEMPLATE_TOKENS = 64
+"""Tokens a chat template adds around two messages (SmolLM2's: about 20), with room to spare."""
+REASK_TOKENS = 400
+"""Tokens a re-ask adds to the prompt: the reason and up to 500 characters of the answer."""
 
 CONNECTION_KEYS = frozenset(
     {"base_url", "api_key_env", "timeout", "network_retries", "backoff", "cassette", "mode"}
@@ -44,6 +56,12 @@ class LLMSettings(pydantic.BaseModel):
     max_retries: int = pydantic.Field(default=1, ge=0, description="re-asks after a bad answer")
     max_tokens: int = pydantic.Field(default=2048, ge=1, description="longest answer")
     markets: int = pydantic.Field(default=500, ge=1, description="markets shown in the prompt")
+    context: int | None = pydantic.Field(
+        default=None,
+        ge=256,
+        description="the model's context in tokens: the prompt shows only the markets that fit "
+        "beside max_tokens (and says how many it left out)",
+    )
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = pydantic.Field(
         default=None, description="a thinking model's effort (OpenRouter's reasoning.effort)"
     )
@@ -72,10 +90,14 @@ class LLMSettings(pydantic.BaseModel):
 
 
 class LLMAgent(Strategy):
-    """Asks a chat model for each decision, with the Forecaster Arena v1 prompt and rules."""
+    """Asks a chat model for each decision, with Forecaster Arena's prompt (the wording of the
+    cohort's rules, v1 or v2) and the v1 parser."""
 
     Settings = LLMSettings
-    description = "a chat model trades with the Forecaster Arena v1 prompt (any OpenAI-style API)"
+    description = (
+        "a chat model trades with Forecaster Arena's prompt for the cohort's rules "
+        "(any OpenAI-style API)"
+    )
     settings: LLMSettings
 
     def __init__(
@@ -105,11 +127,14 @@ class LLMAgent(Strategy):
 
     def decide(self, view: View) -> Decision:
         s = self.settings
-        system = system_prompt(view.min_bet, view.max_fraction)
-        original = user_prompt(view, initial_cash=self.initial_cash, markets=s.markets)
+        system = system_prompt(view.min_bet, view.max_fraction, view.rules.version)
+        shown, left_out = self._shown(view, system)
+        original = user_prompt(
+            view, initial_cash=self.initial_cash, markets=shown, left_out=left_out
+        )
         schema = decision_schema(
-            view.markets, top_markets(view.markets, s.markets), view.positions,
-            cash=view.cash, min_bet=view.min_bet, max_bet=view.max_bet,
+            view.markets, top_markets(view.markets, shown), view.positions,
+            cash=view.cash, min_bet=view.min_bet, max_bet=view.max_bet, max_tokens=s.max_tokens,
         )  # fmt: skip
         prompt, reask = original, 0
         calls: list[ModelCall] = []
@@ -133,7 +158,7 @@ class LLMAgent(Strategy):
                 )
             except ResponseError as exc:
                 problem = str(exc)
-                calls[-1] = msgspec.structs.replace(calls[-1], rejected=problem)
+                calls[-1] = reject(calls[-1], problem)
                 if reask < s.max_retries:
                     reask += 1
                     prompt = retry_prompt(original, problem, answer.last.answer or "")
@@ -142,6 +167,19 @@ class LLMAgent(Strategy):
                 return self._decision(Decision.hold(reasoning), system, calls, reask, problem)
             decision = Decision(parsed.bets, parsed.sells, parsed.reasoning)
             return self._decision(decision, system, calls, reask)
+
+    def _shown(self, view: View, system: str) -> tuple[int, int]:
+        """How many markets the prompt shows, and how many of the ``markets`` it leaves out
+        to fit ``context``: room for the answer (``max_tokens``), the chat template and, if the
+        agent may re-ask, the reason and the echo of the previous answer."""
+        s = self.settings
+        if s.context is None:
+            return s.markets, 0
+        room = s.context - s.max_tokens - TEMPLATE_TOKENS - (REASK_TOKENS if s.max_retries else 0)
+        shown = fitted_markets(
+            view, system=system, initial_cash=self.initial_cash, markets=s.markets, room=room
+        )
+        return shown, len(top_markets(view.markets, s.markets)) - shown
 
     def _decision(
         self,

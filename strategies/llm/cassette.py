@@ -9,6 +9,11 @@ very attempts the recording made (a 402 included), so it reproduces the recordin
 A question the recording lacks is, by default, a ``CassetteMiss`` that stops the run with one
 line naming the agent, cohort, week and request; ``on_miss=hold`` answers it with a failed call
 instead, which the agent turns into a HOLD with the reason (the old behaviour).
+
+A question whose decision ended while it was out (its last attempt cut short or marked, see
+``strategies.llm.calls``) is recorded too, when its decision's log closes; replayed, it ends the
+decision there (``Aborted``) with the reason the live one had, so a run whose decisions timed
+out replays to the same digest, with the same calls, and without asking anything.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import json
 import os
 import sqlite3
 import threading
+import uuid
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +36,8 @@ from ledger.errors import LedgerError
 from ledger.events import ModelCall, ModelCalled
 from ledger.store import EventStore
 from strategies.api import RunStopped
+from strategies.llm import calls as call_log
+from strategies.llm.calls import Aborted, aborted_reason
 from strategies.llm.client import (
     Answer,
     ChatClient,
@@ -38,6 +47,7 @@ from strategies.llm.client import (
     blank_call,
     read_body,
     request_key,
+    system_prompts,
 )
 from strategies.llm.connection import Connection
 
@@ -48,20 +58,34 @@ class CassetteMiss(RunStopped):
     """A replay asked a question its recording holds no answer to."""
 
 
-def cassette_line(request: str, model: str, calls: tuple[ModelCall, ...]) -> str:
+def cassette_line(
+    request: str, model: str, calls: tuple[ModelCall, ...], decision: str | None = None
+) -> str:
     """One recorded question as a line of a cassette file. Encoded as the log encodes, keys in
     the order they came: a message's ``role`` before its ``content``, so a replay logs the
-    very bytes the recording did."""
-    entry = {"request": request, "model": model, "calls": list(calls)}
+    very bytes the recording did. ``decision`` names the decision it was asked in: the
+    questions of one decision are consecutive lines with the same name."""
+    entry: dict[str, Any] = {"request": request, "model": model, "calls": list(calls)}
+    if decision is not None:
+        entry["decision"] = decision
     return msgspec.json.encode(entry).decode() + "\n"
+
+
+Recorded = tuple[str, tuple[ModelCall, ...], object]
+"""A recorded question: its key, its calls, and what names the decision it was asked in
+(consecutive questions of one decision share it)."""
 
 
 class Recorder:
     """Asks the live client and appends each answer to the cassette file.
 
-    Questions asked concurrently are answered concurrently; only the append is one at a time,
-    so every answer is one whole line. Lines follow the order answers arrive in, which a
-    replay does not depend on: it finds answers by question.
+    Within a decision (a ``CallLog`` is current), a decision's questions are written when it
+    ends, as its log holds them: with the parser's rejections, and cut short or marked where
+    the decision's end cut in, so a replay from the cassette ends that decision as the live
+    one ended. Outside one, each answer is written as it comes. Questions asked concurrently
+    are answered concurrently; only the append is one at a time, so every answer is one
+    whole line. A replay does not depend on the order of the lines: it finds answers by
+    question.
     """
 
     def __init__(self, inner: ChatClient, path: Path) -> None:
@@ -69,21 +93,40 @@ class Recorder:
         self.model = inner.model
         self.path = path
         self._writing = threading.Lock()
+        self._logs: weakref.WeakSet[call_log.CallLog] = weakref.WeakSet()
 
     def ask(self, request: Request) -> Answer:
-        answer = self.inner.ask(request)
-        line = cassette_line(answer.last.request, self.model, answer.calls)
+        log = call_log.current()
+        if log is None:
+            answer = self.inner.ask(request)
+            self._write([answer.calls])
+            return answer
+        with self._writing:
+            first = log not in self._logs and not log.closed
+            if first:
+                self._logs.add(log)
+        if first:
+            log.when_closed(self._write)
+        return self.inner.ask(request)
+
+    def _write(self, questions: list[tuple[ModelCall, ...]]) -> None:
+        decision = uuid.uuid4().hex[:16] if len(questions) > 1 else None
+        lines = [
+            cassette_line(calls[-1].request, self.model, calls, decision)
+            for calls in questions
+            if calls[0].model == self.model
+        ]
         with self._writing, self.path.open("a", encoding="utf-8") as out:
-            out.write(line)
-        return answer
+            out.write("".join(lines))
 
     def abort(self) -> None:
         self.inner.abort()
 
 
-def _from_file(path: Path) -> Iterator[tuple[str, tuple[ModelCall, ...]]]:
-    """``(request, calls)`` of each line of a JSON Lines cassette; also reads the older
-    ``{"key", "response", "latency_ms"}`` lines, one successful call each."""
+def _from_file(path: Path) -> Iterator[Recorded]:
+    """``(request, calls, decision)`` of each line of a JSON Lines cassette (a line without a
+    decision is one of its own); also reads the older ``{"key", "response", "latency_ms"}``
+    lines, one successful call each."""
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -91,7 +134,7 @@ def _from_file(path: Path) -> Iterator[tuple[str, tuple[ModelCall, ...]]]:
             entry = json.loads(line)
             if "calls" in entry:
                 calls = msgspec.convert(entry["calls"], tuple[ModelCall, ...])
-                yield entry["request"], calls
+                yield entry["request"], calls, entry.get("decision") or object()
                 continue
             fields = {k: v for k, v in read_body(entry["response"]).items() if k != "retry"}
             call = ModelCall(
@@ -102,26 +145,31 @@ def _from_file(path: Path) -> Iterator[tuple[str, tuple[ModelCall, ...]]]:
                 latency_ms=float(entry.get("latency_ms") or 0.0),
                 **fields,
             )
-            yield entry["key"], (call,)
+            yield entry["key"], (call,), object()
         except (ValueError, KeyError, TypeError, msgspec.ValidationError):
             raise LLMError(f"cassette {path}: line {n} is not a recorded answer") from None
 
 
-def _from_log(path: Path) -> Iterator[tuple[str, tuple[ModelCall, ...]]]:
-    """``(request, calls)`` of each question asked in a log: a question's attempts follow one
-    another, and each asking starts again at attempt 1."""
+def _from_log(path: Path) -> Iterator[tuple[str, tuple[ModelCall, ...], tuple[str, str, int]]]:
+    """``(request, calls, decision)`` of each question asked in a log: a question's attempts
+    follow one another, each asking starts again at attempt 1, and a decision is its cohort,
+    agent and week."""
     try:
         with EventStore.open(path, create=False, readonly=True) as store:
             verify_chain(store)  # answers from an edited log would replay as the run's own
             pending: list[ModelCall] = []
-            for _, event in store.read_types(["ModelCalled"]):
+            decision: tuple[str, str, int] | None = None
+            for stream, event in store.read_types(["ModelCalled"]):
                 assert isinstance(event, ModelCalled)
-                if event.call.attempt == 1 and pending:
-                    yield pending[0].request, tuple(pending)
+                this = (stream, event.agent, event.week)
+                if pending and (event.call.attempt == 1 or this != decision):
+                    assert decision is not None
+                    yield pending[0].request, tuple(pending), decision
                     pending = []
                 pending.append(event.call)
-            if pending:
-                yield pending[0].request, tuple(pending)
+                decision = this
+            if pending and decision is not None:
+                yield pending[0].request, tuple(pending), decision
     except (LedgerError, sqlite3.Error) as exc:
         raise LLMError(f"cassette {path}: {exc}") from None
 
@@ -133,20 +181,34 @@ def is_log(path: Path) -> bool:
 
 class Player:
     """Answers from a recording only. The same question asked twice (two cohorts starting
-    alike) gets its recorded answers in order, then the last one again."""
+    alike) gets its recorded answers in order, then the last one again.
+
+    A question whose decision's end cut it short live (``aborted_reason``) ends its decision
+    here, and the decision's calls are then the ones recorded for it, whole and in their
+    order: a forecaster's questions go out together, and which of them a replay would have
+    served before the end is a race, where the recording says what happened.
+    """
 
     def __init__(self, model: str, path: Path, *, on_miss: str = "error") -> None:
         self.model = model
         self.path = path
         self.on_miss = on_miss
-        self._answers: dict[str, list[tuple[ModelCall, ...]]] = {}
+        self._answers: dict[str, list[tuple[tuple[ModelCall, ...], list[Any]]]] = {}
         self._served: dict[str, int] = {}
         self._counting = threading.Lock()
-        for key, calls in (_from_log if is_log(path) else _from_file)(path):
+        last: object = None
+        group: list[tuple[ModelCall, ...]] = []
+        for key, calls, decision in (_from_log if is_log(path) else _from_file)(path):
+            if decision != last or not group:
+                group, last = [], decision
+            group.append(calls)
             if calls[0].model == model:
-                self._answers.setdefault(key, []).append(calls)
+                self._answers.setdefault(key, []).append((calls, group))
 
     def ask(self, request: Request) -> Answer:
+        log = call_log.current()
+        if log is not None and log.stopped:
+            raise Aborted(log.reason or "the decision has ended")
         key = request_key(self.model, request.messages)
         answers = self._answers.get(key)
         if not answers:
@@ -157,17 +219,41 @@ class Player:
             if self.on_miss == "error":
                 raise CassetteMiss(f"{problem}; record it, or replay with --on-miss hold")
             blank = blank_call(self.model, request)
-            return Answer((msgspec.structs.replace(blank, error=problem),))
+            return self._served_as(request, (msgspec.structs.replace(blank, error=problem),))
         with self._counting:
             k = self._served.get(key, 0)
             self._served[key] = k + 1
-        calls = answers[min(k, len(answers) - 1)]
-        return Answer(
-            tuple(
-                msgspec.structs.replace(c, question=request.question, reask=request.reask)
-                for c in calls
-            )
+        calls, decision = answers[min(k, len(answers) - 1)]
+        served = tuple(
+            msgspec.structs.replace(c, question=request.question, reask=request.reask)
+            for c in calls
         )
+        return self._served_as(request, served, decision)
+
+    def _served_as(
+        self,
+        request: Request,
+        calls: tuple[ModelCall, ...],
+        decision: list[tuple[ModelCall, ...]] | None = None,
+    ) -> Answer:
+        """``calls`` as the answer, written into the decision's log as the live client wrote
+        them; a question its decision's end cut short live ends this decision the same way,
+        with the calls recorded for it."""
+        log = call_log.current()
+        reason = aborted_reason(calls[-1])
+        if log is not None:
+            prompts = system_prompts(request)
+            if reason is not None and decision is not None:
+                log.replace(decision, prompts)
+            else:
+                question = log.question(prompts)
+                for call in calls:
+                    log.add(question, call)
+        if reason is not None:
+            if log is not None:
+                log.stop(reason)
+            raise Aborted(reason)
+        return Answer(calls)
 
     def abort(self) -> None:
         """Nothing is in flight in a replay."""
@@ -213,8 +299,9 @@ def export_cassette(log: Path, out: Path) -> int:
     partial = out.with_name(f".{out.name}.partial")  # a failed export leaves no half cassette
     try:
         with partial.open("w", encoding="utf-8") as f:
-            for key, calls in _from_log(log):
-                f.write(cassette_line(key, calls[0].model, calls))
+            for key, calls, decision in _from_log(log):
+                named = "/".join(map(str, decision))
+                f.write(cassette_line(key, calls[0].model, calls, named))
                 n += 1
         partial.replace(out)
     except OSError as exc:

@@ -31,15 +31,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import msgspec
 import numpy as np
 import pydantic
 
 from ledger.events import ModelCall
 from strategies.api import StrategyError, Trace, View
 from strategies.forecaster_registry import ForecasterSettings
+from strategies.llm import calls as call_log
+from strategies.llm.calls import calls_trace
 from strategies.llm.cassette import open_completer
-from strategies.llm.client import Answer, Completer, LLMError, Request, calls_trace
+from strategies.llm.client import Answer, Completer, LLMError, Request
 from strategies.llm.connection import Connection
 from strategies.llm.schema import FORECAST_SCHEMA
 
@@ -157,8 +158,10 @@ class LLMForecaster:
     completer must be thread-safe; those of ``llm_client`` are). Prompts are built, and
     answers read and counted, on the calling thread in market order. A call interrupted while
     it waits (the runner's time limit raises from SIGALRM) re-raises at once: questions not yet
-    sent are cancelled, those in flight finish into a result nobody reads, and nothing of the
-    interrupted call is kept, so the next call starts clean.
+    sent are cancelled and never sent, those in flight are cut (``Completer.abort``) and never
+    sent again, and nothing of the interrupted call is kept here, so the next call starts
+    clean; the calls it made are in the decision's log (``strategies.llm.calls``), which the
+    plugin boundary records with the decision.
     """
 
     class Settings(ForecasterSettings):
@@ -220,13 +223,15 @@ class LLMForecaster:
         if workers == 1:
             groups = [self._ask(prompt, ms) for prompt, ms in zip(alike, asked, strict=True)]
         else:
-            futures = _asked_together(self._ask, list(zip(alike, asked, strict=True)), workers)
+            tasks: list[tuple[str, Sequence[str]]] = list(zip(alike, asked, strict=True))
+            futures = _asked_together(call_log.bound(self._ask), tasks, workers)
             try:
                 groups = [future.result() for future in futures]
-            except BaseException:  # the time limit, above all: give up on the rest, now
+            except BaseException as exc:  # the time limit, above all: give up on the rest, now
+                call_log.stop_current(f"{type(exc).__name__}: {exc}")  # none sent from now on
                 for future in futures:
                     future.cancel()
-                self.completer.abort()  # and close the connections of those in flight
+                self.completer.abort()  # and cut those in flight
                 raise
         by_index = {
             k: outcome
@@ -253,7 +258,7 @@ class LLMForecaster:
         if p is None:
             self.parse_failures += 1
             problem = "no probability in the answer"
-            last = msgspec.structs.replace(answer.last, rejected=problem)
+            last = call_log.reject(answer.last, problem)
             return Forecast(np.nan, (*answer.calls[:-1], last), problem)
         return Forecast(p, answer.calls)
 

@@ -51,15 +51,25 @@ def clean(text: str) -> str:
     return text
 
 
+EXTRACTION_STEPS = 200_000
+"""Braces, quotes and backslashes the extraction looks at in all before it gives up: trying
+every ``{`` of a 100,000-character answer of unbalanced braces as a start would otherwise take
+billions of steps."""
+
+_MARKS = re.compile(r'[{}"\\]')
+
+
 def extract_object(text: str) -> str | None:
     """The first balanced ``{...}`` in ``text`` that contains ``"action"``, or None.
 
     Each ``{`` is tried as a start; a balanced candidate without ``"action"`` cannot contain
-    one either, so the scan skips past it rather than retrying every brace inside it.
+    one either, so the scan skips past it rather than retrying every brace inside it. Past
+    ``EXTRACTION_STEPS`` marks looked at in all, there is none.
     """
+    budget = [EXTRACTION_STEPS]
     start = text.find("{")
-    while start != -1:
-        end = _balanced_end(text, start)
+    while start != -1 and budget[0] > 0:
+        end = _balanced_end(text, start, budget)
         if end is None:
             start = text.find("{", start + 1)
             continue
@@ -70,17 +80,25 @@ def extract_object(text: str) -> str | None:
     return None
 
 
-def _balanced_end(text: str, start: int) -> int | None:
-    """The index of the ``}`` closing the ``{`` at ``start``, ignoring braces in strings."""
+def _balanced_end(text: str, start: int, budget: list[int]) -> int | None:
+    """The index of the ``}`` closing the ``{`` at ``start``, ignoring braces in strings (and
+    what a backslash escapes in them); None if there is none or ``budget`` runs out. Only the
+    marks that matter are visited, so a long answer costs its braces and quotes, not its
+    length."""
     depth = 0
-    in_string = escaped = False
-    for i in range(start, len(text)):
+    in_string = False
+    escaped = -1  # the index of the character a backslash escapes
+    for match in _MARKS.finditer(text, start):
+        i = match.start()
+        if i == escaped:
+            continue
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
         ch = text[i]
         if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
+            if ch == "\\":
+                escaped = i + 1
             elif ch == '"':
                 in_string = False
         elif ch == '"':
@@ -109,6 +127,10 @@ def parse_response(
         data = json.loads(cleaned)
     except json.JSONDecodeError as exc:
         raise ResponseError(f"the response is not valid JSON ({exc})") from None
+    except ValueError:  # an integer of thousands of digits
+        raise ResponseError("the response holds a number too long to read") from None
+    except RecursionError:
+        raise ResponseError("the response is nested too deeply to read") from None
     if not isinstance(data, dict):
         raise ResponseError("the response must be a JSON object")
     action = data.get("action")
@@ -116,7 +138,7 @@ def parse_response(
         raise ResponseError('the "action" field is missing')
     action = action.strip().upper()
     if action not in ACTIONS:
-        raise ResponseError(f'"action" must be BET, SELL or HOLD, not {data["action"]!r}')
+        raise ResponseError(f'"action" must be BET, SELL or HOLD, not {_shown(data["action"])}')
     reasoning = data.get("reasoning")
     if not isinstance(reasoning, str) or not reasoning.strip():
         raise ResponseError('"reasoning" must be a non-empty string')
@@ -141,11 +163,21 @@ def _entries(data: dict[str, Any], key: str) -> list[Any]:
 
 
 def _number(x: Any) -> float | None:
-    """A JSON number as a float; a numeric string, a boolean or NaN is not one."""
+    """A JSON number as a float; a numeric string, a boolean or NaN is not one. An integer
+    too large for a float is infinite, which every bound refuses."""
     if isinstance(x, bool) or not isinstance(x, int | float):
         return None
-    value = float(x)
+    try:
+        value = float(x)
+    except OverflowError:
+        value = math.inf if x > 0 else -math.inf
     return None if math.isnan(value) else value
+
+
+def _shown(x: Any) -> str:
+    """A value as the model wrote it, short enough for a message that goes back to it."""
+    text = repr(x)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"
 
 
 def _identifier(x: Any) -> str | None:
@@ -167,7 +199,9 @@ def _bet(k: int, entry: Any, min_bet: float, max_bet: float, max_fraction: float
         raise ResponseError(f'bet {k} needs a "side"')
     amount = _number(entry.get("amount"))
     if amount is None:
-        raise ResponseError(f'bet {k}: "amount" must be a JSON number, not {entry.get("amount")!r}')
+        raise ResponseError(
+            f'bet {k}: "amount" must be a JSON number, not {_shown(entry.get("amount"))}'
+        )
     if amount < min_bet:
         raise ResponseError(
             f"bet {k}: amount ${amount:.2f} is below the minimum bet ${min_bet:.2f}"
@@ -190,6 +224,6 @@ def _sell(k: int, entry: Any) -> Sell:
     if percentage is None or not 1 <= percentage <= 100:
         raise ResponseError(
             f'sell {k}: "percentage" must be a number from 1 to 100, '
-            f"not {entry.get('percentage')!r}"
+            f"not {_shown(entry.get('percentage'))}"
         )
     return Sell(percentage=percentage, position_id=position)

@@ -1,4 +1,10 @@
-"""The Forecaster Arena v1 prompt, built from a strategy's view of one decision instant.
+"""The Forecaster Arena prompt, built from a strategy's view of one decision instant.
+
+The cohort's rules pick the wording (methodology §1.5): v1's, or v2's, whose system prompt asks
+for the value of the portfolio instead of accuracy, caps the bets of a decision together,
+calls a bet's size a capital-allocation decision and scores by portfolio value (Brier only a
+diagnostic), and whose user prompt names the cap ``Maximum Total BET Allocation This
+Decision``. The v1 text is unchanged, byte for byte, so recordings keep their keys.
 
 The user prompt reproduces the original layout line for line (methodology §1.5), numbers included:
 the original formats with JavaScript's ``toFixed`` and ``toLocaleString("en-US")``, which round
@@ -15,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -60,17 +67,60 @@ bet of {max_pct:g}% of cash means 100% confidence.
 
 Reply with valid JSON only: no markdown, no code fences, nothing before or after the object."""
 
+SYSTEM_TEMPLATE_V2 = """\
+You are an AI forecaster taking part in Forecaster Arena (v2), a paper-trading competition on \
+Polymarket prediction markets. Your goal is to maximize the value of your paper portfolio.
+
+Each week you see your portfolio, your open positions and the markets you can trade. Answer \
+with exactly one of these JSON objects.
+
+To place bets:
+{{"action": "BET", "bets": [{{"market_id": "<market ID>", "side": "YES", "amount": 500.00}}], \
+"reasoning": "<why>"}}
+
+To sell positions:
+{{"action": "SELL", "sells": [{{"position_id": "<position ID>", "percentage": 100}}], \
+"reasoning": "<why>"}}
+
+To do nothing this week:
+{{"action": "HOLD", "reasoning": "<why>"}}
+
+MARKET TYPES:
+- Binary markets: "side" is "YES" or "NO".
+- Multi-outcome markets: "side" is the exact name of one outcome. For example, with
+  Outcomes: ["Trump","Harris"] and Prices: {{"Trump":0.55,"Harris":0.45}}, bet "side": "Harris".
+
+RULES:
+1. Every bet is at least ${min_bet:.2f}.
+2. The bets of one decision together are at most {max_pct:g}% of your current cash; if they \
+are more, none of them is placed.
+3. You hold at most one position per market and side; a new bet on the same side adds to it.
+4. One decision may contain several bets, or several sells.
+5. The size of a bet is a capital-allocation decision: how much of your portfolio you put on it.
+
+SCORING:
+- You are ranked by the value of your portfolio: your cash plus your open positions at their \
+market prices.
+- The Brier score of your bets is kept as a diagnostic only; it does not rank you.
+
+Reply with valid JSON only: no markdown, no code fences, nothing before or after the object."""
+
 RETRY_LIMIT = 500
 """Characters of the previous answer echoed back in the retry prompt."""
 
 
-def system_prompt(min_bet: float = 50.0, max_fraction: float = 0.25) -> str:
-    """The fixed instructions, with the betting limits of the cohort's rules."""
-    return SYSTEM_TEMPLATE.format(min_bet=min_bet, max_pct=max_fraction * 100)
+def system_prompt(min_bet: float = 50.0, max_fraction: float = 0.25, version: str = "v1") -> str:
+    """The fixed instructions of the rules ``version`` (v2's wording for "v2", else v1's),
+    with the betting limits of the cohort's rules."""
+    template = SYSTEM_TEMPLATE_V2 if version == "v2" else SYSTEM_TEMPLATE
+    return template.format(min_bet=min_bet, max_pct=max_fraction * 100)
 
 
-def user_prompt(view: View, *, initial_cash: float = 10_000.0, markets: int = 500) -> str:
-    """What the agent sees this week: date, portfolio, positions, the top markets by volume."""
+def user_prompt(
+    view: View, *, initial_cash: float = 10_000.0, markets: int = 500, left_out: int = 0
+) -> str:
+    """What the agent sees this week: date, portfolio, positions, the top markets by volume;
+    with ``left_out``, the header says that many more were left out to fit the context."""
     positions = tuple(reversed(view.positions))  # newest first: the view lists them as opened
     positions_value = sum(p.value for p in positions)
     total = view.cash + positions_value
@@ -82,7 +132,7 @@ def user_prompt(view: View, *, initial_cash: float = 10_000.0, markets: int = 50
         "",
         "YOUR PORTFOLIO:",
         f"- Cash Balance: ${fixed(view.cash, 2)}",
-        f"- Maximum Bet Size: ${fixed(view.max_bet, 2)} ({view.max_fraction * 100:g}% of cash)",
+        _cap_line(view),
         f"- Positions Value: ${fixed(positions_value, 2)}",
         f"- Total Portfolio: ${fixed(total, 2)}",
         f"- P/L: ${fixed(pnl, 2)} ({'+' if pnl >= 0 else ''}{fixed(pnl_pct, 2)}%)",
@@ -95,11 +145,58 @@ def user_prompt(view: View, *, initial_cash: float = 10_000.0, markets: int = 50
     else:
         lines += ["YOUR CURRENT POSITIONS: None", ""]
     shown = top_markets(view.markets, markets)
-    lines.append(f"AVAILABLE MARKETS (Top {len(shown)} by volume):")
+    more = f"; {left_out} more not shown, to fit the model's context" if left_out else ""
+    lines.append(f"AVAILABLE MARKETS (Top {len(shown)} by volume{more}):")
     for i in shown:
         lines += _market_lines(view.markets, i)
     lines.append("What is your decision? Respond with valid JSON only.")
     return "\n".join(lines)
+
+
+_HEX = re.compile(r"[0-9a-fA-F]{8,}")
+CHARACTERS_PER_TOKEN = 2.5
+"""Of the text other than digits and hex ids: measured on SmolLM2's tokenizer, a prompt's
+labels and punctuation ran 2.6 characters a token, prose 5; GPT-style tokenizers do better."""
+
+
+def estimated_tokens(text: str) -> float:
+    """The tokens ``text`` takes, guessed high: a token for every digit and for every character
+    of a hex id (SmolLM2 splits them so: a 66-character market id is 66 tokens), and one per
+    ``CHARACTERS_PER_TOKEN`` characters of the rest. Within 3% above SmolLM2's count on a
+    60-market prompt."""
+    found = _HEX.findall(text)
+    ids = sum(len(m) for m in found)
+    digits = sum(text.count(d) for d in "0123456789") - sum(
+        m.count(d) for m in found for d in "0123456789"
+    )
+    rest = len(text) - ids - digits
+    return float(ids + digits + rest / CHARACTERS_PER_TOKEN)
+
+
+def fitted_markets(
+    view: View, *, system: str, initial_cash: float, markets: int, room: float
+) -> int:
+    """How many of the top ``markets`` the prompt can show with the system prompt in ``room``
+    tokens (``estimated_tokens``), markets taken whole in volume order."""
+    shown = top_markets(view.markets, markets)
+    base = user_prompt(view, initial_cash=initial_cash, markets=0, left_out=len(shown))
+    used = estimated_tokens(system) + estimated_tokens(base)
+    for n, i in enumerate(shown):
+        used += estimated_tokens("\n".join(_market_lines(view.markets, i)) + "\n")
+        if used > room:
+            return n
+    return len(shown)
+
+
+def _cap_line(view: View) -> str:
+    """The portfolio's line for the largest bet: v1 caps each bet, v2 the decision's total."""
+    pct = f"{view.max_fraction * 100:g}%"
+    if view.rules.version == "v2":
+        return (
+            f"- Maximum Total BET Allocation This Decision: ${fixed(view.max_bet, 2)} "
+            f"({pct} of cash across all bets)"
+        )
+    return f"- Maximum Bet Size: ${fixed(view.max_bet, 2)} ({pct} of cash)"
 
 
 def retry_prompt(original: str, error: str, previous: str) -> str:

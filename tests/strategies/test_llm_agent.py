@@ -373,23 +373,55 @@ def test_a_valid_answer_becomes_the_decision_with_its_trace(server: FakeLLM) -> 
 
 def test_the_schema_narrows_the_answer_to_this_decision(server: FakeLLM) -> None:
     """Markets shown m-multi, m-bin, m-thin (m-closed is not open); cash 9,850.50 pays 197
-    minimum bets, so at most 3 bets; the two positions are the only sells."""
+    minimum bets, so at most 3 bets; the two positions are the only sells. One shape per
+    action: BET with its bets, SELL with its sells, HOLD with neither, each with reasoning."""
     agent(server).decide(hand_view(POSITIONS))
     fmt = server.received[0].body["response_format"]
     assert fmt["type"] == "json_schema"
     schema = fmt["json_schema"]["schema"]
-    props = schema["properties"]
-    assert props["action"]["enum"] == ["BET", "SELL", "HOLD"]
-    bet = props["bets"]["items"]["properties"]
-    assert bet["market_id"]["enum"] == ["m-multi", "m-bin", "m-thin"]
-    assert bet["side"]["enum"] == ["Trump", "Harris", "Other", "YES", "NO"]
+    bet, sell, hold = schema["anyOf"]
+    assert [a["properties"]["action"]["enum"] for a in (bet, sell, hold)] == [
+        ["BET"], ["SELL"], ["HOLD"],
+    ]  # fmt: skip
+    assert bet["required"] == ["action", "bets", "reasoning"]
+    assert sell["required"] == ["action", "sells", "reasoning"]
+    assert hold["required"] == ["action", "reasoning"] and set(hold["properties"]) == {
+        "action", "reasoning",
+    }  # fmt: skip
+    assert all(a["additionalProperties"] is False for a in (bet, sell, hold))
+    item = bet["properties"]["bets"]["items"]["properties"]
+    assert item["market_id"]["enum"] == ["m-multi", "m-bin", "m-thin"]
+    assert item["side"]["enum"] == ["Trump", "Harris", "Other", "YES", "NO"]
     # whole dollars from $50 to floor(0.25 × 9,850.50 = 2,462.625)
-    assert bet["amount"] == {"type": "integer", "minimum": 50, "maximum": 2462}
-    assert props["bets"]["maxItems"] == 3
-    sell = props["sells"]["items"]["properties"]
-    assert sell["position_id"]["enum"] == ["p1", "p2"] and props["sells"]["maxItems"] == 2
-    assert sell["percentage"] == {"type": "integer", "minimum": 1, "maximum": 100}
-    assert schema["required"] == ["action", "reasoning"]
+    assert item["amount"] == {"type": "integer", "minimum": 50, "maximum": 2462}
+    assert bet["properties"]["bets"]["minItems"] == 1 and bet["properties"]["bets"]["maxItems"] == 3
+    sells = sell["properties"]["sells"]
+    assert sells["items"]["properties"]["position_id"]["enum"] == ["p1", "p2"]
+    assert sells["maxItems"] == 2 and sells["minItems"] == 1
+    assert sells["items"]["properties"]["percentage"] == {
+        "type": "integer", "minimum": 1, "maximum": 100,
+    }  # fmt: skip
+    # max_tokens 2,048: reasoning up to 1,500 characters, about a quarter of them
+    assert hold["properties"]["reasoning"] == {"type": "string", "minLength": 1, "maxLength": 1500}
+
+
+def test_the_reasoning_and_the_orders_are_bounded_by_max_tokens() -> None:
+    """max_tokens 200: reasoning at most 150 characters (a quarter of 200 tokens at three
+    characters a token), and (200 - 50 - 32) // 64 = 1 bet; 2,048: 1,500 and the markets."""
+    markets = hand_view().markets
+    short = decision_schema(
+        markets, [0, 1, 2], POSITIONS, cash=9_000.0, min_bet=50, max_bet=2_250, max_tokens=200
+    )
+    bet, sell, hold = short["anyOf"]
+    assert hold["properties"]["reasoning"]["maxLength"] == 150
+    assert bet["properties"]["bets"]["maxItems"] == 1
+    assert sell["properties"]["sells"]["maxItems"] == 1
+    long = decision_schema(
+        markets, [0, 1, 2], (), cash=9_000.0, min_bet=50, max_bet=2_250, max_tokens=2048
+    )
+    bet, hold = long["anyOf"]
+    assert bet["properties"]["bets"]["maxItems"] == 3
+    assert hold["properties"]["reasoning"]["maxLength"] == 1500
 
 
 def test_bet_is_left_out_when_no_whole_dollar_lies_between_the_minimum_and_the_cap() -> None:
@@ -399,7 +431,8 @@ def test_bet_is_left_out_when_no_whole_dollar_lies_between_the_minimum_and_the_c
     narrow = decision_schema(markets, [1, 2], (), cash=203.6, min_bet=50.5, max_bet=50.9)
     assert narrow["properties"]["action"]["enum"] == ["HOLD"] and "bets" not in narrow["properties"]
     one = decision_schema(markets, [1, 2], (), cash=204.0, min_bet=50.5, max_bet=51.0)
-    amount = one["properties"]["bets"]["items"]["properties"]["amount"]
+    bet, _ = one["anyOf"]
+    amount = bet["properties"]["bets"]["items"]["properties"]["amount"]
     assert (amount["minimum"], amount["maximum"]) == (51, 51)
 
 
@@ -463,7 +496,34 @@ def test_garbage_twice_becomes_a_system_default_hold(server: FakeLLM) -> None:
             ' "reasoning": "out"}',
             '"percentage" must be a number from 1 to 100',
         ),
+        # valid under a schema that lets BET and SELL leave their orders out
+        ('{"action": "BET", "reasoning": "YES"}', 'BET needs a non-empty "bets" array'),
+        ('{"action": "SELL", "reasoning": "out"}', 'SELL needs a non-empty "sells" array'),
+        # numbers and nesting Python's JSON reader cannot hold
+        (
+            '{"action": "BET", "bets": [{"market_id": "m-bin", "side": "YES", "amount": '
+            + "9" * 400
+            + '}], "reasoning": "all in"}',
+            "bet 1: amount $inf is above the maximum bet",
+        ),
+        (
+            '{"action": "BET", "bets": [{"market_id": "m-bin", "side": "YES", "amount": 1e400}],'
+            ' "reasoning": "all in"}',
+            "above the maximum bet",
+        ),
+        (
+            '{"action": "SELL", "sells": [{"position_id": "p1", "percentage": '
+            + "9" * 400
+            + '}], "reasoning": "out"}',
+            '"percentage" must be a number from 1 to 100, not 99999999999999999999... (400 ch',
+        ),
+        ('{"action": "HOLD", "reasoning": "x", "n": ' + "9" * 5000 + "}", "number too long"),
+        (
+            '{"action": "HOLD", "reasoning": "x", "n": ' + "[" * 20_000 + "]" * 20_000 + "}",
+            "nested too deeply",
+        ),
     ],
+    ids=lambda x: x[:40] if isinstance(x, str) else x,
 )
 def test_bad_answers_are_reasked_then_a_hold_with_the_reason(
     server: FakeLLM, answer: str, reason: str
@@ -704,3 +764,83 @@ def test_the_overhead_measure_runs_the_real_agent_and_forecaster() -> None:
     assert result["markets"] == 20
     assert 0 < result["decision_ms_best"] <= result["decision_ms_median"]
     assert result["forecast_question_ms"] > 0
+
+
+# -- the rules' wording ----------------------------------------------------------------------------
+
+
+def test_rules_v2_send_forecaster_arenas_v2_wording(tmp_path: Path, server: FakeLLM) -> None:
+    """A cohort under --rules v2: the system prompt of v2 (portfolio value as the goal and the
+    score, the cap on a decision's bets together, a bet's size as capital allocation) and the
+    user prompt's v2 cap line; under v1 neither, and v1's text as it always was."""
+    for rules in ("v1", "v2"):
+        config = hand_config({"llm": spec(server)}, rules=rules)
+        with EventStore.open(tmp_path / f"{rules}.db") as store:
+            CohortRunner(make_hand_tape(), config).run(store)
+    v1, v2 = server.received[0], server.received[-1]
+    system1, system2 = v1.body["messages"][0]["content"], v2.body["messages"][0]["content"]
+    assert "Forecaster Arena (v1)" in system1 and "Forecaster Arena (v2)" in system2
+    assert "Your goal is to maximize the value of your paper portfolio." in system2
+    assert "forecast accurately" in system1 and "forecast accurately" not in system2
+    assert (
+        "2. The bets of one decision together are at most 25% of your current cash; if they are "
+        "more, none of them is placed." in system2
+    )
+    assert "5. The size of a bet is a capital-allocation decision" in system2
+    assert "- You are ranked by the value of your portfolio" in system2
+    assert "Brier score of your bets is kept as a diagnostic only" in system2
+    assert "2. No bet is more than 25% of your current cash." in system1
+    assert "- Maximum Bet Size: $2500.00 (25% of cash)\n" in v1.user_prompt
+    assert (
+        "- Maximum Total BET Allocation This Decision: $2500.00 (25% of cash across all bets)\n"
+        in v2.user_prompt
+    )
+    assert "Maximum Bet Size" not in v2.user_prompt
+
+
+# -- fitting the context --------------------------------------------------------------------------
+
+
+def test_the_prompt_shows_only_the_markets_that_fit_the_context(server: FakeLLM) -> None:
+    """60 markets with 66-character hex ids and a 2,048-token context: the prompt shows the
+    top ones that fit beside the answer (256), the template and a re-ask, says how many it
+    left out, and the schema offers only those shown; one more would not fit."""
+    from strategies.llm.agent import REASK_TOKENS, TEMPLATE_TOKENS
+    from strategies.llm.overhead import synthetic_view
+    from strategies.llm.prompt import estimated_tokens, system_prompt
+
+    view = synthetic_view(60)
+    agent(server, context=2048, max_tokens=256, markets=60).decide(view)
+    [request] = server.received
+    system, user = (m["content"] for m in request.body["messages"])
+    shown = re.search(r"AVAILABLE MARKETS \(Top (\d+) by volume; (\d+) more not shown", user)
+    assert shown is not None
+    n, left_out = int(shown[1]), int(shown[2])
+    assert 0 < n < 60 and n + left_out == 60
+    room = 2048 - 256 - TEMPLATE_TOKENS - REASK_TOKENS
+    assert estimated_tokens(system) + estimated_tokens(user) <= room
+    wider = user_prompt(view, markets=n + 1, left_out=left_out - 1)
+    assert estimated_tokens(system_prompt()) + estimated_tokens(wider) > room
+    schema = request.body["response_format"]["json_schema"]["schema"]
+    bet = schema["anyOf"][0]["properties"]["bets"]["items"]["properties"]
+    assert bet["market_id"]["enum"] == list(view.markets.ids[:n])
+
+
+def test_without_a_context_every_market_asked_for_is_shown(server: FakeLLM) -> None:
+    from strategies.llm.overhead import synthetic_view
+
+    agent(server, markets=60).decide(synthetic_view(60))
+    assert "AVAILABLE MARKETS (Top 60 by volume):\n" in server.received[0].user_prompt
+
+
+def test_a_prompt_too_long_for_the_model_is_one_line_naming_the_context(server: FakeLLM) -> None:
+    too_long = {"error": {"message": "the request exceeds the available context size"}}
+    server.queue(Reply(status=400, body=too_long))
+    decision = agent(server).decide(hand_view())
+    assert decision.action == "HOLD" and decision.trace is not None
+    assert decision.trace.error == (
+        "HTTP 400: the prompt is longer than the model's context (the request exceeds the "
+        "available context size): show fewer markets (markets=N in the agent spec) or serve a "
+        "longer context"
+    )
+    assert "\n" not in decision.reasoning and len(server.received) == 1

@@ -160,7 +160,11 @@ def test_a_400_for_another_reason_keeps_the_schema_and_is_not_retried(server: Fa
     server.queue(Reply(status=400, body=too_long))
     c = client(server.url)
     answer = c.ask(QUESTION)
-    assert answer.error == "HTTP 400: request (9031 tokens) exceeds the available context size"
+    assert answer.error == (
+        "HTTP 400: the prompt is longer than the model's context (request (9031 tokens) exceeds "
+        "the available context size): show fewer markets (markets=N in the agent spec) or serve "
+        "a longer context"
+    )
     assert len(server.received) == 1 and c.structured
 
 

@@ -7,7 +7,9 @@ replays offline from the cassette and from the log itself. What the model says i
 (a 135M model's trading is no one's benchmark); what arena does with every answer is: each
 went out with its JSON schema, came back through the parser (used, or rejected with the reason)
 and the rules (each order filled or rejected), and is in the log whole; the report's token
-totals are the server's own counters; and every replay is the same log byte for byte.
+totals are the server's own counters; a second live run against the same server, its prompt
+cache warm, gets the same answers and closes on the same state; and every replay is the same
+log byte for byte.
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from ledger.events import DecisionMade, ModelCalled, OrderFilled, OrderPlaced, OrderRejected
+from ledger.events import (
+    CohortClosed,
+    DecisionMade,
+    ModelCalled,
+    OrderFilled,
+    OrderPlaced,
+    OrderRejected,
+)
 from ledger.store import EventStore
 from replays.tapefile import save_tape
 from tests.conftest import Arena, make_hand_tape
@@ -46,7 +55,15 @@ def run(arena: Arena, tape: Path, db: Path) -> dict[str, object]:
     return out
 
 
-@pytest.mark.slow  # two minutes of a 135M model answering on one thread
+def answers_and_state(db: Path) -> tuple[list[str | None], list[str]]:
+    """Every answer the model gave, in order, and each cohort's closing state digest."""
+    with EventStore.open(db) as store:
+        events = list(store.read())
+    answers = [e.call.answer for e in events if isinstance(e, ModelCalled)]
+    return answers, [e.state_digest for e in events if isinstance(e, CohortClosed)]
+
+
+@pytest.mark.slow  # three minutes of a 135M model answering on one thread
 def test_a_cohort_against_the_real_model_is_logged_whole_and_replays_offline(
     arena: Arena, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -61,7 +78,14 @@ def test_a_cohort_against_the_real_model_is_logged_whole_and_replays_offline(
         before = server.tokens()
         recorded = run(arena, tape, tmp_path / "recorded.db")
         after = server.tokens()
+        # live again, the server's prompt cache warm with the same prompts: the same answers
+        # (every request says cache_prompt false), so the same cohort (the log's digest also
+        # covers each call's latency, which no two live runs share)
+        monkeypatch.setenv("ARENA_LLM_MODE", "live")
+        run(arena, tape, tmp_path / "again.db")
+        monkeypatch.setenv("ARENA_LLM_MODE", "replay")
     assert server.returncode == 0  # stopped, cleanly: nothing below can reach it
+    assert answers_and_state(tmp_path / "again.db") == answers_and_state(tmp_path / "recorded.db")
 
     with EventStore.open(tmp_path / "recorded.db") as store:
         events = list(store.read())
@@ -109,7 +133,6 @@ def test_a_cohort_against_the_real_model_is_logged_whole_and_replays_offline(
     assert total["cost"] is None  # a local server reports none, and none is made up
 
     # offline, the server gone: from the cassette, and from the recorded log itself
-    monkeypatch.setenv("ARENA_LLM_MODE", "replay")
     assert run(arena, tape, tmp_path / "replayed.db")["digest"] == recorded["digest"]
     monkeypatch.setenv("ARENA_LLM_CASSETTE", str(tmp_path / "recorded.db"))
     assert run(arena, tape, tmp_path / "from_log.db")["digest"] == recorded["digest"]

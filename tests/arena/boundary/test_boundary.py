@@ -782,6 +782,20 @@ def test_a_model_call_of_the_wrong_types_is_refused_before_it_reaches_the_log() 
     assert decision.trace == Trace(calls=(fine,), prompts={"d": "system"}) and note is None
 
 
+def test_a_model_call_with_numbers_no_log_can_hold_is_kept_without_them() -> None:
+    """A token count of 2**80 and an infinite cost cannot be encoded: the call is kept with
+    those numbers left out and a note, rather than the whole trace refused (which lost every
+    call of the decision)."""
+    call = ModelCall(model="m", question="q", request="r", status=200, answer="{}",
+                     tokens_in=2**80, tokens_out=12, cost=float("inf"), latency_ms=5.0)  # fmt: skip
+    decision, note = checked(Decision(trace=Trace(calls=(call,))))
+    assert decision.trace is not None
+    [kept] = decision.trace.calls
+    assert (kept.tokens_in, kept.tokens_out, kept.cost, kept.answer) == (None, 12, None, "{}")
+    assert note == "trace.calls: cost, tokens_in out of range, left out"
+    msgspec.json.decode(msgspec.json.encode(kept), type=ModelCall)
+
+
 def test_markets_resolved_before_the_start_show_nothing_recorded_after_it() -> None:
     """A market resolved before the start whose recording goes on after it: its price path
     ends at its resolution, its volume points and its volume at the start, however late they
