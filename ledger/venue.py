@@ -105,6 +105,8 @@ class Venue:
             rule = self.fees(market, at // 1000)
         except UnknownFee as exc:
             return Rejection(Reason.FEE_UNKNOWN, exc.reason)
+        if rule is not None and not rule.rate:
+            rule = None  # a rate of 0 charges nothing: no fee arithmetic per level
         model = self.model
         if rule is not None and rule.currency(side) == "usdc" and hasattr(model, "fee"):
             model = dataclasses.replace(model, fee=_dollar_fee(rule, side))  # type: ignore[type-var]

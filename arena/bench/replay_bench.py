@@ -25,8 +25,10 @@ from arena.bench.peer_bench import run_peers
 from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
 from ledger.store import EventStore
+from replays.books import Books
 from replays.synthetic import anchored_walk_tape
 from replays.tape import Tape
+from replays.validate_books import BookToken, Columns
 from strategies.api import Bet, Decision, Sell, Strategy, View
 
 BUY_BELOW = 0.40
@@ -79,17 +81,48 @@ def tape_mb(tape: Tape) -> float:
     return tape.nbytes / 2**20
 
 
+def tick_books(tape: Tape, levels: int = 5, seed: int = 0) -> Books:
+    """A book of every market's YES token at every point of ``tape``: ``levels`` cent levels a
+    side around the point's price (the first a cent away; moved inward near 0 and 1 so every
+    level fits), sizes of 1 to 1,000 shares."""
+    rng = np.random.default_rng(seed)
+    n = len(tape.markets)
+    times = [tape.times(m) for m in range(n)]
+    mids = np.concatenate([tape.yes(m) for m in range(n)])
+    counts = np.array([t.size for t in times], dtype=np.int64)
+    rows = int(counts.sum())
+    depth = np.arange(1, levels + 1) / 100
+    room = (levels + 1) / 100  # a whole book a side inside (0, 1), the tape's price near it
+    centre = np.clip(np.round(mids * 100) / 100, room, 1 - room)[:, None]
+    bid_px = np.round(centre - depth, 2).reshape(-1)  # prices as they print, on the tick
+    ask_px = np.round(centre + depth, 2).reshape(-1)
+    level_offsets = np.arange(rows + 1, dtype=np.int64) * levels
+    columns = Columns(
+        np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        np.concatenate(times) * 1000, np.full(rows, 0.01),
+        level_offsets, bid_px, rng.uniform(1, 1000, rows * levels).round(2),
+        level_offsets, ask_px, rng.uniform(1, 1000, rows * levels).round(2),
+    )  # fmt: skip
+    tokens = [BookToken(token=f"{info.id}-yes", market=info.id, outcome=info.outcomes[0])
+              for info in tape.markets]  # fmt: skip
+    return Books(tokens, columns, source="<tick books>", lazy=True)
+
+
 def bench_replay(
     markets: int = 500,
     steps: int = 2_000,
     seed: int = 42,
     *,
+    execution: str = "fa",
     peer_scripts: Path | None = None,
     peer_python: str = sys.executable,
 ) -> dict[str, Any]:
     """Replay the peer workload once into a fresh log; speed, orders and peak memory. With
-    ``peer_scripts``, the peers' scripts then run on the same tape (``peers``, ``notes``)."""
+    ``peer_scripts``, the peers' scripts then run on the same tape (``peers``, ``notes``).
+    Any ``execution`` but ``fa`` meets a book at every tick (``tick_books``, built outside the
+    clock, as the tape is)."""
     tape = anchored_walk_tape(markets, steps, seed=seed)
+    books = None if execution == "fa" else tick_books(tape)
     config = CohortConfig(
         start=datetime.fromtimestamp(tape.span()[0], UTC),
         agents={"band": "band"},
@@ -97,12 +130,14 @@ def bench_replay(
         cash=1e12,
         decision_cadence="tick",
         seed=seed,
+        execution=execution,
+        books=None if books is None else books.hash,
     )
     build_peak = _peak_rss_mb()
     reset = _reset_peak_rss()
     with tempfile.TemporaryDirectory() as tmp:
         began, cpu = time.perf_counter(), time.process_time()
-        runner = CohortRunner(tape, config, strategies={"band": BandTrader()})
+        runner = CohortRunner(tape, config, strategies={"band": BandTrader()}, books=books)
         with EventStore.open(Path(tmp) / "bench.db") as store:
             run = runner.run(store)
         seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
@@ -110,6 +145,7 @@ def bench_replay(
     book = run.state.books["band"]
     ticks = markets * steps
     figures: dict[str, Any] = {
+        "execution": execution,
         "ticks": ticks,
         "orders": run.state.n_orders,
         "fills": book.n_bets + book.n_sells,

@@ -127,6 +127,12 @@ def reads(events: int, repeats: int, as_json: bool) -> None:
               "(../shared/bench/peer-workload); print arena's speed over theirs.")  # fmt: skip
 @click.option("--peer-python", default=sys.executable, show_default="this Python",
               help="The interpreter that has backtrader / nautilus_trader installed.")  # fmt: skip
+@click.option(
+    "--execution",
+    default="fa",
+    show_default=True,
+    help="fa: the tape's price; any other model meets a 5-level book at every tick.",
+)
 @json_option
 def replay(
     markets: int,
@@ -134,6 +140,7 @@ def replay(
     seed: int,
     peer_scripts: Path | None,
     peer_python: str,
+    execution: str,
     as_json: bool,
 ) -> None:
     """The peers' workload: their tape (500 markets x 2,000 one-second steps, seed 42) and their
@@ -150,8 +157,9 @@ def replay(
 
     def work() -> dict[str, Any]:
         return bench_replay(
-            markets, steps, seed, peer_scripts=peer_scripts, peer_python=peer_python
-        )
+            markets, steps, seed, execution=execution, peer_scripts=peer_scripts,
+            peer_python=peer_python,
+        )  # fmt: skip
 
     figures = _measured("replay (peer workload)", work, as_json)
     if figures is None:
