@@ -54,8 +54,11 @@ def ladder(
     latency_ms: int,
     as_json: bool,
 ) -> None:
-    """Replay every cohort of DB with its agents' own decisions under fa, mid, touch, l2, fees
-    and latency, and say what the spread, the depth, the fee and the delay took.
+    """Replay a run's own decisions under fa, mid, touch, l2, fees and latency: what the
+    spread, the depth, the fee and the delay took from each agent.
+
+    Every cohort of DB is replayed in memory on each rung with its agents' recorded decisions
+    played back at their instants; nothing is written.
 
     \b
     Examples:

@@ -24,10 +24,11 @@ def is_number(value: Any) -> bool:
 def test_replay(arena: Arena) -> None:
     out = arena.json("bench", "replay", "--markets", "5", "--steps", "50")
     assert set(out) == {
-        "ticks", "orders", "fills", "rejected", "events", "seconds", "cpu_seconds", "ticks_per_s",
-        "ticks_per_cpu_s", "tape_mb", "log_mb", "run_peak_rss_mb", "build_peak_rss_mb",
+        "execution", "ticks", "orders", "fills", "rejected", "events", "seconds", "cpu_seconds",
+        "ticks_per_s", "ticks_per_cpu_s", "tape_mb", "log_mb", "run_peak_rss_mb",
+        "build_peak_rss_mb",
     }  # fmt: skip
-    assert out["ticks"] == 250  # 5 markets x 50 one-second steps
+    assert out["execution"] == "fa" and out["ticks"] == 250  # 5 markets x 50 one-second steps
     # the peers' band rule over the same tape, counted by a plain loop (tests/peer_workload.py)
     assert out["orders"] == band_orders(anchored_walk_tape(5, 50))
     # a float64 price per tick, the 50 instants once (the markets share them), offsets
@@ -39,6 +40,16 @@ def test_replay(arena: Arena) -> None:
     assert out["events"] >= 50 + 2 * out["orders"]
     assert all(is_number(out[k]) and out[k] > 0 for k in ("seconds", "ticks_per_s", "log_mb"))
     assert out["run_peak_rss_mb"] >= out["tape_mb"]
+
+
+def test_replay_with_a_book_at_every_tick(arena: Arena) -> None:
+    """Under l2 the band trader's $50 orders walk a 5-level book at every tick. Its rule looks
+    only at the tape's prices, so it places the orders it places under fa, and with levels of
+    1 to 1,000 shares a cent apart from a cent off the price, every one of them fills."""
+    out = arena.json("bench", "replay", "--markets", "5", "--steps", "50", "--execution", "l2")
+    assert out["execution"] == "l2"
+    assert out["orders"] == band_orders(anchored_walk_tape(5, 50))
+    assert out["rejected"] == 0 and out["fills"] == out["orders"] > 0
 
 
 def test_replay_as_a_table(arena: Arena) -> None:
