@@ -136,7 +136,33 @@ def cohort_settings(state: CohortState) -> dict[str, Any]:
         "mark_cadence": opened.mark_cadence,
         "seed": opened.seed,
         "agents": dict(opened.agent_specs) or {a: a for a in opened.agents},
+        **{key: opened.settings[key] for key in EXECUTION_KEYS if key in opened.settings},
     }
+
+
+EXECUTION_KEYS = ("execution", "fees", "books", "latency_ms", "liquidity")
+"""The settings an execution model adds to a cohort's opening (none for Forecaster Arena's
+rule, ``fa``, which every cohort before them ran under)."""
+
+
+def execution_text(state: CohortState) -> str:
+    """How the cohort's orders filled, in words for a report's header: Forecaster Arena's rule
+    (the tape's price, whole, no fee), or the model, its fees and books."""
+    opened = state.opened
+    settings = opened.settings if opened is not None else {}
+    spec = settings.get("execution")
+    if not isinstance(spec, str):
+        return "fills: fa (the tape's price, whole, no fee)"
+    parts = [f"fills: {spec}", f"fees {settings.get('fees', 'none')}"]
+    books = settings.get("books")
+    parts.append(f"books {str(books)[:12]}" if books else "no books")
+    if settings.get("latency_ms"):
+        parts.append(f"latency {settings['latency_ms']} ms")
+    if settings.get("liquidity") == "shared":
+        parts.append("shared liquidity")
+    if "spread_ticks" in spec and not books:
+        parts.append("synthetic spread")
+    return ", ".join(parts)
 
 
 def cohort_summary(state: CohortState) -> dict[str, Any]:

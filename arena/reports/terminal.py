@@ -19,6 +19,7 @@ from arena.reports.model import (
     BRIER_IMPLIED,
     IntervalSettings,
     Usage,
+    execution_text,
     interval_info,
     iso_utc,
     open_positions,
@@ -41,6 +42,17 @@ from ledger.usage import ModelUsage, total_usage
 
 COHORT_COLUMNS = 6
 """Agents shown as columns of the one-line-per-cohort table; the rest are in --all/--json."""
+
+
+_VISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+
+
+def shown(text: str) -> str:
+    """Text the log holds (agent and market names, categories, cohort ids, reasons, all of
+    which a tape or a plugin wrote) as a table cell: control characters written out, not sent
+    to the terminal (an escape sequence in a category retitled the window and cleared the
+    screen), and Rich's markup escaped, so a ``[link=...]`` is text, not a link."""
+    return escape(text.translate(_VISIBLE))
 
 
 def _num(x: float | None, fmt: str = "{:,.2f}") -> str:
@@ -86,13 +98,13 @@ def standings_table(title: str, rows: Sequence[AgentStanding]) -> Table:
         "rej.": lambda s: s.n_rejected > 0,
         "err.": lambda s: s.n_errors > 0,
     }
-    shown = [(n, f) for n, f in columns if n not in optional or any(map(optional[n], rows))]
+    columns_shown = [(n, f) for n, f in columns if n not in optional or any(map(optional[n], rows))]
     table = _table(title, BRIER_IMPLIED)
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
-    for name, _ in shown:
+    for name, _ in columns_shown:
         table.add_column(name, justify="right", no_wrap=True)
     for s in rows:
-        table.add_row(s.agent, *(cell(s) for _, cell in shown))
+        table.add_row(shown(s.agent), *(cell(s) for _, cell in columns_shown))
     return table
 
 
@@ -104,8 +116,9 @@ def positions_table(rows: Sequence[dict[str, Any]]) -> Table:
         table.add_column(name, justify="left" if left else "right", no_wrap=True)
     for r in rows:
         table.add_row(
-            r["agent"], r["market"], r["side"], f"{r['shares']:,.2f}", f"{r['avg_entry']:.3f}",
-            f"{r['price']:.3f}", _num(r["value"]), _signed(r["unrealized_pnl"]),
+            shown(r["agent"]), shown(r["market"]), shown(r["side"]), f"{r['shares']:,.2f}",
+            f"{r['avg_entry']:.3f}", f"{r['price']:.3f}", _num(r["value"]),
+            _signed(r["unrealized_pnl"]),
         )  # fmt: skip
     return table
 
@@ -122,8 +135,9 @@ def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
     for agent, b in beliefs.items():
         m = b["murphy"]
         table.add_row(
-            agent, scored_count(b), f"{b['brier']:.4f}", f"{b['log_loss']:.4f}", f"{b['ece']:.4f}",
-            f"{m['reliability']:.4f}", f"{m['resolution']:.4f}", f"{b['implied_brier']:.4f}",
+            shown(agent), scored_count(b), f"{b['brier']:.4f}", f"{b['log_loss']:.4f}",
+            f"{b['ece']:.4f}", f"{m['reliability']:.4f}", f"{m['resolution']:.4f}",
+            f"{b['implied_brier']:.4f}",
         )  # fmt: skip
     return table
 
@@ -139,7 +153,7 @@ def categories_table(title: str, rows: Sequence[CategoryRow]) -> Table:
                          no_wrap=True, overflow="ellipsis", max_width=28)  # fmt: skip
     for r in rows:
         table.add_row(
-            r.agent, r.category, str(r.markets), str(r.n_bets), _signed(r.pnl),
+            shown(r.agent), shown(r.category), str(r.markets), str(r.n_bets), _signed(r.pnl),
             _signed(r.return_pp, " pp"), _num(r.brier, "{:.3f}"),
         )  # fmt: skip
     return table
@@ -164,7 +178,7 @@ def leaderboard_table(rows: Sequence[LeaderboardRow], interval: dict[str, Any]) 
             else "—"
         )
         table.add_row(
-            r.agent, str(r.cohorts), str(r.n_bets), _signed(r.total_pnl),
+            shown(r.agent), str(r.cohorts), str(r.n_bets), _signed(r.total_pnl),
             _signed(r.return_mean, "%"), ci, _num(r.brier, "{:.3f}"), _num(r.bss, "{:+.2f}"),
             _num(r.bss_market, "{:+.2f}"), _num(r.win_rate, "{:.0%}"),
         )  # fmt: skip
@@ -181,7 +195,7 @@ def usage_table(title: str, rows: dict[str, ModelUsage]) -> Table:
     for agent, u in rows.items():
         d = u.as_dict()
         table.add_row(
-            agent, str(u.calls), str(u.reasks), str(u.failures), str(u.rejected),
+            shown(agent), str(u.calls), str(u.reasks), str(u.failures), str(u.rejected),
             f"{u.tokens_in:,}", f"{u.tokens_out:,}", _num(u.cost, "{:,.4f}"),
             _num(_seconds(d["latency_median_ms"]), "{:.2f}"),
             _num(_seconds(d["latency_p95_ms"]), "{:.2f}"),
@@ -191,23 +205,25 @@ def usage_table(title: str, rows: dict[str, ModelUsage]) -> Table:
 
 def cohort_lines_table(states: Sequence[CohortState], agents: Sequence[str]) -> Table:
     """One line per cohort: when, how many markets, whether it closed, each agent's return."""
-    shown = list(agents[:COHORT_COLUMNS])
-    more = len(agents) - len(shown)
+    first = list(agents[:COHORT_COLUMNS])
+    more = len(agents) - len(first)
     caption = "return of each agent in each cohort; the cohort's tables: --cohort ID or --all"
     if more:
         caption += f"; {more} more agent(s) in --all and --json"
     table = _table(f"{len(states)} cohorts", caption)
     for name in ("start", "cohort", "markets", "status"):
         table.add_column(name, no_wrap=True, justify="right" if name == "markets" else "left")
-    for agent in shown:
-        table.add_column(agent, justify="right", no_wrap=True, overflow="ellipsis", max_width=12)
+    for agent in first:
+        table.add_column(
+            shown(agent), justify="right", no_wrap=True, overflow="ellipsis", max_width=12
+        )
     for state in states:
         returns = {s.agent: s.return_pct for s in cohort_standings(state)}
         start = iso_utc(state.opened.start)[:10] if state.opened else "?"
         status = "closed" if state.closed else "open"
         table.add_row(
-            start, state.cohort, str(universe_size(state)), status,
-            *(_signed(returns.get(a), "%") for a in shown),
+            start, shown(state.cohort), str(universe_size(state)), status,
+            *(_signed(returns.get(a), "%") for a in first),
         )  # fmt: skip
     return table
 
@@ -231,8 +247,8 @@ def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:
         status += f"; no more decisions: {state.stopped.reason}"
     chosen = f" chosen by {universe_volume(opened)}" if opened else ""
     title = (
-        f"Cohort {state.cohort} — start {start}, {universe_size(state)} markets"
-        f"{chosen}; {escape(status)}"
+        f"Cohort {shown(state.cohort)} — start {start}, {universe_size(state)} markets"
+        f"{shown(chosen)}; {shown(status)}; {shown(execution_text(state))}"
     )
     console.print(standings_table(title, cohort_standings(state)))
     positions = open_positions(state)
@@ -245,7 +261,7 @@ def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:
         console.print(usage_table("Model calls (latency per attempt)", usage[state.cohort]))
     rows = categories([state])
     if len({r.category for r in rows}) > 1:
-        console.print(categories_table(f"By category, cohort {state.cohort}", rows))
+        console.print(categories_table(f"By category, cohort {shown(state.cohort)}", rows))
 
 
 def print_report(
@@ -269,6 +285,8 @@ def print_report(
             states, interval=settings.choice, draws=settings.draws, seed=settings.seed
         )
         console.print(leaderboard_table(board, interval_info(states, settings)))
+        ways = sorted({execution_text(state) for state in states})
+        console.print(f"[dim]{shown('; '.join(ways))}[/]")
         if usage:
             console.print(usage_table("Model calls over every cohort", usage_by_agent(usage)))
         if not detail:

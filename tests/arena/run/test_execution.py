@@ -299,3 +299,16 @@ def test_the_levels_left_out_of_a_book_are_ones_no_order_reaches() -> None:
                         )
                     compared += 1
     assert compared > 200
+
+
+def test_every_report_says_how_its_cohorts_filled(arena: Arena, tmp_path: Path) -> None:
+    fa, touch = tmp_path / "fa.db", tmp_path / "touch.db"
+    assert arena("replay", "--agent", "f=favourite", "--db", fa).exit_code == 0
+    run = ("replay", "--agent", "f=favourite", "--execution", "touch?spread_ticks=2")
+    assert arena(*run, "--db", touch).exit_code == 0
+    said = " ".join(arena("report", fa).stdout.split())
+    assert "fills: fa (the tape's price, whole, no fee)" in said
+    said = " ".join(arena("report", touch).stdout.split())
+    assert "fills: touch?spread_ticks=2, fees auto, no books, synthetic spread" in said
+    [cohort] = arena.json("report", touch)["cohorts"]
+    assert cohort["settings"]["execution"] == "touch?spread_ticks=2"
