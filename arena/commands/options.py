@@ -47,7 +47,7 @@ DEFAULT_AGENTS = (
 
 COHORT_SETTINGS = (
     "rules", "cash", "universe", "decision_cadence", "mark_cadence", "seed", "execution", "fees",
-    "latency_ms", "liquidity",
+    "latency_ms", "liquidity", "marks_at",
 )  # fmt: skip
 """The ``CohortConfig`` fields the options set, by their own names (start and agents come
 from their own options, or from the command)."""
@@ -135,6 +135,10 @@ _COHORT_OPTIONS = (
                  default=_default(CohortConfig, "latency_ms"), show_default=True,
                  help="Milliseconds from a decision to its orders meeting the book (needs "
                       "books): the book standing when the order arrives, never a later one."),
+    click.option("--marks-at", "marks_at", type=click.Choice(["price", "bid"]),
+                 default=_default(CohortConfig, "marks_at"), show_default=True,
+                 help="What a mark values a position at: the tape's price, or (with books) "
+                      "the best bid, what it would fetch sold now."),
     click.option("--liquidity", type=click.Choice(["isolated", "shared"]),
                  default=_default(CohortConfig, "liquidity"), show_default=True,
                  help="With books: isolated, every agent meets the whole book; shared, the "

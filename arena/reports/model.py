@@ -140,7 +140,7 @@ def cohort_settings(state: CohortState) -> dict[str, Any]:
     }
 
 
-EXECUTION_KEYS = ("execution", "fees", "books", "latency_ms", "liquidity")
+EXECUTION_KEYS = ("execution", "fees", "books", "latency_ms", "liquidity", "marks_at")
 """The settings an execution model adds to a cohort's opening (none for Forecaster Arena's
 rule, ``fa``, which every cohort before them ran under)."""
 
@@ -160,6 +160,8 @@ def execution_text(state: CohortState) -> str:
         parts.append(f"latency {settings['latency_ms']} ms")
     if settings.get("liquidity") == "shared":
         parts.append("shared liquidity")
+    if settings.get("marks_at") == "bid":
+        parts.append("marked at the bid")
     if "spread_ticks" in spec and not books:
         parts.append("synthetic spread")
     return ", ".join(parts)

@@ -66,6 +66,7 @@ could not be read again; sums past 10¹² are past what the tables can show."""
 
 ADDED_LATER = {
     "execution": "fa", "fees": None, "books": None, "latency_ms": 0, "liquidity": "isolated",
+    "marks_at": "price",
 }  # fmt: skip
 """Settings added after cohort ids were first made, and the value every earlier cohort ran
 with: left out of the id at that value, so every earlier cohort keeps its id."""
@@ -101,6 +102,11 @@ class CohortConfig(pydantic.BaseModel):
         default=0, ge=0, le=86_400_000,
         description="milliseconds from a decision to its orders meeting the book",
     )  # fmt: skip
+    marks_at: Literal["price", "bid"] = pydantic.Field(
+        default="price",
+        description="what a mark values a position at: the tape's price, or (with books) the "
+        "best bid, what it would fetch sold now",
+    )
     liquidity: Literal["isolated", "shared"] = pydantic.Field(
         default="isolated",
         description="isolated: every agent meets the whole book (as every peer models it); "
@@ -137,10 +143,12 @@ class CohortConfig(pydantic.BaseModel):
         except LedgerError as exc:
             raise ValueError(str(exc)) from None
         fees_for(self.execution, self.fees)
-        if self.books is None and (self.latency_ms or self.liquidity != "isolated"):
+        if self.books is None and (
+            self.latency_ms or self.liquidity != "isolated" or self.marks_at != "price"
+        ):
             raise ValueError(
-                "latency_ms and shared liquidity need books: a price tape has one price per "
-                "instant and no depth"
+                "latency_ms, shared liquidity and marks at the bid need books: a price tape "
+                "has one price per instant and no depth"
             )
         return self
 

@@ -347,7 +347,8 @@ class CohortRunner:
         chosen: dict[str, str | int] = {"execution": c.execution}
         chosen["fees"] = fees_for(c.execution, c.fees)
         if c.books is not None:
-            chosen |= {"books": c.books, "latency_ms": c.latency_ms, "liquidity": c.liquidity}
+            chosen |= {"books": c.books, "latency_ms": c.latency_ms, "liquidity": c.liquidity,
+                       "marks_at": c.marks_at}  # fmt: skip
         return chosen
 
     def _listed(self, j: int) -> MarketListed:
@@ -439,15 +440,29 @@ class CohortRunner:
             settle(state, self.ids[j], ts, resolution.winner)
 
     def _mark(self, now: AsOf, ts: int, settled: set[int]) -> Marked:
+        """Every unsettled market's outcome prices at ``ts``: the tape's, or with ``marks_at``
+        ``bid`` the best bid of each outcome's book then (0 where nobody bids: a position no
+        one would buy is worth nothing sold now)."""
         markets, prices = [], []
+        at_bid = self.config.marks_at == "bid"
         for j in range(len(self.universe)):
             if j in settled:
                 continue
             quote = self._prices(now, j)
             if quote is not None:
                 markets.append(self.ids[j])
-                prices.append(list(quote))
+                prices.append(self._bids(j, ts) if at_bid else list(quote))
         return Marked(cohort=self.cohort, ts=ts, markets=markets, prices=prices)
+
+    def _bids(self, j: int, ts: int) -> list[float]:
+        """The best bid of each outcome of universe market ``j`` at ``ts``, from the books."""
+        assert self.books is not None, "marks at the bid need books (checked by the config)"
+        info = self.tape.markets[self.universe[j]]
+        bids = []
+        for outcome in info.outcomes:
+            snap = self.books.book_at(self.books.token(info.id, outcome), ts * 1000)
+            bids.append(float(snap.bid_px[0]) if snap is not None and snap.bid_px.size else 0.0)
+        return bids
 
     def _decide(
         self,

@@ -17,7 +17,7 @@ from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
 from arena.verify.fills import verify_fills
 from ledger.errors import IntegrityError
-from ledger.events import CohortOpened, Event, OrderFilled, PositionSettled
+from ledger.events import CohortOpened, Event, Marked, OrderFilled, PositionSettled
 from ledger.execution import OrderBook
 from ledger.store import EventStore
 from ledger.stream import MemorySink
@@ -129,8 +129,9 @@ def test_a_fee_in_dollars_is_paid_beside_the_amount_and_costs_the_position(
         (("--execution", "nope"), "unknown execution model 'nope'"),
         (("--execution", "touch?spread_tick=2"), "model 'touch' has no parameter 'spread_tick'"),
         (("--fees", "auto"), "execution 'fa' charges no fee"),
-        (("--latency", "250"), "latency_ms and shared liquidity need books"),
-        (("--liquidity", "shared"), "latency_ms and shared liquidity need books"),
+        (("--latency", "250"), "shared liquidity and marks at the bid need books"),
+        (("--liquidity", "shared"), "shared liquidity and marks at the bid need books"),
+        (("--marks-at", "bid"), "shared liquidity and marks at the bid need books"),
     ],
 )
 def test_an_execution_that_cannot_run_is_one_line(
@@ -312,3 +313,36 @@ def test_every_report_says_how_its_cohorts_filled(arena: Arena, tmp_path: Path) 
     assert "fills: touch?spread_ticks=2, fees auto, no books, synthetic spread" in said
     [cohort] = arena.json("report", touch)["cohorts"]
     assert cohort["settings"]["execution"] == "touch?spread_ticks=2"
+
+
+def test_marks_at_the_bid_value_a_position_at_what_it_would_fetch_now(tmp_path: Path) -> None:
+    """Each mark's prices are each outcome's best bid in the book standing then (the books'
+    latest snapshot at or before the mark), where the tape's marks are its prices."""
+    from replays.bookfile import load_books
+    from replays.samples import sample_books_paths
+    from replays.tapefile import load_tape
+
+    tape_path, books_path = sample_books_paths()
+    tape, books = load_tape(tape_path), load_books(books_path)
+    start = datetime(2026, 9, 28, 8, 50, tzinfo=UTC)
+    base = CohortConfig(start=start, agents={"f": "favourite"}, decision_cadence="1m",
+                        mark_cadence="1m", books=books.hash)  # fmt: skip
+    at_bid = base.model_copy(update={"marks_at": "bid"})
+    sink = MemorySink()
+    CohortRunner(tape, at_bid, books=books).run(sink)
+    plain = MemorySink()
+    CohortRunner(tape, base, books=books).run(plain)
+    bid_marks = [e for e in sink.read(next(iter(sink.streams))) if isinstance(e, Marked)]
+    tape_marks = [e for e in plain.read(next(iter(plain.streams))) if isinstance(e, Marked)]
+    assert len(bid_marks) == len(tape_marks) > 5
+    below = 0
+    for mark, tape_mark in zip(bid_marks, tape_marks, strict=True):
+        for market, prices, tape_prices in zip(
+            mark.markets, mark.prices, tape_mark.prices, strict=True
+        ):
+            info = tape.markets[tape.index[market]]
+            for outcome, price, tape_price in zip(info.outcomes, prices, tape_prices, strict=True):
+                snap = books.book_at(books.token(market, outcome), mark.ts * 1000)
+                assert snap is not None and price == float(snap.bid_px[0])
+                below += price < tape_price
+    assert below > 0  # a bid sits under the price a tape records

@@ -91,7 +91,7 @@ def test_the_groups_hand_over_what_was_given(tmp_path: Path) -> None:
         "settings": {"rules": "v2", "cash": 500.0, "universe": 7, "decision_cadence": "6h",
                      "mark_cadence": "tick", "seed": 9, "execution": "touch?spread_ticks=2",
                      "fees": "none", "latency_ms": 0, "liquidity": "isolated",
-                     "books": None},
+                     "marks_at": "price", "books": None},
         "options": {"decision_timeout": 0.0, "isolate": True, "jobs": 3, "engine": "ray",
                     "address": "auto"},
         "starts": ["2024-01-07T00:00:00+00:00", "2024-01-14T00:00:00+00:00"],
