@@ -14,6 +14,12 @@ Four things make it fast, and none changes the result:
 * The loop calls the fold's handlers itself (``projection.HANDLERS``), without the frame of
   ``CohortState.apply`` around each: 10-20 % of a fold.
 
+Two things are checked on the way, at no cost to the loop (each test sits where the loop
+already branches): a cohort closes once, and, folded stream by stream, a stream holds only its
+own cohort's events (one of another cohort would be folded into that cohort's state). Either is
+an IntegrityError. The close's own check, of the digest it records, is ``ledger.restore``'s,
+which also finds any other event after a close: a stream must end with its close.
+
 Every event is then folded in log order by the same handlers ``CohortState.apply`` calls when
 the run is live, so the result equals a plain event-by-event fold exactly (the tests compare
 snapshots). A fold may start from a restored snapshot of a cohort (``start``) and read only the
@@ -30,7 +36,8 @@ from typing import TypeVar
 
 import msgspec
 
-from ledger.errors import LedgerError
+from ledger.errors import IntegrityError, LedgerError
+from ledger.events import CohortClosed
 from ledger.projection import HANDLERS, IGNORED_BY_FOLD, CohortState, FoldEvent, Ledger
 from ledger.store import EventStore
 
@@ -57,32 +64,71 @@ def rebuild(
         cohorts[stream] = restored
     name = ""
     state: CohortState | None = None
-    pages = (
-        store.payload_arrays(batch=batch, skip=IGNORED_BY_FOLD)
+    pages: Generator[tuple[str | None, bytes], None, None] = (
+        ((None, page) for page in store.payload_arrays(batch=batch, skip=IGNORED_BY_FOLD))
         if streams is None and not start
         else (
-            page
+            (stream, page)
             for stream in (store.streams() if streams is None else streams)
             for page in store.payload_arrays(
                 stream, batch, skip=IGNORED_BY_FOLD, after_version=start.get(stream, (None, 0))[1]
             )
         )
     )
-    handlers = HANDLERS
+    handlers = HANDLERS | {CohortClosed: _close_once}
     with cycle_collector_paused():
-        for page in read_ahead(pages):
+        for own, page in read_ahead(pages):
             try:
                 events = _page_decoder.decode(page)
             except msgspec.MsgspecError as exc:
                 raise unreadable(store, streams, exc) from None
-            for event in events:
-                if event.cohort != name:
-                    name = event.cohort
-                    state = cohorts.get(name)
-                    if state is None:
-                        state = cohorts[name] = CohortState(name)
-                handlers[type(event)](state, event)
+            try:
+                for event in events:
+                    if event.cohort != name:  # a new stream's first event, or one not its own
+                        if own is not None and event.cohort != own:
+                            raise _NotItsOwn(own, event.cohort)
+                        name = event.cohort
+                        state = cohorts.get(name)
+                        if state is None:
+                            state = cohorts[name] = CohortState(name)
+                    handlers[type(event)](state, event)
+            except _ClosedTwice as twice:
+                raise closed_twice(store, twice.cohort) from None
+            except _NotItsOwn as alien:
+                raise IntegrityError(
+                    f"{store.path}: stream {alien.stream} holds an event of cohort "
+                    f"{alien.cohort}; run 'arena verify'"
+                ) from None
     return ledger
+
+
+class _ClosedTwice(Exception):
+    def __init__(self, cohort: str) -> None:
+        self.cohort = cohort
+
+
+class _NotItsOwn(Exception):
+    def __init__(self, stream: str, cohort: str) -> None:
+        self.stream, self.cohort = stream, cohort
+
+
+def _close_once(state: CohortState, event: CohortClosed) -> None:
+    if state.closed is not None:
+        raise _ClosedTwice(state.cohort)
+    HANDLERS[CohortClosed](state, event)
+
+
+def closed_twice(store: EventStore, cohort: str) -> IntegrityError:
+    """The error for a cohort that closes again: the seq of its second close (a search of the
+    log, but only on the way to an error)."""
+    seqs = [
+        seq
+        for seq, stream, _, event in store.read_with_seq(cohort)
+        if stream == cohort and isinstance(event, CohortClosed)
+    ]
+    seq = seqs[1] if len(seqs) > 1 else None
+    where = f"event {seq}" if seq is not None else "an event"
+    return IntegrityError(f"{store.path}: {where} closes cohort {cohort} after its close", seq)
 
 
 def unreadable(

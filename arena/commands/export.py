@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import click
@@ -57,6 +58,8 @@ def export(db: Path, folder: Path, cohorts: tuple[str, ...], parquet: bool, as_j
     except OSError as exc:
         detail = exc.strerror or str(exc)
         raise click.ClickException(f"{folder}: cannot write the export: {detail}") from None
+    except sqlite3.Error as exc:  # tables.db on a full disk: "database or disk is full"
+        raise click.ClickException(f"{folder}: cannot write the export: {exc}") from None
     note = run.loaded.note()
     if note:
         click.echo(f"note: {note}", err=True)

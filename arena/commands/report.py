@@ -14,9 +14,8 @@ from arena.reports.model import IntervalSettings, report_data
 from arena.reports.terminal import print_report
 from ledger.errors import IntegrityError
 from ledger.intervals import DRAWS, METHOD_CHOICES
-from ledger.restore import load
+from ledger.restore import check_log, checked_usage, load
 from ledger.store import EventStore
-from ledger.usage import model_usage
 
 
 @click.command()
@@ -81,13 +80,14 @@ def report(
     intervals = IntervalSettings(interval, draws, seed)  # type: ignore[arg-type]
     try:
         with EventStore.open(db, readonly=True) as store:
+            check_log(store)  # a cohort missing from a damaged index is not "no such cohort"
             unknown = set(cohorts) - set(store.streams())
             if unknown:
                 raise click.ClickException(f"{db} has no cohort {sorted(unknown)[0]}")
             loaded = load(store, cohorts or None)
             if not loaded.ledger.cohorts:  # a replay stopped before its first step
                 raise click.ClickException(f"{db} holds no cohorts: nothing to report")
-            usage = model_usage(store, cohorts or None)
+            usage = checked_usage(store, cohorts or None)
             if html_dir is not None:
                 from arena.reports.html import write_replay_report
 

@@ -29,8 +29,8 @@ from arena.step.log import open_timeline
 from arena.step.panels import damaged
 from arena.step.printed import counted, print_frames, print_json, print_standings
 from arena.step.timeline import LogTimeline
-from ledger.chain import check_links
-from ledger.errors import LedgerError
+from ledger.errors import IntegrityError, LedgerError
+from ledger.restore import check_log, check_stream, load
 from ledger.store import EventStore
 from strategies.loader import build_strategy
 
@@ -107,7 +107,8 @@ def step(
             try:
                 timeline = _read_log(store, cohort_id)
                 if no_input or as_json or not _keys_available():
-                    check_links(store, timeline.cohort)  # a broken chain before any frame
+                    check_stream(store, timeline.cohort)  # a broken chain before any frame
+                    _prove(store, timeline)  # and an end the chain disproves
                 _show(timeline, named[0] if named else None, no_input, as_json, db)
             except LedgerError as exc:  # in the scan, the links, or the first screen's pages
                 raise click.ClickException(damaged(exc, "nothing shown", f" {db}")) from None
@@ -157,9 +158,11 @@ def _tui_app() -> type:
 
 def _read_log(store: EventStore, cohort: str | None) -> LogTimeline:
     """The cohort (the log's first unless named) as a timeline that reads the log as it is
-    stepped through: the first screen waits for one scan, not for every event (see
-    ``arena.step.log``). What it reads is checked on the way; a log that fails is a
-    LedgerError naming where, which the CLI's edge prints as one line."""
+    stepped through: the first screen waits for the proof that the log ends where the chain
+    ends and for one scan, not for every event (see ``arena.step.log``). What it reads is
+    checked on the way; a log that fails is a LedgerError naming where, which the CLI's edge
+    prints as one line."""
+    check_log(store)  # a cohort missing from a damaged index is not "no such cohort"
     streams = store.streams()
     if not streams:
         raise click.ClickException(f"{store.path} holds no cohorts")
@@ -167,6 +170,23 @@ def _read_log(store: EventStore, cohort: str | None) -> LogTimeline:
     if cohort not in streams:
         raise click.ClickException(f"{store.path} has no cohort {cohort}")
     return open_timeline(store, cohort)
+
+
+def _prove(store: EventStore, timeline: LogTimeline) -> None:
+    """Before the first frame, what ``arena report`` proves of the cohort (``ledger.restore``):
+    the log ends at its recorded head, the indexes agree with the tables, and the cohort ends
+    in the state its close recorded, with nothing after the close; IntegrityError if not. A
+    cohort whose events do not fold at all is left to the frames, which print as far as they
+    fold and then say where they stopped."""
+    try:
+        loaded = load(store, [timeline.cohort])
+    except IntegrityError:
+        raise
+    except LedgerError:
+        return
+    note = loaded.note()
+    if note:
+        timeline.notes.append(note)
 
 
 def _show(
@@ -198,6 +218,8 @@ def _show(
         else:
             print_frames(cut(), total, agent, opened, f"{agent} made no decision in {cohort}")
             print_standings(timeline)
+        for note in dict.fromkeys(timeline.notes):  # said as arena report says it
+            click.echo(f"note: {note}", err=True)
     except LedgerError as exc:
         shown = f"the {counted(printed, 'frame')} before it printed" if printed else "nothing shown"
         where = f" {db}" if db is not None else ""

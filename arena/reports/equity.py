@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ledger.errors import LedgerError
+from ledger.errors import IntegrityError, LedgerError
 from ledger.events import Marked
 from ledger.projection import CohortState
+from ledger.restore import check_stream
 from ledger.store import EventStore
 
 
@@ -29,7 +30,12 @@ class CohortRecord:
 
 
 def fold_cohort(store: EventStore, cohort: str) -> CohortRecord:
-    """Fold one cohort's stream, recording every agent's total value after each mark."""
+    """Fold one cohort's stream, recording every agent's total value after each mark. Every
+    event is checked first as ``arena report`` checks the ones it folds (its link, its order:
+    ``ledger.restore.check_stream``), and a closed cohort's fold must end in the state its
+    close recorded: the curves are drawn from the events, not from the snapshot the figures
+    came from, so they are held to the same close (IntegrityError if not)."""
+    check_stream(store, cohort)
     state = CohortState(cohort)
     offsets: list[int] = []
     values: dict[str, list[float]] = {}
@@ -42,6 +48,10 @@ def fold_cohort(store: EventStore, cohort: str) -> CohortRecord:
                 values.setdefault(agent, []).append(total)
     if state.opened is None:
         raise LedgerError(f"cohort {cohort} has no CohortOpened event in the log")
+    if state.closed is not None and state.digest() != state.closed.state_digest:
+        raise IntegrityError(
+            f"{store.path}: cohort {cohort} does not rebuild to the state its close recorded"
+        )
     return CohortRecord(state, state.opened.start, offsets, values)
 
 

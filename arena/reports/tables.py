@@ -30,10 +30,9 @@ from typing import Any
 import numpy as np
 
 from arena.reports.model import iso_utc, open_positions
-from ledger.chain import check_links
-from ledger.errors import LedgerError
-from ledger.events import DecisionMade, OrderFilled
-from ledger.restore import Loaded, load
+from ledger.errors import IntegrityError, LedgerError
+from ledger.events import AnyEvent, DecisionMade, OrderFilled
+from ledger.restore import Loaded, check_log, check_stream, load
 from ledger.store import EventStore
 
 TABLES = ("fills", "decisions", "positions", "brier", "beliefs", "predictions")
@@ -198,8 +197,10 @@ class RunTables:
 
 def read_tables(store: EventStore, cohorts: Sequence[str] | None = None) -> RunTables:
     """Every table of the given cohorts (all by default), checked on the way: the state through
-    ``ledger.restore.load`` and every event read for fills and decisions through its chain
-    links (IntegrityError naming the first bad seq)."""
+    ``ledger.restore.load`` (proven to end where the chain ends) and every event read for
+    fills and decisions through its chain links and the order the stream index gives them
+    (``ledger.restore.check_stream``; IntegrityError naming the first bad seq)."""
+    check_log(store)  # a cohort missing from a damaged index is not "no such cohort"
     names = store.streams() if cohorts is None else list(cohorts)
     unknown = sorted(set(names) - set(store.streams()))
     if unknown:
@@ -207,8 +208,9 @@ def read_tables(store: EventStore, cohorts: Sequence[str] | None = None) -> RunT
     loaded = load(store, names)
     fills, decisions = Columns(_FILL_COLUMNS), Columns(_DECISION_COLUMNS)
     for name in names:
-        check_links(store, name)
-        for seq, _, _, e in store.read_with_seq(name):
+        end = loaded.ends.get(name)
+        check_stream(store, name, 0, end)
+        for seq, e in _in_order(store, name, end.version if end else 0):
             if isinstance(e, OrderFilled):
                 fills.rows.append((
                     e.cohort, seq, e.ts, iso_utc(e.ts), e.agent, e.order_id, e.kind, e.market,
@@ -254,6 +256,38 @@ def read_tables(store: EventStore, cohorts: Sequence[str] | None = None) -> RunT
         "predictions": predictions,
     }
     return RunTables(tables, loaded)
+
+
+def _in_order(store: EventStore, name: str, last: int) -> Iterator[tuple[int, AnyEvent]]:
+    """``(seq, event)`` of the stream's events as the stream index hands them out, each held
+    to be the stream's next version, later in the log than the one before, and of its cohort,
+    and no more of them than its proven ``last`` version: a damaged index ends the read with
+    one line (it once wrote twice the fills, or read one stream for ever)."""
+    version = before = 0
+    rows = store.read_with_seq(name)
+    while True:
+        try:
+            seq, stream, at, event = next(rows)
+        except StopIteration:
+            break
+        except (KeyError, TypeError):  # an entry whose stream or version is not a number
+            raise IntegrityError(
+                f"{store.path}: a read of {name} by its index meets a damaged entry after its "
+                f"version {version} (the SQLite file is damaged)"
+            ) from None
+        if (stream, at, event.cohort) != (name, version + 1, name) or not before < seq or at > last:
+            raise IntegrityError(
+                f"{store.path}: a read of {name} by its index meets event {seq} as its version "
+                f"{at} after version {version} (the SQLite file is damaged)",
+                seq if isinstance(seq, int) else None,
+            )
+        version, before = at, seq
+        yield seq, event
+    if version != last:
+        raise IntegrityError(
+            f"{store.path}: a read of {name} by its index ends at its version {version}, not "
+            f"at {last} (the SQLite file is damaged)"
+        )
 
 
 def _buy_times(fills: Columns, cohort: str) -> dict[tuple[str, str], int]:

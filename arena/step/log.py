@@ -5,26 +5,43 @@ Reading a million-event log into memory and indexing it took seconds before the 
 (``arena.step.timeline``: every event but the orders, fills, model calls and settlements that follow
 a decision or a resolution), in which a decision is read as its agent and week only; the
 events themselves are a sequence read a page at a time when a fold or a view asks for them,
-each page's chain links checked before it is decoded (``ledger.chain.check_links``, as ``arena
-report`` checks the events it folds), and the log's snapshots are the timeline's bases,
-restored and checked (``ledger.restore.usable_state``) only when a cut at or after one is
-first shown. A page that fails its check stops the read with the seq where it fails.
+each page's chain links and order checked before it is decoded (``ledger.restore.check_stream``,
+as ``arena report`` checks the events it folds), and the log's snapshots are the timeline's
+bases, restored and checked (``ledger.restore.usable_state``) only when a cut at or after one
+is first shown. A page that fails its check stops the read with the seq where it fails.
+
+Opening checks what is cheap to check of the whole log, as ``arena report`` does (the log ends
+at its recorded head, the indexes agree with the tables, the cohort's last event links), and
+the end of a closed cohort is the state ``ledger.restore.load`` proves there: the one the
+cohort's close recorded (restored from the closing snapshot, or folded when there is none to
+use). A snapshot taken while the cohort was open is checked where it stands (its position in
+the chain, its cohort, not closed before the end), but only a fold from the first event proves
+its contents, which ``arena verify`` does: a cut past one is shown from it.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from itertools import pairwise
 from typing import Union, overload
 
 import msgspec
 
 from arena.step.timeline import FOLD_CHUNK, TAIL_TYPES, Decided, Fact, LogTimeline, Restore
-from ledger.chain import check_links, checked_payloads
-from ledger.errors import LedgerError
+from ledger.chain import checked_payloads
+from ledger.errors import IntegrityError, LedgerError
 from ledger.events import EVENT_TYPES, AnyEvent, Event, PromptStored
 from ledger.projection import IGNORED_BY_FOLD, CohortState, FoldEvent
-from ledger.restore import usable_state
+from ledger.restore import (
+    StreamEnd,
+    check_log,
+    check_order,
+    check_stream,
+    load,
+    stream_ends,
+    usable_state,
+)
 from ledger.snapshot import Snapshot
 from ledger.store import EventStore
 
@@ -42,9 +59,9 @@ class LogEvents(Sequence[Event]):
     """One cohort's events in a store, in order (index ``i`` is its version ``i + 1``), each
     page read, checked and decoded when first asked for and kept while recently used."""
 
-    def __init__(self, store: EventStore, cohort: str) -> None:
+    def __init__(self, store: EventStore, cohort: str, end: StreamEnd | None = None) -> None:
         self._store, self._cohort = store, cohort
-        self._length = store.stream_version(cohort)
+        self._length = end.version if end is not None else store.stream_version(cohort)
         self._pages: OrderedDict[int, list[Event]] = OrderedDict()
         self._checked: set[int] = set()
         self.pages_read = 0
@@ -94,12 +111,19 @@ class LogEvents(Sequence[Event]):
             )  # fmt: skip
             text = next(joined, b"[]")
         else:
-            payloads = [
+            read = [
                 payload
                 for page in checked_payloads(self._store, self._cohort, low, high)
                 for payload in page
-                if not payload.startswith(_UNFOLDED)
             ]
+            if len(read) != high - low:  # an index scan ended early: see check_stream
+                raise IntegrityError(
+                    f"{self._store.path}: the stream index gives {len(read)} events of "
+                    f"{self._cohort} after its event {low} where it holds {high - low} "
+                    "(the SQLite file is damaged)"
+                )
+            check_order(self._store, self._cohort, low, high)
+            payloads = [payload for payload in read if not payload.startswith(_UNFOLDED)]
             self._checked.update(
                 p
                 for p in pages
@@ -121,7 +145,7 @@ class LogEvents(Sequence[Event]):
             return page
         low, high = p * FOLD_CHUNK, min((p + 1) * FOLD_CHUNK, self._length)
         if p not in self._checked:
-            check_links(self._store, self._cohort, low, high)
+            check_stream(self._store, self._cohort, low, through_version=high)
             self._checked.add(p)
         self.pages_read += 1
         [joined] = self._store.payload_arrays(
@@ -154,23 +178,62 @@ def scan_facts(store: EventStore, cohort: str) -> list[Fact]:
         raise LedgerError(
             f"{store.path}: a fact of {cohort} is not a readable event ({exc}); run 'arena verify'"
         ) from None
-    return [(version - 1, fact) for (version, _), fact in zip(rows, facts, strict=True)]
+    versions = [version for version, _ in rows]
+    if not all(isinstance(v, int) for v in versions) or any(b <= a for a, b in pairwise(versions)):
+        raise IntegrityError(
+            f"{store.path}: the stream index gives the facts of {cohort} out of order (the "
+            "SQLite file is damaged); run 'arena verify'"
+        )
+    return [(version - 1, fact) for version, fact in zip(versions, facts, strict=True)]
 
 
 def open_timeline(store: EventStore, cohort: str) -> LogTimeline:
     """``cohort`` of ``store`` as a timeline that reads the log as it is stepped through (the
-    store must stay open while the timeline is used)."""
-    events = LogEvents(store, cohort)
-    return LogTimeline(
-        events, cohort, scan_facts(store, cohort), _restorers(store, cohort), events.fold_events
-    )
+    store must stay open while the timeline is used). Opening checks what is cheap to check of
+    the whole log (``ledger.restore.check_log``: the recorded head, the indexes) and the
+    cohort's last event; IntegrityError names what failed. The state at the end of a closed
+    cohort is restored through ``ledger.restore.load``, which proves it is the state the close
+    recorded (from the closing snapshot, or folded when there is none to use) and whose note,
+    if it has one, is the timeline's."""
+    check_log(store)
+    end = stream_ends(store, [cohort]).get(cohort)
+    events = LogEvents(store, cohort, end)
+    facts = scan_facts(store, cohort)
+    if (
+        end is not None
+        and end.closed is not None
+        and (not facts or facts[-1][0] != end.version - 1)
+    ):
+        raise IntegrityError(  # the close is a fact: a scan that missed it ended early
+            f"{store.path}: the stream index gives the facts of {cohort} without its close "
+            f"(event {end.seq}): the SQLite file is damaged; run 'arena verify'",
+            end.seq,
+        )
+    timeline = LogTimeline(events, cohort, facts, {}, events.fold_events)
+    timeline.snapshots.update(_restorers(store, cohort, end, timeline.notes))
+    return timeline
 
 
-def _restorers(store: EventStore, cohort: str) -> dict[int, Restore]:
+def _restorers(
+    store: EventStore, cohort: str, end: StreamEnd | None, notes: list[str]
+) -> dict[int, Restore]:
+    """A restore for each of the cohort's snapshots, checked where it stands when first
+    needed; for a closed cohort, the end is the state ``load`` proves there."""
+
     def restorer(snapshot: Snapshot) -> Restore:
         def restore() -> CohortState:
-            return usable_state(store, snapshot)
+            return usable_state(store, snapshot, end)
 
         return restore
 
-    return {s.version: restorer(s) for s in store.snapshots(cohort)}
+    def restore_end() -> CohortState:
+        loaded = load(store, [cohort])
+        note = loaded.note()
+        if note:
+            notes.append(note)
+        return loaded.ledger.cohorts[cohort]
+
+    restorers = {s.version: restorer(s) for s in store.snapshots(cohort)}
+    if end is not None and end.closed is not None:
+        restorers[end.version] = restore_end
+    return restorers

@@ -1,8 +1,11 @@
 """Snapshots: a restored state is the folded one, and a bad snapshot never changes a figure.
 
 Each bad snapshot (edited, cut mid-write, of another format, stale) must be named by ``verify``
-with its sequence number, and ``report`` must fall back to folding the log, say so in one line,
-and print exactly the figures a report without snapshots prints.
+with its sequence number. One that cannot be read (edited without its hash, cut mid-write, of
+another format) ``report`` passes over: it folds the log instead, says so in one line, and
+prints exactly the figures a report without snapshots prints. One whose hash holds over a state
+the chain contradicts was forged: ``report`` refuses it in one line (``tests/attacks`` holds
+the other forgeries).
 """
 
 from __future__ import annotations
@@ -138,7 +141,7 @@ def test_an_edited_snapshot(arena: Arena, log: Path) -> None:
     _bad_snapshot_is_named_and_skipped(arena, log, snapshot_id, seq, "is damaged")
 
 
-def test_an_edited_snapshot_with_its_hash_recomputed_fails_on_the_close_digest(
+def test_an_edited_snapshot_with_its_hash_recomputed_is_refused_on_the_close_digest(
     arena: Arena, log: Path
 ) -> None:
     snapshot_id, seq, image = _closing(log)[0]
@@ -152,7 +155,15 @@ def test_an_edited_snapshot_with_its_hash_recomputed_fails_on_the_close_digest(
         (forged.decode(), row_hash, snapshot_id),
     )
     conn.close()
-    _bad_snapshot_is_named_and_skipped(arena, log, snapshot_id, seq, "disagrees with the fold")
+    with EventStore.open(log, readonly=True) as store, pytest.raises(IntegrityError) as caught:
+        verify_store(store)
+    assert f"snapshot {snapshot_id} (cohort" in str(caught.value)
+    assert "disagrees with the fold" in str(caught.value) and caught.value.seq == seq
+    result = arena("report", log, "--json")
+    assert result.exit_code == 1 and result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert f"snapshot {snapshot_id} (cohort " in line
+    assert f"seq {seq}) is not the state its close (event {seq}) recorded" in line
 
 
 def _without_last_close(db: Path) -> tuple[int, bytes]:
