@@ -218,6 +218,8 @@ def checked_payloads(
         for seq, row_version, payload, row_hash in page:
             if row_version != version + 1:
                 raise _broken(store, seq, f"breaks its stream's version order ({row_version})")
+            if seq <= last_seq:
+                raise _broken(store, seq, "comes again in its stream's index (the file is damaged)")
             if seq != last_seq + 1:
                 found_prev = GENESIS if seq == 1 else hash_at(store, seq - 1)
                 if found_prev is None:
@@ -227,6 +229,8 @@ def checked_payloads(
                 raise _broken(store, seq, "was altered (hash mismatch)")
             version, last_seq, prev = row_version, seq, row_hash
         yield [row[2] for row in page]
+    if version != last and last_seq >= 0:
+        raise _broken(store, last_seq, f"ends its stream at version {version}, not {last}")
 
 
 class ChainCursor:

@@ -374,7 +374,14 @@ class EventStore:
         )
         while page := self._fetch(sql, (stream_id, cursor, batch)):
             yield page
-            cursor = page[-1][2]
+            following = page[-1][2]
+            if not isinstance(following, int) or following <= cursor:
+                # a damaged index can hand the same page back for ever: stop, and say so
+                raise LedgerError(
+                    f"{self.path}: the index of stream {stream!r} does not move on past version "
+                    f"{cursor} (the file is damaged: run 'arena verify')"
+                )
+            cursor = following
 
     def _stream_keys(self) -> dict[int, str]:
         return dict(self._fetch("SELECT id, key FROM streams"))

@@ -51,42 +51,59 @@ def replay_cohorts(
     ``options.jobs`` workers); results come back in the order of ``cohorts``. A cohort given
     as a bare config is planned here (a start with nothing to decide is a LedgerError); the
     tape is the one ``source`` already loaded. The head the log is left at is recorded beside
-    it (``ledger.anchor``), for ``arena verify`` to check later."""
-    tape = source.tape
+    it (``ledger.anchor``), for ``arena verify`` to check later, also when the run is cut
+    short, so reads check what it did write."""
     planned = [
-        c if isinstance(c, PlannedCohort) else PlannedCohort(c, plan_cohort(tape, c))
+        c if isinstance(c, PlannedCohort) else PlannedCohort(c, plan_cohort(source.tape, c))
         for c in cohorts
     ]
     results: dict[int, CohortDone] = {}
     with EventStore.open(db) as store:  # creates the schema before any worker starts
-        if skip_finished:
-            for k, cohort in enumerate(planned):
-                if (done := finished(store, cohort.config.cohort_id(tape.hash))) is not None:
-                    results[k] = done
-        todo = [k for k in range(len(planned)) if k not in results]
-        for k in sorted(results):
+        try:
+            _replay(source, planned, store, options, skip_finished, on_done, results)
+        finally:
+            write_head(store)
+    return [results[k] for k in range(len(planned))]
+
+
+def _replay(
+    source: TapeSource,
+    planned: Sequence[PlannedCohort],
+    store: EventStore,
+    options: RunOptions,
+    skip_finished: bool,
+    on_done: Callable[[CohortDone], None] | None,
+    results: dict[int, CohortDone],
+) -> None:
+    """``replay_cohorts``' work, each finished cohort's outcome put in ``results`` as the log
+    takes it."""
+    tape = source.tape
+    if skip_finished:
+        for k, cohort in enumerate(planned):
+            if (done := finished(store, cohort.config.cohort_id(tape.hash))) is not None:
+                results[k] = done
+    todo = [k for k in range(len(planned)) if k not in results]
+    for k in sorted(results):
+        if on_done:
+            on_done(results[k])
+    engine = make_engine(options, len(todo))
+    if isinstance(engine, LocalEngine) and engine.in_process:
+        for k in todo:
+            settings = RunSettings(cohort=planned[k].config, options=options)
+            runner = CohortRunner(tape, settings, plan=planned[k].plan, books=source.books)
+            run = runner.run(store)
+            results[k] = CohortDone(run.cohort, run.events, run.appended)
             if on_done:
                 on_done(results[k])
-        engine = make_engine(options, len(todo))
-        if isinstance(engine, LocalEngine) and engine.in_process:
-            for k in todo:
-                settings = RunSettings(cohort=planned[k].config, options=options)
-                runner = CohortRunner(tape, settings, plan=planned[k].plan, books=source.books)
-                run = runner.run(store)
-                results[k] = CohortDone(run.cohort, run.events, run.appended)
+    elif todo:
+        waiting: dict[int, Callable[[], RecordedCohort]] = {}
+        order = iter(todo)
+        nxt = next(order, None)
+        work = CohortWork(source, options)
+        for j, fetch in engine.run(work, [planned[k] for k in todo]):
+            waiting[todo[j]] = fetch
+            while nxt is not None and nxt in waiting:
+                results[nxt] = deliver(store, waiting.pop(nxt)())
                 if on_done:
-                    on_done(results[k])
-        elif todo:
-            waiting: dict[int, Callable[[], RecordedCohort]] = {}
-            order = iter(todo)
-            nxt = next(order, None)
-            work = CohortWork(source, options)
-            for j, fetch in engine.run(work, [planned[k] for k in todo]):
-                waiting[todo[j]] = fetch
-                while nxt is not None and nxt in waiting:
-                    results[nxt] = deliver(store, waiting.pop(nxt)())
-                    if on_done:
-                        on_done(results[nxt])
-                    nxt = next(order, None)
-        write_head(store)
-    return [results[k] for k in range(len(planned))]
+                    on_done(results[nxt])
+                nxt = next(order, None)
