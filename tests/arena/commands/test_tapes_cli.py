@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import Result
 
-from arena.commands.tapes import sparkline
+from arena.commands.tapes_view import sparkline
 from replays.synthetic import random_walk_tape
 from replays.tapefile import save_tape
 from tests.conftest import Arena
