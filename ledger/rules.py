@@ -228,10 +228,24 @@ class Broker:
         )
 
     def _fill_buy(self, placed: OrderPlaced, bet: BetIntent, side: str, price: float) -> None:
-        book = self.state.book(placed.agent)
-        cash = book.cash
+        """Forecaster Arena's rule: the whole bet at the side's price."""
+        cash = self.state.book(placed.agent).cash
         amount = bet.amount
-        belief = bet.belief
+        self.state.record(self._bought(placed, bet, side, cash, price, amount / price, amount))
+
+    def _bought(
+        self,
+        placed: OrderPlaced,
+        bet: BetIntent,
+        side: str,
+        cash: float,
+        price: float,
+        shares: float,
+        amount: float,
+    ) -> OrderFilled:
+        """A buy's fill as the log records it, into the agent's position on that side (a new
+        one if it holds none), with the bet's implied confidence against ``cash``."""
+        book = self.state.book(placed.agent)
         limit = self.rules.max_fraction * cash
         position = book.positions.get((placed.market, side))
         position_id = (
@@ -239,23 +253,22 @@ class Broker:
             if position
             else self.state.new_position_id(placed.agent, placed.market, side)
         )
-        self.state.record(
-            OrderFilled(
-                cohort=placed.cohort,
-                ts=placed.ts,
-                agent=placed.agent,
-                order_id=placed.order_id,
-                kind="buy",
-                market=placed.market,
-                side=side,
-                position_id=position_id,
-                price=price,
-                shares=amount / price,
-                amount=amount,
-                cash_before=cash,
-                confidence=min(amount / limit, 1.0) if limit > 0 else 0.0,
-                belief=belief if belief is None or math.isfinite(belief) else None,
-            )
+        belief = bet.belief
+        return OrderFilled(
+            cohort=placed.cohort,
+            ts=placed.ts,
+            agent=placed.agent,
+            order_id=placed.order_id,
+            kind="buy",
+            market=placed.market,
+            side=side,
+            position_id=position_id,
+            price=price,
+            shares=shares,
+            amount=amount,
+            cash_before=cash,
+            confidence=min(amount / limit, 1.0) if limit > 0 else 0.0,
+            belief=belief if belief is None or math.isfinite(belief) else None,
         )
 
     def _bet(self, agent: str, ts: int, bet: BetIntent, quote: Quote) -> None:
@@ -299,37 +312,14 @@ class Broker:
     ) -> None:
         """A buy the venue filled, recorded with its legs and fee: a fee in dollars beside the
         amount, a fee in shares kept back from the shares bought."""
-        book = self.state.book(placed.agent)
-        amount = float(fill.amount)
-        limit = self.rules.max_fraction * cash
         in_shares = rule is not None and rule.currency("buy") == "shares"
         fee = share_fee(rule, fill) if rule is not None and in_shares else fill.fee
-        position = book.positions.get((placed.market, side))
-        position_id = (
-            position.id
-            if position
-            else self.state.new_position_id(placed.agent, placed.market, side)
+        shares = fill.shares - fee if in_shares else fill.shares
+        filled = self._bought(
+            placed, bet, side, cash, float(fill.price), float(shares), float(fill.amount)
         )
-        belief = bet.belief
-        self.state.record(
-            OrderFilled(
-                cohort=placed.cohort,
-                ts=placed.ts,
-                agent=placed.agent,
-                order_id=placed.order_id,
-                kind="buy",
-                market=placed.market,
-                side=side,
-                position_id=position_id,
-                price=float(fill.price),
-                shares=float(fill.shares - fee) if in_shares else float(fill.shares),
-                amount=amount,
-                cash_before=cash,
-                confidence=min(amount / limit, 1.0) if limit > 0 else 0.0,
-                belief=belief if belief is None or math.isfinite(belief) else None,
-                **self._venue_fields(fill, fee, "shares" if in_shares else "usdc"),
-            )
-        )
+        fields = self._venue_fields(fill, fee, "shares" if in_shares else "usdc")
+        self.state.record(msgspec.structs.replace(filled, **fields))
 
     def _venue_fields(self, fill: Fill, fee: Decimal, currency: str) -> _VenueFields:
         """What a fill under an execution model records beside today's fields."""
@@ -466,22 +456,35 @@ class Broker:
         cost_basis = found.cost if whole else found.cost * pct / 100.0
         proceeds = shares * price
         self.state.record(
-            OrderFilled(
-                cohort=placed.cohort,
-                ts=ts,
-                agent=agent,
-                order_id=placed.order_id,
-                kind="sell",
-                market=market,
-                side=side,
-                position_id=found.id,
-                price=price,
-                shares=shares,
-                amount=proceeds,
-                cash_before=self.state.book(agent).cash,
-                cost_basis=cost_basis,
-                realized=proceeds - cost_basis,
-            )
+            self._sold(placed, found, price, shares, proceeds, cost_basis, proceeds - cost_basis)
+        )
+
+    def _sold(
+        self,
+        placed: OrderPlaced,
+        found: Position,
+        price: float,
+        shares: float,
+        proceeds: float,
+        cost_basis: float,
+        realized: float,
+    ) -> OrderFilled:
+        """A sell's fill as the log records it, out of the position ``found``."""
+        return OrderFilled(
+            cohort=placed.cohort,
+            ts=placed.ts,
+            agent=placed.agent,
+            order_id=placed.order_id,
+            kind="sell",
+            market=found.market,
+            side=found.side,
+            position_id=found.id,
+            price=price,
+            shares=shares,
+            amount=proceeds,
+            cash_before=self.state.book(placed.agent).cash,
+            cost_basis=cost_basis,
+            realized=realized,
         )
 
     def _sell_at_venue(
@@ -501,24 +504,10 @@ class Broker:
         proceeds = float(fill.amount)
         fee = float(fill.fee)
         cost_basis = found.cost if sold >= found.shares else found.cost * sold / found.shares
+        filled = self._sold(placed, found, float(fill.price), sold, proceeds, cost_basis,
+                            proceeds - fee - cost_basis)  # fmt: skip
         self.state.record(
-            OrderFilled(
-                cohort=placed.cohort,
-                ts=placed.ts,
-                agent=placed.agent,
-                order_id=placed.order_id,
-                kind="sell",
-                market=placed.market,
-                side=found.side,
-                position_id=found.id,
-                price=float(fill.price),
-                shares=sold,
-                amount=proceeds,
-                cash_before=self.state.book(placed.agent).cash,
-                cost_basis=cost_basis,
-                realized=proceeds - fee - cost_basis,
-                **self._venue_fields(fill, fill.fee, "usdc"),
-            )
+            msgspec.structs.replace(filled, **self._venue_fields(fill, fill.fee, "usdc"))
         )
 
 

@@ -30,7 +30,13 @@ from arena.reports.model import BRIER_IMPLIED, IntervalSettings, Usage, report_d
 from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, Ledger
 from ledger.store import EventStore
-from replays.samples import SAMPLE, SAMPLE_HASH
+from replays.samples import (
+    SAMPLE,
+    SAMPLE_BOOKS,
+    SAMPLE_BOOKS_HASH,
+    SAMPLE_BOOKS_TAPE_HASH,
+    SAMPLE_HASH,
+)
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222;
@@ -192,8 +198,8 @@ def settings_table(rows: Sequence[tuple[str, str]]) -> str:
 
 def replay_settings(data: dict[str, Any]) -> str:
     """One table per group of cohorts run with the same settings, with the command that
-    replays them (the tape is named by its hash, the log not knowing where it was, or as
-    ``sample`` when it is the embedded one)."""
+    replays them, execution model and books included (the tape and books are named by their
+    hash, the log not knowing where they were, or by their sample's name when embedded)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for cohort in data["cohorts"]:
         settings = {k: v for k, v in cohort["settings"].items() if k != "start"}
@@ -209,13 +215,24 @@ def replay_settings(data: dict[str, Any]) -> str:
     for key, cohorts in groups.items():
         s = json.loads(key)
         starts = [c["start"][:10] for c in cohorts]
-        sample = s["tape"] == SAMPLE_HASH
-        tape = SAMPLE if sample else f"TAPE-{s['tape'][:12]}"
+        books = s.get("books")
+        sample = s["tape"] == SAMPLE_HASH or (
+            s["tape"] == SAMPLE_BOOKS_TAPE_HASH and books in (None, SAMPLE_BOOKS_HASH)
+        )
+        named = SAMPLE_BOOKS if s["tape"] == SAMPLE_BOOKS_TAPE_HASH else SAMPLE
+        tape = named if sample else f"TAPE-{s['tape'][:12]}"
+        # one cohort by its instant (a start need not be a Sunday midnight); several by the
+        # range of Sundays they were replayed over
+        when = (
+            ["--start", cohorts[0]["start"]]
+            if len(cohorts) == 1
+            else ["--starts", f"{starts[0]}..{starts[-1]}"]
+        )
         command = [
-            "arena", "replay", "--tape", tape, "--starts",
-            f"{starts[0]}..{starts[-1]}", "--rules", s["rules"], "--cash", f"{s['cash']:g}",
-            "--universe", str(s["universe"]), "--decisions", s["decision_cadence"], "--marks",
-            s["mark_cadence"], "--seed", str(s["seed"]),
+            "arena", "replay", "--tape", tape, *when, "--rules", s["rules"],
+            "--cash", f"{s['cash']:g}", "--universe", str(s["universe"]),
+            "--decisions", s["decision_cadence"], "--marks", s["mark_cadence"],
+            "--seed", str(s["seed"]), *_execution_options(s, sample),
             *(a for name, spec in s["agents"].items() for a in ("--agent", f"{name}={spec}")),
         ]  # fmt: skip
         keys = ("rules", "cash", "universe", "universe_by", "decision_cadence", "mark_cadence",
@@ -235,6 +252,22 @@ def replay_settings(data: dict[str, Any]) -> str:
         ]
         parts.append(settings_table(rows))
     return "\n".join(parts)
+
+
+def _execution_options(settings: dict[str, Any], sample: bool) -> list[str]:
+    """The options that make the cohort's orders meet what they met (none for Forecaster
+    Arena's rule); books other than the embedded sample's are named by their hash."""
+    if "execution" not in settings:
+        return []
+    options = ["--execution", settings["execution"], "--fees", settings["fees"]]
+    books = settings.get("books")
+    if books is not None:
+        if not sample or books != SAMPLE_BOOKS_HASH:
+            options += ["--books", f"BOOKS-{books[:12]}"]
+        options += ["--latency", str(settings.get("latency_ms", 0)),
+                    "--liquidity", settings.get("liquidity", "isolated"),
+                    "--marks-at", settings.get("marks_at", "price")]  # fmt: skip
+    return options
 
 
 def _leaderboard_table(board: Sequence[dict[str, Any]]) -> str:

@@ -65,7 +65,7 @@ could not be read again; sums past 10¹² are past what the tables can show."""
 
 
 ADDED_LATER = {
-    "execution": "fa", "fees": None, "books": None, "latency_ms": 0, "liquidity": "isolated",
+    "execution": "fa", "fees": "none", "books": None, "latency_ms": 0, "liquidity": "isolated",
     "marks_at": "price",
 }  # fmt: skip
 """Settings added after cohort ids were first made, and the value every earlier cohort ran
@@ -168,7 +168,11 @@ class CohortConfig(pydantic.BaseModel):
 
     def cohort_id(self, tape_hash: str) -> str:
         """``YYYY-MM-DD-xxxxxxxx``: the start date and a hash of everything that shapes the log."""
+        from arena.run.execution import fees_for
+
         settings = self.model_dump(mode="json")
+        # the fees the cohort pays, not how they were asked for: unset is the model's default
+        settings["fees"] = fees_for(self.execution, self.fees)
         for name, default in ADDED_LATER.items():
             if settings[name] == default:
                 del settings[name]

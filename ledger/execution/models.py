@@ -246,11 +246,7 @@ class TouchModel(_Priced):
                 consumed,
                 synthetic=True,
             )
-        refused = (
-            gate(book, order, self.allow_one_sided)
-            or check_limit_tick(order, book)
-            or check_min_size(order, book, wallet)
-        )
+        refused = _unmarketable(book, order, wallet, self.allow_one_sided)
         if refused:
             return refused
         own = _own(consumed, book)
@@ -302,11 +298,7 @@ class L2Model(_Priced):
         if refused:
             return refused
         wallet = read_cash(cash)
-        refused = (
-            gate(book, order, self.allow_one_sided)
-            or check_limit_tick(order, book)
-            or check_min_size(order, book, wallet)
-        )
+        refused = _unmarketable(book, order, wallet, self.allow_one_sided)
         if refused:
             return refused
         side = side_of(order)
@@ -362,6 +354,19 @@ def model_for(name: str, **params: Any) -> ExecutionModel:
 
 
 # -- the steps of a fill ------------------------------------------------------------------
+
+
+def _unmarketable(
+    book: OrderBook, order: Order, wallet: Decimal | None, allow_one_sided: bool
+) -> Rejection | None:
+    """Why a marketable order cannot meet ``book``'s levels (a defective or one-sided book, a
+    limit off the tick, an order under the minimum size), or None: what ``touch`` and ``l2``
+    both ask before they take a level."""
+    return (
+        gate(book, order, allow_one_sided)
+        or check_limit_tick(order, book)
+        or check_min_size(order, book, wallet)
+    )
 
 
 def _own(consumed: Consumed | None, book: OrderBook) -> dict[LevelKey, Decimal]:

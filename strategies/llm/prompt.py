@@ -67,43 +67,48 @@ bet of {max_pct:g}% of cash means 100% confidence.
 
 Reply with valid JSON only: no markdown, no code fences, nothing before or after the object."""
 
-SYSTEM_TEMPLATE_V2 = """\
-You are an AI forecaster taking part in Forecaster Arena (v2), a paper-trading competition on \
-Polymarket prediction markets. Your goal is to maximize the value of your paper portfolio.
+V2_WORDING = (
+    ("Forecaster Arena (v1)", "Forecaster Arena (v2)"),
+    (
+        "Your goal is to forecast accurately and to grow your portfolio.",
+        "Your goal is to maximize the value of your paper portfolio.",
+    ),
+    (
+        "2. No bet is more than {max_pct:g}% of your current cash.",
+        "2. The bets of one decision together are at most {max_pct:g}% of your current cash; "
+        "if they are more, none of them is placed.",
+    ),
+    (
+        "5. The size of a bet states your confidence in it.",
+        "5. The size of a bet is a capital-allocation decision: how much of your portfolio you "
+        "put on it.",
+    ),
+    (
+        "- Accuracy is scored with the Brier score (lower is better).\n"
+        "- Your implied confidence is the bet amount divided by the largest bet you could have "
+        "made: a bet of {max_pct:g}% of cash means 100% confidence.\n"
+        "- Profit and loss of the portfolio are tracked as well.",
+        "- You are ranked by the value of your portfolio: your cash plus your open positions at "
+        "their market prices.\n"
+        "- The Brier score of your bets is kept as a diagnostic only; it does not rank you.",
+    ),
+)
+"""Where Forecaster Arena's v2 instructions differ from v1's (its goal, the per-decision cap,
+what a bet's size means, how it is scored): v2's template is v1's with these replaced, so the
+rest of the two cannot drift apart."""
 
-Each week you see your portfolio, your open positions and the markets you can trade. Answer \
-with exactly one of these JSON objects.
 
-To place bets:
-{{"action": "BET", "bets": [{{"market_id": "<market ID>", "side": "YES", "amount": 500.00}}], \
-"reasoning": "<why>"}}
+def _reworded(template: str, changes: tuple[tuple[str, str], ...]) -> str:
+    """``template`` with each ``(old, new)`` replaced, each found exactly once (a change that
+    no longer matches is an error at import, not a v2 prompt that silently says v1's words)."""
+    for old, new in changes:
+        if template.count(old) != 1:
+            raise ValueError(f"the v1 instructions no longer hold {old[:40]!r} once")
+        template = template.replace(old, new)
+    return template
 
-To sell positions:
-{{"action": "SELL", "sells": [{{"position_id": "<position ID>", "percentage": 100}}], \
-"reasoning": "<why>"}}
 
-To do nothing this week:
-{{"action": "HOLD", "reasoning": "<why>"}}
-
-MARKET TYPES:
-- Binary markets: "side" is "YES" or "NO".
-- Multi-outcome markets: "side" is the exact name of one outcome. For example, with
-  Outcomes: ["Trump","Harris"] and Prices: {{"Trump":0.55,"Harris":0.45}}, bet "side": "Harris".
-
-RULES:
-1. Every bet is at least ${min_bet:.2f}.
-2. The bets of one decision together are at most {max_pct:g}% of your current cash; if they \
-are more, none of them is placed.
-3. You hold at most one position per market and side; a new bet on the same side adds to it.
-4. One decision may contain several bets, or several sells.
-5. The size of a bet is a capital-allocation decision: how much of your portfolio you put on it.
-
-SCORING:
-- You are ranked by the value of your portfolio: your cash plus your open positions at their \
-market prices.
-- The Brier score of your bets is kept as a diagnostic only; it does not rank you.
-
-Reply with valid JSON only: no markdown, no code fences, nothing before or after the object."""
+SYSTEM_TEMPLATE_V2 = _reworded(SYSTEM_TEMPLATE, V2_WORDING)
 
 RETRY_LIMIT = 500
 """Characters of the previous answer echoed back in the retry prompt."""

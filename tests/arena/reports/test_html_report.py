@@ -143,3 +143,24 @@ def test_a_flat_line_gets_a_readable_range() -> None:
         "9,900", "9,950", "10,000", "10,050", "10,100",
     ]  # fmt: skip
     assert tick_labels([0.1, 0.15, 0.2], "{:.1f}") == ["0.10", "0.15", "0.20"]
+
+
+def test_the_command_gives_back_the_execution_model_and_the_books(
+    arena: Arena, tmp_path: Path
+) -> None:
+    """A run on the embedded books under l2 with a latency: the page's command, run as
+    written, meets the same books the same way and gives the log's digest."""
+    db = tmp_path / "btc.db"
+    run = arena("replay", "--tape", "sample-books", "--start", "2026-09-28T08:50",
+                "--decisions", "1m", "--marks", "1m", "--execution", "l2", "--latency", "500",
+                "--agent", "fav=favourite", "--db", db, "--json")  # fmt: skip
+    assert run.exit_code == 0, run.output
+    assert arena("report", db, "--html", tmp_path / "page").exit_code == 0
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "page" / "index.html").read_text()))
+    line = next(s for s in text.splitlines() if "arena replay --tape" in s)
+    words = shlex.split(line[line.index("arena replay") : line.index(" (")])
+    assert words[words.index("--execution") + 1] == "l2" and "--books" not in words
+    assert words[words.index("--latency") + 1] == "500"
+    again = arena(*words[1:], "--db", tmp_path / "again.db", "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output)["digest"] == json.loads(run.output)["digest"]

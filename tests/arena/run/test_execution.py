@@ -65,6 +65,11 @@ def test_fa_is_the_default_and_the_same_bytes(hand_tape: Tape, tmp_path: Path) -
     )
     touch = hand_config(agents, execution="touch?spread_ticks=2")
     assert touch.cohort_id(hand_tape.hash) != default.cohort_id(hand_tape.hash)
+    # the id hashes the fees paid, not how they were asked for: touch's default is auto
+    asked = hand_config(agents, execution="touch?spread_ticks=2", fees="auto")
+    assert asked.cohort_id(hand_tape.hash) == touch.cohort_id(hand_tape.hash)
+    free = hand_config(agents, execution="touch?spread_ticks=2", fees="none")
+    assert free.cohort_id(hand_tape.hash) != touch.cohort_id(hand_tape.hash)
 
 
 def test_touch_on_a_price_tape_pays_a_synthetic_spread(hand_tape: Tape, tmp_path: Path) -> None:
