@@ -16,7 +16,7 @@ from arena.run import execution
 from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
 from arena.verify.fills import verify_fills
-from ledger.errors import IntegrityError
+from ledger.errors import IntegrityError, LedgerError
 from ledger.events import CohortOpened, Event, Marked, OrderFilled, PositionSettled
 from ledger.execution import OrderBook
 from ledger.store import EventStore
@@ -351,3 +351,66 @@ def test_marks_at_the_bid_value_a_position_at_what_it_would_fetch_now(tmp_path: 
                 assert snap is not None and price == float(snap.bid_px[0])
                 below += price < tape_price
     assert below > 0  # a bid sits under the price a tape records
+
+
+def test_a_v2_batch_at_a_venue_fills_together_or_not_at_all(
+    hand_tape: Tape, tmp_path: Path
+) -> None:
+    """v2: a decision's bets fill together or none does. With a synthetic spread of 120 ticks
+    (0.60 either side), YES of b (0.20 at the start) is asked at 0.80 and fills; YES of a
+    (0.50) would be asked at 1.10, which is no ask, so a batch holding both fills neither."""
+    both = [{"action": "BET", "bets": [
+        {"market_id": "b", "side": "YES", "amount": 100},
+        {"market_id": "a", "side": "YES", "amount": 100},
+    ]}]  # fmt: skip
+    config = hand_config(scripted(tmp_path, both), rules="v2", execution="touch?spread_ticks=120")
+    log = events(hand_tape, config)
+    assert fills(log) == []
+    rejected = [e for e in log if type(e).__name__ == "OrderRejected"]
+    assert [r.reason for r in rejected] == [
+        "bet batch failed, no trades executed: leg 2: no synthetic ask: 120 ticks around mid "
+        "0.5 reach 1.1"
+    ] * 2
+    one = [{"action": "BET", "bets": [{"market_id": "b", "side": "YES", "amount": 100}]}]
+    config = hand_config(scripted(tmp_path, one), rules="v2", execution="touch?spread_ticks=120")
+    [fill] = fills(events(hand_tape, config))
+    assert (fill.price, fill.shares, fill.amount) == (0.8, 125.0, 100.0)
+
+
+def test_a_partial_fill_records_what_was_asked(arena: Arena, tmp_path: Path) -> None:
+    """touch capped at the top level: a $2,500 bet takes what the best ask holds, and the fill
+    says the $2,500 was asked."""
+    db = tmp_path / "btc.db"
+    done = arena("replay", "--tape", "sample-books", "--start", "2026-09-28T08:50",
+                 "--decisions", "1m", "--marks", "1m", "--execution", "touch?cap=true",
+                 "--agent", "big=favourite?stake=40000&markets=1", "--db", db)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    with EventStore.open(db, readonly=True) as store:
+        [first, *_] = fills(list(store.read()))
+    assert first.requested == 2500.0 and first.amount < 2500.0
+    assert len(first.legs or []) == 1 and (first.legs or [])[0].level == 0
+    checked = arena("verify", db, "--tape", "sample-books")
+    assert checked.exit_code == 0, checked.output
+
+
+def test_books_that_are_not_the_cohort_s_are_refused(arena: Arena, tmp_path: Path) -> None:
+    from replays.bookfile import load_books
+    from replays.samples import sample_books_paths
+    from replays.tapefile import load_tape
+
+    tape_path, books_path = sample_books_paths()
+    tape, books = load_tape(tape_path), load_books(books_path)
+    start = datetime(2026, 9, 28, 8, 50, tzinfo=UTC)
+    config = CohortConfig(start=start, agents={"f": "favourite"}, decision_cadence="1m",
+                          execution="l2", books="ab" * 32)  # fmt: skip
+    with pytest.raises(LedgerError, match=r"meets the books abababababab, given 5d5081eab9ef"):
+        CohortRunner(tape, config, books=books)
+    db = tmp_path / "btc.db"
+    done = arena("replay", "--tape", "sample-books", "--start", "2026-09-28T08:50",
+                 "--decisions", "1m", "--execution", "l2", "--agent", "f=favourite",
+                 "--db", db)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    refused = arena("verify", db, "--tape", tape_path)  # the tape, but not its books
+    assert refused.exit_code == 1
+    [line] = refused.stderr.strip().splitlines()
+    assert "on order books 5d5081eab9ef, but the books given are none (--books)" in line
