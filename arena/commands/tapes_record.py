@@ -15,6 +15,7 @@ import click
 import httpx
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from arena.commands.tapes_record_books import record_books_cmd
 from arena.console import make_console
 from replays import recorder
 from replays.http import JsonFetcher, RetryPolicy
@@ -23,11 +24,10 @@ from replays.recorder import CLOB_URL, DEFAULT_FIDELITY, GAMMA_URL, INTERVALS, R
 from replays.tapefile import tape_kind
 
 
-@click.command("record")
+@click.group("record", invoke_without_command=True)
 @click.option(
     "--out",
     "out",
-    required=True,
     type=click.Path(dir_okay=False, path_type=Path),
     help="Tape to write (.tape, .tape.jsonl.gz or .tape.jsonl).",
 )
@@ -93,7 +93,7 @@ from replays.tapefile import tape_kind
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def record(
-    out: Path,
+    out: Path | None,
     directory: Path | None,
     top: int,
     start: str | None,
@@ -118,6 +118,10 @@ def record(
       arena tapes record --out politics.tape --tag politics --top 50 \\
           --start 2024-01-01 --end 2024-12-31
     """
+    if click.get_current_context().invoked_subcommand:  # `record books ...`: its own options
+        return
+    if out is None:
+        raise click.UsageError("Missing option '--out'.")
     directory = directory or out.with_name(out.name + ".recording")
     tape_kind(out)  # a bad extension should fail now, not after an hour of recording
     options = recorder.RecordOptions(
@@ -183,3 +187,6 @@ def _report(summary: RecordingSummary, out: Path, imported: ImportResult, as_jso
         )
     if imported.undecided:
         console.print(f"  {len(imported.undecided)} closed markets have no decisive price yet")
+
+
+record.add_command(record_books_cmd)
