@@ -37,6 +37,7 @@ import pydantic
 
 from strategies.api import StrategyError, View
 from strategies.plugins import installed, with_plugins
+from strategies.suggest import did_you_mean
 
 ENTRY_POINT_GROUP = "arena.forecasters"
 
@@ -112,7 +113,8 @@ def forecaster_class(name: str) -> type[ForecasterKind]:
     StrategyError."""
     target = available().get(name)
     if target is None:
-        raise StrategyError(f"unknown forecaster {name!r}: use {usage()}")
+        hint = did_you_mean(name, available())
+        raise StrategyError(f"unknown forecaster {name!r}{hint}: use {usage()}")
     module_name, _, attr = target.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), attr)

@@ -25,6 +25,7 @@ import pydantic
 
 from strategies.api import Strategy, StrategyError
 from strategies.plugins import installed, with_plugins
+from strategies.suggest import did_you_mean
 
 ENTRY_POINT_GROUP = "arena.strategies"
 
@@ -38,6 +39,7 @@ BUILTINS: dict[str, str] = {
     "sign": "strategies.builtin.edge:Sign",
     "linear": "strategies.builtin.edge:Linear",
     "diffusion": "strategies.builtin.edge:Diffusion",
+    "kelly": "strategies.builtin.kelly:Kelly",
     "llm": "strategies.llm.agent:LLMAgent",
 }
 
@@ -77,9 +79,10 @@ def _import_target(target: str) -> type[Strategy]:
     """``module:Class`` or ``path/to/file.py:Class`` to a Strategy subclass."""
     where, sep, name = target.rpartition(":")
     if not sep or not where or not name:
+        known = available()
         raise StrategyError(
-            f"unknown strategy {target!r}: use a built-in ({', '.join(available())}), "
-            "module:Class or path/to/file.py:Class"
+            f"unknown strategy {target!r}{did_you_mean(target, known)}: use a built-in "
+            f"({', '.join(known)}), module:Class or path/to/file.py:Class"
         )
     if where.endswith(".py"):
         path = Path(where)
@@ -113,23 +116,28 @@ def strategy_class(kind: str) -> type[Strategy]:
     return _import_target(available().get(kind, kind))
 
 
-def validation_summary(exc: pydantic.ValidationError) -> str:
-    """pydantic's multi-line report as one line: ``field: message; field: message``."""
-    return "; ".join(
-        f"{'.'.join(str(x) for x in e['loc']) or 'settings'}: "
-        f"{e['msg'].removeprefix('Value error, ')}"
-        for e in exc.errors()
-    )
+def validation_summary(exc: pydantic.ValidationError, fields: Iterable[str] = ()) -> str:
+    """pydantic's multi-line report as one line: ``field: message; field: message``. An
+    unknown name close to one of ``fields`` (the model's) says which was meant."""
+    known = list(fields)
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(x) for x in e["loc"]) or "settings"
+        hint = did_you_mean(where, known) if e["type"] == "extra_forbidden" else ""
+        parts.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{hint}")
+    return "; ".join(parts)
 
 
 def build_strategy(spec: str) -> Strategy:
     """A ready strategy from its spec, or a one-line StrategyError saying what is wrong."""
     parsed = AgentSpec.parse(spec)
     cls = strategy_class(parsed.kind)
+    model = cls.settings_for(parsed.settings)
     try:
-        settings = cls.settings_for(parsed.settings)(**parsed.settings)
+        settings = model(**parsed.settings)
     except pydantic.ValidationError as exc:
-        raise StrategyError(f"{parsed.kind}: bad settings: {validation_summary(exc)}") from None
+        summary = validation_summary(exc, model.model_fields)
+        raise StrategyError(f"{parsed.kind}: bad settings: {summary}") from None
     for key, value in settings:
         if isinstance(value, float) and not math.isfinite(value):
             # pydantic's lax floats take 'inf', 'nan' and '1e400', which no setting's bounds
