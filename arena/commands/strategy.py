@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from arena.console import make_console
 from strategies.loader import BUILTINS
+from strategies.plugins import plugin_packages
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 TEMPLATE_SUFFIX = ".tmpl"
@@ -71,7 +72,7 @@ def shadowed_module(package: str, target: Path) -> str | None:
     """Where an importable module of the same name lives (numpy, json, …), unless it is the
     plugin itself being regenerated: a plugin package must not hide a module arena needs."""
     spec = importlib.util.find_spec(package)
-    if spec is None:
+    if spec is None or package in plugin_packages():  # an installed plugin, not arena's
         return None
     places = [spec.origin] if spec.origin else list(spec.submodule_search_locations or ())
     inside = target.resolve()
