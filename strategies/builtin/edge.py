@@ -63,11 +63,13 @@ class TraderSettings(pydantic.BaseModel):
     )
 
 
-class EdgeSettings(TraderSettings):
-    """The rule's settings and the forecaster's name. The forecaster's own settings come
-    beside them in the same spec (``sign?forecaster=diffusion&hidden=32``): the model that
-    validates a spec is this one joined with the named forecaster's ``Settings``
+class ForecasterChoice(pydantic.BaseModel):
+    """The forecaster's name, for every trader that names one. The forecaster's own settings
+    come beside it in the same spec (``sign?forecaster=diffusion&hidden=32``): the model that
+    validates a spec is the trader's joined with the named forecaster's ``Settings``
     (``strategies.forecaster_registry.joined_settings``)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     forecaster: str = pydantic.Field(
         default="extremized",
@@ -79,8 +81,8 @@ class EdgeSettings(TraderSettings):
     @classmethod
     def _forecasters_own(cls, data: Any) -> Any:
         """The forecaster's defaults for trader settings the spec leaves out (the LLM's
-        ``min_edge``); a setting of some other forecaster is named as such, not merely
-        unknown (it would be silently ignored if it were accepted)."""
+        ``min_edge``, where the trader has one); a setting of some other forecaster is named
+        as such, not merely unknown (it would be silently ignored if it were accepted)."""
         if not isinstance(data, dict):
             return data
         name = split(str(data.get("forecaster", cls.model_fields["forecaster"].default)))[0]
@@ -89,10 +91,15 @@ class EdgeSettings(TraderSettings):
         if stray:
             by = {" or ".join(f"forecaster={n}" for n in names) for names in stray.values()}
             raise ValueError(f"{', '.join(sorted(stray))}: only for {', '.join(sorted(by))}")
-        return {**kind.trader_defaults, **data}
+        defaults = {k: v for k, v in kind.trader_defaults.items() if k in cls.model_fields}
+        return {**defaults, **data}
 
 
-def _cents(dollars: float) -> float:
+class EdgeSettings(ForecasterChoice, TraderSettings):
+    """The rule's settings (B, c, min_edge) and the forecaster's name."""
+
+
+def cents(dollars: float) -> float:
     """Down to whole cents, so a bet never exceeds its target; the slack keeps B·(0.6 − 0.5)
     = 99.99999999999999 at $100.00 rather than $99.99."""
     return math.floor(dollars * 100 + 1e-6) / 100
@@ -106,13 +113,9 @@ def _favoured(edge: float) -> str | None:
     return None
 
 
-class EdgeTrader(Strategy):
-    """Trades the gap between a forecaster and the price with a forecastbench rule; subclasses
-    choose the rule (``mode``) and the forecaster."""
-
-    Settings: ClassVar[type[pydantic.BaseModel]] = TraderSettings
-    mode: ClassVar[TradingMode] = "sign"
-    settings: TraderSettings
+class Forecasting(Strategy):
+    """A strategy that trades a forecaster's probabilities: it builds the forecaster with the
+    agent, lets it learn at setup, and hands on what it asked a model, for the log."""
 
     def __init__(self, settings: pydantic.BaseModel | None = None, **values: Any) -> None:
         super().__init__(settings, **values)
@@ -128,6 +131,46 @@ class EdgeTrader(Strategy):
         setup = getattr(self.forecaster, "setup", None)
         if callable(setup):
             setup(context)
+
+    def _forecast_trace(self) -> Trace | None:
+        """What a model-backed forecaster asked and answered at this instant, for the log."""
+        trace = getattr(self.forecaster, "trace", None)
+        return trace() if callable(trace) else None
+
+
+class NamedForecaster(Forecasting):
+    """A forecasting strategy whose forecaster is named by its ``forecaster`` setting (its
+    ``Settings`` is a :class:`ForecasterChoice`)."""
+
+    settings: ForecasterChoice
+
+    @classmethod
+    def settings_for(cls, values: Mapping[str, Any]) -> type[pydantic.BaseModel]:
+        """``Settings`` joined with the named forecaster's own (an unknown name is a
+        StrategyError that lists the known ones)."""
+        default = cls.Settings.model_fields["forecaster"].default
+        kind = forecaster_class(split(str(values.get("forecaster", default)))[0])
+        return joined_settings(cls.Settings, kind)
+
+    @classmethod
+    def listed_settings(cls) -> dict[str, type[pydantic.BaseModel]]:
+        listed: dict[str, type[pydantic.BaseModel]] = {"": cls.Settings}
+        for name in available_forecasters():
+            with contextlib.suppress(StrategyError):  # a broken plugin: named when asked for
+                listed[name] = forecaster_class(name).Settings
+        return listed
+
+    def make_forecaster(self) -> Forecaster:
+        return build_forecaster(self.settings.forecaster, self.settings)
+
+
+class EdgeTrader(Forecasting):
+    """Trades the gap between a forecaster and the price with a forecastbench rule; subclasses
+    choose the rule (``mode``) and the forecaster."""
+
+    Settings: ClassVar[type[pydantic.BaseModel]] = TraderSettings
+    mode: ClassVar[TradingMode] = "sign"
+    settings: TraderSettings
 
     def decide(self, view: View) -> Decision:
         markets = view.markets
@@ -167,7 +210,7 @@ class EdgeTrader(Strategy):
         for i in candidates[np.argsort(-np.abs(edge[candidates]), kind="stable")]:
             market = markets.ids[i]
             side = "YES" if target[i] > 0 else "NO"
-            shortfall = _cents(abs(float(target[i])) - held.get((market, side), 0.0))
+            shortfall = cents(abs(float(target[i])) - held.get((market, side), 0.0))
             if shortfall < view.min_bet:
                 if shortfall > 0:
                     small.append(f"{market} {side} ${shortfall:.2f}")
@@ -200,36 +243,12 @@ class EdgeTrader(Strategy):
             bets=bets, sells=sells, reasoning="; ".join(notes), trace=self._forecast_trace()
         )
 
-    def _forecast_trace(self) -> Trace | None:
-        """What a model-backed forecaster asked and answered at this instant, for the log."""
-        trace = getattr(self.forecaster, "trace", None)
-        return trace() if callable(trace) else None
 
-
-class ForecasterTrader(EdgeTrader):
+class ForecasterTrader(NamedForecaster, EdgeTrader):
     """An edge trader whose forecaster is named by its ``forecaster`` setting."""
 
     Settings = EdgeSettings
     settings: EdgeSettings
-
-    @classmethod
-    def settings_for(cls, values: Mapping[str, Any]) -> type[pydantic.BaseModel]:
-        """``Settings`` joined with the named forecaster's own (an unknown name is a
-        StrategyError that lists the known ones)."""
-        default = cls.Settings.model_fields["forecaster"].default
-        kind = forecaster_class(split(str(values.get("forecaster", default)))[0])
-        return joined_settings(cls.Settings, kind)
-
-    @classmethod
-    def listed_settings(cls) -> dict[str, type[pydantic.BaseModel]]:
-        listed: dict[str, type[pydantic.BaseModel]] = {"": cls.Settings}
-        for name in available_forecasters():
-            with contextlib.suppress(StrategyError):  # a broken plugin: named when asked for
-                listed[name] = forecaster_class(name).Settings
-        return listed
-
-    def make_forecaster(self) -> Forecaster:
-        return build_forecaster(self.settings.forecaster, self.settings)
 
 
 class Sign(ForecasterTrader):
