@@ -15,6 +15,7 @@ import click
 from rich import box
 from rich.table import Table
 
+from arena.commands.tapes_columns import columns as price_columns
 from arena.commands.tapes_record import record
 from arena.commands.tapes_view import (
     books_summary,
@@ -135,6 +136,9 @@ def _finish_import(run: Any, out: str, as_json: bool) -> None:
     console.print(table)
     for note in result.notes:
         console.print(f"[dim]note: {note}[/dim]", soft_wrap=True)
+
+
+import_.add_command(price_columns)
 
 
 @import_.command("polymarket")
