@@ -2,17 +2,19 @@
 
 Everything here is read off the projected state, so a leaderboard can be rebuilt from the log
 like any other projection. The formulas are Forecaster Arena's: agents in a cohort rank by
-total value; across cohorts an agent ranks by summed P/L (not by Brier), its Brier is the mean
+total value; across cohorts an agent ranks by its mean return over cohorts (not by Brier: the
+implied-confidence Brier rewards small losing bets, so a loser can top it), its Brier is the mean
 over *all* its rows (trade-weighted, not cohort-weighted) and its P/L percentage is the
 capital-weighted return. On top of that we add what the original only suggested: a Student-t
 confidence interval over cohorts, because a mean return over three cohorts without its spread
-invites reading noise as skill.
+invites reading noise as skill; and beside the implied Brier, never instead of it, the Brier of
+the prices paid (``brier_paid``): a proper score of the probabilities the agent put money at.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 import numpy as np
@@ -36,6 +38,14 @@ from ledger.projection import BrierRow, CohortState, Ledger
 RANDOM_BRIER = 0.25
 """The Brier of always saying 0.5: the baseline of Forecaster Arena's skill score."""
 
+MARKET_SKILL_MIN_BETS = 10
+"""Fewest resolved bets for a skill score against the prices paid (``bss_market``)."""
+
+MARKET_SKILL_MIN_REFERENCE = 0.04
+"""Least Brier of the prices paid for ``bss_market``: against prices near certainty the ratio
+is unbounded (favourites bought at 0.99 that won give 0.0001, and a skill score of −5,098);
+from 0.04 on it lies in [1 − 1 / 0.04, 1] = [−24, 1]."""
+
 
 class AgentStanding(msgspec.Struct, frozen=True, kw_only=True):
     """One agent's account and scores in one cohort, as the cohort page shows them."""
@@ -50,6 +60,7 @@ class AgentStanding(msgspec.Struct, frozen=True, kw_only=True):
     realized_pnl: float
     unrealized_pnl: float
     brier: float | None
+    brier_paid: float | None
     bss: float | None
     bss_market: float | None
     n_resolved: int
@@ -70,6 +81,7 @@ class LeaderboardRow(msgspec.Struct, frozen=True, kw_only=True):
     total_pnl: float
     pnl_pct: float
     brier: float | None
+    brier_paid: float | None
     win_rate: float | None
     n_resolved: int
     n_bets: int
@@ -89,10 +101,12 @@ class CategoryRow(msgspec.Struct, frozen=True, kw_only=True):
     """One agent's results on the markets of one category, summed over its cohorts.
 
     ``return_pp`` is the category's share of the agent's mean return, in percentage points of
-    starting cash, so an agent's categories add up to its mean return."""
+    starting cash, so an agent's categories add up to its mean return. ``labels`` are the
+    tape's own category labels of those markets, when a report groups them more coarsely."""
 
     agent: str
     category: str
+    labels: tuple[str, ...] = ()
     markets: int
     n_bets: int
     n_resolved: int
@@ -121,9 +135,22 @@ def _skill(brier: float | None, reference: float | None) -> float | None:
     return 1.0 - brier / reference
 
 
-def _market_brier(rows: Sequence[BrierRow]) -> float | None:
-    """The Brier the market itself would have scored: the price paid for each traded side."""
+def paid_brier(rows: Sequence[BrierRow]) -> float | None:
+    """The Brier of the prices paid: each resolved bet's price, the probability the agent put
+    money at, against whether its side won (0.60 on a winner scores 0.16, 0.30 on a loser
+    0.09). A proper score of what was risked, where the implied Brier scores only the stake's
+    size; and the market's own score on the bets the agent chose."""
     return math.fsum((r.price - r.won) ** 2 for r in rows) / len(rows) if rows else None
+
+
+def _market_skill(brier: float | None, rows: Sequence[BrierRow]) -> float | None:
+    """``1 − implied Brier / Brier of the prices paid``, only where the reference means
+    something: ``MARKET_SKILL_MIN_BETS`` resolved bets and a reference of at least
+    ``MARKET_SKILL_MIN_REFERENCE`` (so the score is bounded below by −24)."""
+    reference = paid_brier(rows)
+    if len(rows) < MARKET_SKILL_MIN_BETS or reference is None:
+        return None
+    return _skill(brier, reference) if reference >= MARKET_SKILL_MIN_REFERENCE else None
 
 
 # -- standings ----------------------------------------------------------------------------------
@@ -150,8 +177,9 @@ def cohort_standings(state: CohortState) -> list[AgentStanding]:
                 realized_pnl=book.realized,
                 unrealized_pnl=positions_value - open_cost,
                 brier=brier,
+                brier_paid=paid_brier(book.brier_rows),
                 bss=_skill(brier, RANDOM_BRIER),
-                bss_market=_skill(brier, _market_brier(book.brier_rows)),
+                bss_market=_market_skill(brier, book.brier_rows),
                 n_resolved=len(book.brier_rows),
                 win_rate=_win_rate(book.brier_rows),
                 n_bets=book.n_bets,
@@ -240,7 +268,9 @@ def leaderboard(
     draws: int = DRAWS,
     seed: int = 0,
 ) -> list[LeaderboardRow]:
-    """Every agent name across all cohorts, ordered by total P/L (methodology §1.12).
+    """Every agent name across all cohorts, best mean return first (then total P/L, then
+    name). Forecaster Arena ranks by summed P/L (methodology §1.12), which is the same order
+    when every agent trades the same cohorts; the mean return stays fair when they do not.
 
     ``interval`` picks how the 95% intervals are made (``ledger.intervals``); ``auto``
     resamples markets when the cohorts share any. ``draws`` and ``seed`` shape the bootstrap.
@@ -274,11 +304,12 @@ def leaderboard(
                 total_pnl=total_pnl,
                 pnl_pct=total_pnl / capital * 100.0 if capital else 0.0,
                 brier=pooled,
+                brier_paid=paid_brier(rows),
                 win_rate=_win_rate(rows),
                 n_resolved=len(rows),
                 n_bets=sum(r.n_bets for r in results),
                 bss=_skill(pooled, RANDOM_BRIER),
-                bss_market=_skill(pooled, _market_brier(rows)),
+                bss_market=_market_skill(pooled, rows),
                 return_mean=return_mean,
                 return_ci_low=return_low,
                 return_ci_high=return_high,
@@ -288,7 +319,7 @@ def leaderboard(
                 interval=method,
             )
         )
-    board.sort(key=lambda r: (-r.total_pnl, r.agent))
+    board.sort(key=lambda r: (-r.return_mean, -r.total_pnl, r.agent))
     return board
 
 
@@ -328,15 +359,23 @@ def paired_returns(
     return MarketResample(states, draws, seed).paired(a, b, t.mean)
 
 
-def categories(source: Ledger | Iterable[CohortState]) -> list[CategoryRow]:
+def categories(
+    source: Ledger | Iterable[CohortState], group: Callable[[str | None], str] | None = None
+) -> list[CategoryRow]:
     """Each agent's bets, P/L, share of mean return and pooled implied Brier per market
-    category (as the tape names it; ``—`` when it names none), by agent then category."""
+    category, by agent then category: as the tape names it (``—`` when it names none), or as
+    ``group`` maps the tape's label (a report's coarser set, ``replays.categories``), the
+    labels kept in each row."""
     states = _states(source)
     cells: dict[tuple[str, str], dict[str, float]] = {}
     markets: dict[tuple[str, str], set[str]] = {}
+    label: dict[str, str] = {}
     cohorts: dict[str, int] = {}
     for state in states:
-        category = {m: listed.category or "—" for m, listed in state.markets.items()}
+        label |= {m: listed.category or "—" for m, listed in state.markets.items()}
+        category = label
+        if group is not None:
+            category = {m: group(listed.category) for m, listed in state.markets.items()}
         for agent, book in state.books.items():
             cohorts[agent] = cohorts.get(agent, 0) + 1
             for market, pnl in state.market_pnl(agent).items():
@@ -353,6 +392,7 @@ def categories(source: Ledger | Iterable[CohortState]) -> list[CategoryRow]:
         CategoryRow(
             agent=agent,
             category=category,
+            labels=tuple(sorted({label[m] for m in markets[agent, category]})) if group else (),
             markets=len(markets[agent, category]),
             n_bets=int(c["bets"]),
             n_resolved=int(c["resolved"]),

@@ -7,11 +7,14 @@ import math
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger.errors import LedgerError
 from ledger.events import BetIntent, CohortOpened, Marked, MarketListed, SellIntent
 from ledger.intervals import mean_ci, paired_difference, t_quantile_975
 from ledger.leaderboard import (
+    MARKET_SKILL_MIN_REFERENCE,
     categories,
     cohort_standings,
     leaderboard,
@@ -117,7 +120,9 @@ def test_cohort_standings_by_hand() -> None:
     assert alice.brier == pytest.approx(0.64)
     assert alice.bss == pytest.approx(-1.56)
     # the market said 0.25 for YES: (0.25 - 1)^2 = 0.5625; 1 - 0.64 / 0.5625 = -0.13777...
-    assert alice.bss_market == pytest.approx(1 - 0.64 / 0.5625)
+    assert alice.brier_paid == pytest.approx(0.5625)
+    # one resolved bet is too few for a skill score against it (MARKET_SKILL_MIN_BETS)
+    assert alice.bss_market is None
     assert (alice.n_resolved, alice.win_rate, alice.n_bets, alice.n_rejected) == (1, 1.0, 2, 0)
 
     # bob: cash 8500, nothing open, P/L -1500 = -15%; (0.6 - 0)^2 = 0.36, BSS 1 - 1.44 = -0.44
@@ -126,19 +131,19 @@ def test_cohort_standings_by_hand() -> None:
     assert (bob.total_value, bob.pnl, bob.return_pct) == (8_500.0, -1_500.0, -15.0)
     assert bob.brier == pytest.approx(0.36)
     assert bob.bss == pytest.approx(-0.44)
-    assert bob.bss_market == pytest.approx(0.36)
+    assert (bob.brier_paid, bob.bss_market) == (pytest.approx(0.5625), None)
     assert (bob.n_resolved, bob.win_rate, bob.n_bets, bob.n_rejected) == (1, 0.0, 1, 1)
 
     alice2, bob2 = table["c2"]
     # alice: 7500 + 5000 = 12500, +25%; (1 - 1)^2 = 0, and the market's (0.5 - 1)^2 = 0.25
     assert (alice2.total_value, alice2.return_pct, alice2.brier) == (12_500.0, 25.0, 0.0)
-    assert (alice2.bss, alice2.bss_market) == (1.0, 1.0)
+    assert (alice2.bss, alice2.brier_paid) == (1.0, 0.25)
     # bob: 9525, -4.75%; realized 475 - 950 = -475; two losing buys at 0.4: 0.16 each
     assert (bob2.total_value, bob2.return_pct, bob2.realized_pnl) == (9_525.0, -4.75, -475.0)
     assert bob2.brier == pytest.approx(0.16)
     # BSS 1 - 0.16 / 0.25 = 0.36; the market paid 0.5 both times: (0.5 - 0)^2 = 0.25, same
     assert bob2.bss == pytest.approx(0.36)
-    assert bob2.bss_market == pytest.approx(0.36)
+    assert bob2.brier_paid == pytest.approx(0.25)
     assert (bob2.n_resolved, bob2.win_rate, bob2.n_bets, bob2.n_sells) == (2, 0.0, 2, 1)
 
 
@@ -161,7 +166,8 @@ def test_leaderboard_by_hand() -> None:
     # pooled skill: 1 - 0.32 / 0.25; the market paid 0.25 (won) and 0.5 (won): its Brier
     # ((0.75)^2 + 0.5^2) / 2 = 0.40625, so 1 - 0.32 / 0.40625
     assert alice.bss == pytest.approx(1 - 0.32 / 0.25)
-    assert alice.bss_market == pytest.approx(1 - 0.32 / 0.40625)
+    assert alice.brier_paid == pytest.approx(0.40625)
+    assert alice.bss_market is None  # two resolved bets: too few
     # alice: P/L 1975 + 2500 = 4475 on 2 x 10000 = 22.375%
     assert (alice.total_pnl, alice.pnl_pct) == (4_475.0, 22.375)
     # all her rows: (0.64 + 0) / 2 = 0.32; both won
@@ -285,7 +291,81 @@ def test_market_skill_is_undefined_when_the_market_was_perfect() -> None:
     settle(cohort.state, "bin", 3, "Yes")
     alice = cohort_standings(cohort.state)[0]
     # market Brier (1 - 1)^2 = 0: the ratio is undefined
-    assert (alice.brier, alice.bss, alice.bss_market) == (0.0, 1.0, None)
+    assert (alice.brier, alice.bss, alice.brier_paid, alice.bss_market) == (0.0, 1.0, 0.0, None)
+
+
+def quarter_bets(cohort: Trader, agent: str, side: str, count: int) -> None:
+    """``count`` bets of a quarter of the agent's cash each: every one at confidence 1."""
+    for _ in range(count):
+        cohort.bet(agent, "bin", side, cohort.state.books[agent].cash * 0.25)
+
+
+def test_market_skill_needs_ten_bets_and_a_reference_of_0_04() -> None:
+    """Ten YES bets at 0.5, each a quarter of cash (confidence 1), all lost: implied Brier
+    (1 − 0)² = 1, the prices' (0.5 − 0)² = 0.25, so BSS mkt = 1 − 1 / 0.25 = −3. Nine are
+    too few. Ten NO bets at 0.9 that all won: the prices' (0.9 − 1)² = 0.01 < 0.04, no score."""
+    ledger = Ledger()
+    cohort = Trader(ledger, "c", agents=["ten", "nine", "sure"])
+    cohort.yes("bin", 0.5)
+    quarter_bets(cohort, "ten", "YES", 10)
+    quarter_bets(cohort, "nine", "YES", 9)
+    cohort.yes("bin", 0.1)
+    quarter_bets(cohort, "sure", "NO", 10)
+    settle(cohort.state, "bin", 3, "No")
+    rows = {s.agent: s for s in cohort_standings(cohort.state)}
+    ten, nine, sure = rows["ten"], rows["nine"], rows["sure"]
+    assert (ten.n_resolved, ten.brier, ten.brier_paid) == (10, 1.0, 0.25)
+    assert ten.bss_market == pytest.approx(-3.0)
+    assert (nine.n_resolved, nine.brier_paid, nine.bss_market) == (9, 0.25, None)
+    assert (sure.n_resolved, sure.brier) == (10, 0.0)
+    assert sure.brier_paid == pytest.approx(0.01)
+    assert sure.bss_market is None
+
+
+def test_a_loser_with_small_bets_ranks_last_whatever_its_implied_brier() -> None:
+    """``contrarian``'s case: ten $50 long shots at 0.02, all lost, score an implied Brier of
+    about 0.0004 (confidence 50 / 2,500 = 0.02 at first), better than a winner's 0.36 ((0.4 −
+    1)² for $1,000 of a $10,000 account), yet the winner ranks first: by return."""
+    ledger = Ledger()
+    cohort = Trader(ledger, "c", agents=["longshot", "modest"])
+    cohort.yes("bin", 0.02)
+    for _ in range(10):
+        cohort.bet("longshot", "bin", "YES", 50)
+    cohort.bet("modest", "bin", "NO", 1_000)
+    settle(cohort.state, "bin", 3, "No")
+    modest, longshot = leaderboard([cohort.state])
+    assert (modest.agent, longshot.agent) == ("modest", "longshot")
+    assert (longshot.total_pnl, longshot.return_mean) == (-500.0, -5.0)
+    assert longshot.brier is not None and modest.brier is not None
+    assert longshot.brier < 0.001 < modest.brier == pytest.approx(0.36)
+    # the prices paid: 0.02 on a loser and 0.98 on a winner, (0.02)² either way
+    assert longshot.brier_paid == pytest.approx(0.0004)
+    assert modest.brier_paid == pytest.approx(0.0004)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    bets=st.lists(
+        st.tuples(st.sampled_from(["YES", "NO"]), st.floats(0.01, 0.99), st.floats(50, 2_500)),
+        min_size=1,
+        max_size=14,
+    ),
+    winner=st.sampled_from(["Yes", "No"]),
+)
+def test_market_skill_is_bounded_when_shown(
+    bets: list[tuple[str, float, float]], winner: str
+) -> None:
+    ledger = Ledger()
+    cohort = Trader(ledger, "c", agents=["alice"])
+    for side, yes, amount in bets:
+        cohort.yes("bin", yes)
+        cohort.bet("alice", "bin", side, amount)
+    settle(cohort.state, "bin", 3, winner)
+    (alice,) = cohort_standings(cohort.state)
+    if alice.bss_market is not None:
+        assert alice.n_resolved >= 10
+        assert alice.brier_paid is not None and alice.brier_paid >= MARKET_SKILL_MIN_REFERENCE
+        assert 1 - 1 / MARKET_SKILL_MIN_REFERENCE <= alice.bss_market <= 1
 
 
 # -- confidence intervals ---------------------------------------------------------------------
@@ -333,3 +413,41 @@ def test_paired_difference_by_hand() -> None:
     assert paired_difference([3.0], [1.0]) == (2.0, None, None, False)
     with pytest.raises(LedgerError, match="differ in length"):
         paired_difference([1.0, 2.0], [1.0])
+
+
+def test_categories_grouped_keep_the_tapes_labels() -> None:
+    """``bin`` labelled "senates" and ``other`` "pennsylvania", both grouped as Politics: one
+    row per agent adding up to the same figures as the ungrouped table, with both labels."""
+    ledger = two_cohorts()
+    for state in ledger.cohorts.values():
+        for market, label in (("bin", "senates"), ("other", "pennsylvania")):
+            state.markets[market] = msgspec.structs.replace(state.markets[market], category=label)
+    raw = {(r.agent, r.category): r for r in categories(ledger)}
+    assert set(raw) == {("alice", "senates"), ("alice", "pennsylvania"), ("bob", "senates")}
+    grouped = {r.agent: r for r in categories(ledger, lambda label: "Politics")}
+    alice, bob = grouped["alice"], grouped["bob"]
+    assert (alice.category, alice.labels, alice.markets) == (
+        "Politics", ("pennsylvania", "senates"), 2
+    )  # fmt: skip
+    # P/L 1500 + 475 + 2500 and 15 + 4.75 + 25 over 2 cohorts, as ungrouped above
+    assert (alice.pnl, alice.return_pp, alice.n_bets) == (4_475.0, 22.375, 3)
+    assert (bob.labels, bob.pnl) == (("senates",), -1_975.0)
+    assert all(r.labels == () for r in raw.values())
+
+
+def test_the_two_briers_of_docs_reports() -> None:
+    """docs/reports.md's example: $500 on YES at 0.60 that won, then $2,375 (25% of the $9,500
+    left) on NO at 0.30 that lost. Paid: ((0.6 − 1)² + 0.3²) / 2 = 0.125; implied: ((0.2 − 1)²
+    + (1 − 0)²) / 2 = 0.82; two bets are too few for BSS mkt."""
+    ledger = Ledger()
+    cohort = Trader(ledger, "c", agents=["alice"])
+    cohort.yes("bin", 0.6)
+    cohort.bet("alice", "bin", "YES", 500)
+    cohort.yes("other", 0.7)  # NO at 0.30
+    cohort.bet("alice", "other", "NO", 2_375)
+    settle(cohort.state, "bin", 3, "Yes")
+    settle(cohort.state, "other", 3, "Yes")
+    (alice,) = cohort_standings(cohort.state)
+    assert alice.brier_paid == pytest.approx(0.125)
+    assert alice.brier == pytest.approx(0.82)
+    assert (alice.n_resolved, alice.bss_market) == (2, None)
