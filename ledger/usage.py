@@ -40,6 +40,7 @@ class ModelUsage:
     tokens_out: int = 0
     cost: float | None = None
     latencies: list[float] = field(default_factory=list, repr=False)
+    errors: Counter[str] = field(default_factory=Counter, repr=False)  # each error's text
 
     def add(self, e: ModelCalled) -> None:
         c = e.call
@@ -48,6 +49,8 @@ class ModelUsage:
             self.questions += 1
             self.reasks += c.reask > 0
         self.failures += c.error is not None
+        if c.error is not None:
+            self.errors[c.error] += 1
         self.rejected += c.rejected is not None
         self.tokens_in += c.tokens_in or 0
         self.tokens_out += c.tokens_out or 0
@@ -64,6 +67,7 @@ class ModelUsage:
         if other.cost is not None:
             self.cost = (self.cost or 0.0) + other.cost
         self.latencies += other.latencies
+        self.errors.update(other.errors)
 
     def copy(self) -> ModelUsage:
         out = ModelUsage()
@@ -81,7 +85,7 @@ class ModelUsage:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k != "latencies"}
+        out = {k: v for k, v in asdict(self).items() if k not in ("latencies", "errors")}
         out["latency_median_ms"] = percentile(self.latencies, 50)
         out["latency_p95_ms"] = percentile(self.latencies, 95)
         return out

@@ -18,7 +18,7 @@ opened from a memory map checks a token when it is first used and never reads th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -369,14 +369,19 @@ def mirror_counts(books: Books, first: int, second: int) -> tuple[int, int]:
     return int(ia.size), int(np.count_nonzero(mismatched))
 
 
-def ledger(books: Books, gap_seconds: float = 10.0) -> list[MarketLedger]:
-    """The coverage ledger: per market, in the order of their first snapshots, each token's
-    snapshots, span, gaps longer than ``gap_seconds``, crossed / locked / one-sided / empty
-    books and tick changes, and the mirror where the market has exactly two tokens. Checks each
-    token first (``Books.check``), so a fault is an error, not a count."""
+def ledger(
+    books: Books, gap_seconds: float = 10.0, markets: Collection[str] | None = None
+) -> list[MarketLedger]:
+    """The coverage ledger: per market (of ``markets`` only, if given), in the order of their
+    first snapshots, each token's snapshots, span, gaps longer than ``gap_seconds``, crossed /
+    locked / one-sided / empty books and tick changes, and the mirror where the market has
+    exactly two tokens. Checks each token first (``Books.check``), so a fault is an error, not
+    a count."""
     gap_ms = round(gap_seconds * 1000)
     out: list[MarketLedger] = []
     for market, ks in books.markets.items():
+        if markets is not None and market not in markets:
+            continue
         books.check(ks)
         entry = MarketLedger(market, [_token_ledger(books, k, gap_ms) for k in ks])
         if len(ks) == 2:

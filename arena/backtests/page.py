@@ -91,6 +91,7 @@ def summary_table(data: dict[str, Any]) -> str:
                 interval_cell(s["return_ci_low"], s["return_ci_high"]),
                 fmt(s["brier_mean"]),
                 fmt(s["brier"]),
+                fmt(s["brier_paid"]),
                 fmt(s["bss"], "{:+.3f}"),
                 fmt(s["bss_market"], "{:+.3f}"),
                 fmt(s["win_rate"], "{:.1%}"),
@@ -101,7 +102,8 @@ def summary_table(data: dict[str, Any]) -> str:
         )
     method = data["interval"]["method"]
     header = ["agent", "cohorts", "mean return", f"95% CI ({method})",
-              "Brier (impl., mean of cohorts)", "Brier (impl., pooled)", "BSS", "BSS mkt",
+              "Brier (impl., mean of cohorts)", "Brier (impl., pooled)", "Brier (paid)", "BSS",
+              "BSS mkt",
               "win rate", f"{STRATEGY} − agent", f"95% CI ({method})", "sig."]  # fmt: skip
     return html_table(header, rows)
 

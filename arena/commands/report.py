@@ -10,6 +10,7 @@ import click
 
 from arena import blas  # noqa: F401  (before numpy loads: one BLAS thread)
 from arena.console import make_console
+from arena.reports.coverage import coverage
 from arena.reports.model import IntervalSettings, report_data
 from arena.reports.terminal import print_report
 from ledger.errors import IntegrityError
@@ -55,6 +56,14 @@ from ledger.store import EventStore
     help="Bootstrap draws.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option(
+    "--books",
+    "books_path",
+    type=str,
+    default=None,
+    help="The order books the cohorts met (a .books file, or 'sample-books'), for their "
+    "coverage ledger over the markets traded; the sample's is found without it.",
+)
 def report(
     db: Path,
     cohorts: tuple[str, ...],
@@ -64,6 +73,7 @@ def report(
     interval: str,
     draws: int,
     seed: int,
+    books_path: str | None,
 ) -> None:
     """The leaderboard across cohorts (mean return with a 95% interval that says how it was
     made, implied-confidence Brier and skill scores) and one line per cohort; for agents
@@ -76,6 +86,7 @@ def report(
       arena report arena.db --all --interval cohorts
       arena report arena.db --html report/
       arena report arena.db --json
+      arena report books.db --books btc.books
     """
     intervals = IntervalSettings(interval, draws, seed)  # type: ignore[arg-type]
     try:
@@ -88,11 +99,13 @@ def report(
             if not loaded.ledger.cohorts:  # a replay stopped before its first step
                 raise click.ClickException(f"{db} holds no cohorts: nothing to report")
             usage = checked_usage(store, cohorts or None)
+            states = [loaded.ledger.cohorts[name] for name in sorted(loaded.ledger.cohorts)]
+            books = coverage(states, books_path)
             if html_dir is not None:
                 from arena.reports.html import write_replay_report
 
                 try:
-                    write_replay_report(html_dir, store, loaded.ledger, intervals, usage)
+                    write_replay_report(html_dir, store, loaded.ledger, intervals, usage, books)
                 except OSError as exc:
                     raise click.ClickException(
                         f"{html_dir}: cannot write the report: {exc}"
@@ -104,10 +117,13 @@ def report(
         click.echo(f"note: {note}", err=True)
     ledger = loaded.ledger
     if as_json:
-        click.echo(json.dumps(report_data(ledger, usage, intervals), indent=2))
+        data = report_data(ledger, usage, intervals)
+        if books:
+            data["coverage"] = [c.as_dict() for c in books]
+        click.echo(json.dumps(data, indent=2))
         return
     console = make_console()
     print_report(console, ledger, detail=True if cohorts or show_all else None,
-                 intervals=intervals, usage=usage)  # fmt: skip
+                 intervals=intervals, usage=usage, books=books)  # fmt: skip
     if html_dir is not None:
         console.print(f"report [bold]{html_dir / 'index.html'}[/]")

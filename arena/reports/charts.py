@@ -59,12 +59,13 @@ class _Frame:
     x1: float
     y0: float
     y1: float
+    top: float = TOP  # where the plot area begins: lower when a legend sits above it
 
     def x(self, v: float) -> float:
         return LEFT + (v - self.x0) / (self.x1 - self.x0) * (WIDTH - LEFT - RIGHT)
 
     def y(self, v: float) -> float:
-        return HEIGHT - BOTTOM - (v - self.y0) / (self.y1 - self.y0) * (HEIGHT - TOP - BOTTOM)
+        return HEIGHT - BOTTOM - (v - self.y0) / (self.y1 - self.y0) * (HEIGHT - self.top - BOTTOM)
 
     def polyline(self, xs: Sequence[float], ys: Sequence[float], colour: str, width: float) -> str:
         points = " ".join(f"{self.x(a):.1f},{self.y(b):.1f}" for a, b in zip(xs, ys, strict=True))
@@ -75,13 +76,14 @@ class _Frame:
 
     def axes(self, x_label: str, y_label: str, y_fmt: str) -> str:
         parts = [
-            f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" '
-            f'height="{HEIGHT - TOP - BOTTOM}" fill="none" stroke="#999"/>'
+            f'<rect x="{LEFT}" y="{self.top}" width="{WIDTH - LEFT - RIGHT}" '
+            f'height="{HEIGHT - self.top - BOTTOM}" fill="none" stroke="#999"/>'
         ]
         for t in nice_ticks(self.x0, self.x1):
             x = self.x(t)
             parts.append(
-                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="#eee"/>'
+                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{self.top}" y2="{HEIGHT - BOTTOM}" '
+                'stroke="#eee"/>'
                 f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 15}" text-anchor="middle">{t:g}</text>'
             )
         y_ticks = nice_ticks(self.y0, self.y1)
@@ -94,7 +96,7 @@ class _Frame:
         parts.append(
             f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 8}" text-anchor="middle">'
             f"{escape(x_label)}</text>"
-            f'<text transform="translate(14 {(TOP + HEIGHT - BOTTOM) / 2}) rotate(-90)" '
+            f'<text transform="translate(14 {(self.top + HEIGHT - BOTTOM) / 2}) rotate(-90)" '
             f'text-anchor="middle">{escape(y_label)}</text>'
         )
         return "".join(parts)
@@ -130,7 +132,8 @@ def equity_chart(
     values = [v for _, _, v in series]
     x1 = max(float(d.max()) for d in days)
     low, high = padded(min(float(v.min()) for v in values), max(float(v.max()) for v in values))
-    frame = _Frame(0.0, x1 if x1 > 0 else 1.0, low, high)
+    legend, rows = legend_rows([name for name, _, _ in means], colours)
+    frame = _Frame(0.0, x1 if x1 > 0 else 1.0, low, high, TOP + LEGEND_ROW * rows)
     lines = [
         frame.polyline(list(d), list(v), colours[name], 0.7)
         for (name, _, v), d in zip(thin, days[len(means) :], strict=True)
@@ -139,17 +142,33 @@ def equity_chart(
         frame.polyline(list(d), list(v), colours[name], 2.2)
         for (name, _, v), d in zip(means, days[: len(means)], strict=True)
     ]
-    legend = (
-        f'<rect x="{LEFT + 4}" y="{TOP + 3}" width="120" height="{14 * len(means) + 6}" '
-        'fill="white" fill-opacity="0.8"/>'
-    )
-    legend += "".join(
-        f'<text x="{LEFT + 8}" y="{TOP + 14 * (k + 1)}" fill="{colours[name]}" '
-        f'style="fill:{colours[name]}">— {escape(name)}</text>'
-        for k, (name, _, _) in enumerate(means)
-    )
     axes = frame.axes("days since cohort start", "total value ($)", "{:,.0f}")
     return _svg(axes + "".join(lines) + legend, "equity curve")
+
+
+LEGEND_ROW = 14
+"""Height of a row of the legend above a chart's plot area."""
+
+LEGEND_CHAR = 7.0
+"""Width allowed per character of a legend entry at the charts' 11 px font (an overestimate,
+so entries never overlap)."""
+
+
+def legend_rows(names: Sequence[str], colours: dict[str, str]) -> tuple[str, int]:
+    """The legend as SVG text laid out in rows above the plot area (``TOP`` onwards, left to
+    right, a new row when the next entry would pass the plot's right edge), and how many rows
+    it takes. Above the plot, not on it: a box over the curves hid their first weeks."""
+    parts, row, x = [], 0, float(LEFT)
+    for name in names:
+        width = LEGEND_CHAR * (len(name) + 2)
+        if x > LEFT and x + width > WIDTH - RIGHT:
+            row, x = row + 1, float(LEFT)
+        parts.append(
+            f'<text x="{x:.0f}" y="{TOP + LEGEND_ROW * row + 8}" fill="{colours[name]}" '
+            f'style="fill:{colours[name]}">— {escape(name)}</text>'
+        )
+        x += width + 12
+    return "".join(parts), row + 1 if names else 0
 
 
 def agent_equity(records: Sequence[CohortRecord], name: str, colour: str) -> str:

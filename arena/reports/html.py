@@ -25,6 +25,7 @@ from arena.reports.charts import (
     figure,
     reliability_chart,
 )
+from arena.reports.coverage import Coverage
 from arena.reports.equity import CohortRecord, fold_cohort, mean_equity
 from arena.reports.model import BRIER_IMPLIED, IntervalSettings, Usage, report_data, scored_count
 from ledger.leaderboard import belief_scores
@@ -45,10 +46,12 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; 
 table { border-collapse: collapse; margin: 0.5em 0 0.3em; font-size: 0.9em; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right;
          white-space: nowrap; }
+th { white-space: normal; vertical-align: bottom; }
 .l { text-align: left; }
 th.l + th:not(.l), td.l + td:not(.l) { padding-left: 1.2em; }
 td.text { text-align: left; white-space: normal; }
 .nw { white-space: nowrap; }
+.wrap { white-space: normal; display: inline-block; min-width: 16em; text-align: left; }
 p.note { font-size: 0.85em; color: #555; margin: 0 0 1.5em; max-width: 60em; }
 .pos { color: #1a7f37; } .neg { color: #cf222e; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; }
@@ -76,14 +79,18 @@ def write_replay_report(
     ledger: Ledger,
     intervals: IntervalSettings,
     usage: Usage | None = None,
+    books: Sequence[Coverage] = (),
 ) -> Path:
     """Any replay's log: ``index.html`` and ``report.json`` (what ``arena report --json``
-    prints, with the log's digest) into ``directory``; the page's path."""
+    prints, with the log's digest, and the ``books``' coverage when the cohorts met books) into
+    ``directory``; the page's path."""
     cohorts = sorted(ledger.cohorts)
     data = report_data(ledger, usage, intervals) | {
         "db": str(store.path),
         "digest": store.digest(streams=cohorts),
     }
+    if books:
+        data["coverage"] = [c.as_dict() for c in books]
     records = [fold_cohort(store, cohort) for cohort in cohorts]
     return write_page(directory, "report.json", data, render_replay_html(data, records))
 
@@ -110,7 +117,7 @@ def render_replay_html(data: dict[str, Any], records: Sequence[CohortRecord]) ->
         '<h2 id="leaderboard">Leaderboard</h2>',
         _leaderboard_table(data["leaderboard"]),
         note(
-            f"Across {len(data['cohorts'])} cohort(s), by total P/L. Mean return: the mean of "
+            f"Across {len(data['cohorts'])} cohort(s), by mean return. Mean return: the mean of "
             f"the cohorts' returns. {data['interval']['text']}: {data['interval']['detail']} "
             f"{BRIER_IMPLIED}."
         ),
@@ -120,7 +127,9 @@ def render_replay_html(data: dict[str, Any], records: Sequence[CohortRecord]) ->
         '<h2 id="categories">By category</h2>',
         _categories_table(data["categories"]),
         note(
-            "Return: the category's P/L in points of starting cash, mean over cohorts (an "
+            "Categories: Polymarket's own (politics, sports, crypto, …), grouping the labels the "
+            "tape gives its markets. Return: the category's P/L in points of starting cash, mean "
+            "over cohorts (an "
             "agent's categories add up to its mean return). Brier (impl.) pooled over the "
             "category's resolved bets."
         ),
@@ -128,6 +137,7 @@ def render_replay_html(data: dict[str, Any], records: Sequence[CohortRecord]) ->
     if beliefs:
         sections += beliefs_section(beliefs)
     sections += cost_section(data.get("model_usage_by_agent"))
+    sections += coverage_section(data.get("coverage", []))
     sections += charts(records, names, colours, rows_of)
     sections += ['<h2 id="settings">Settings</h2>', replay_settings(data)]
     return page(f"Replay of {len(data['cohorts'])} cohort(s)", sections)
@@ -175,7 +185,8 @@ def interval_cell(low: float | None, high: float | None) -> str:
 
 def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
     """Figures right-aligned, the first ``left`` columns (names, dates, ids) left-aligned;
-    no cell wraps (a narrow window scrolls the table instead of breaking a date)."""
+    no cell wraps (a narrow window scrolls the table instead of breaking a date), but a
+    header may, so long headers do not push the last columns out of a wide window."""
 
     def cell(tag: str, k: int, content: str) -> str:
         return f'<{tag} class="l">{content}</{tag}>' if k < left else f"<{tag}>{content}</{tag}>"
@@ -259,12 +270,15 @@ def _execution_options(settings: dict[str, Any], sample: bool) -> list[str]:
     Arena's rule); books other than the embedded sample's are named by their hash."""
     if "execution" not in settings:
         return []
-    options = ["--execution", settings["execution"], "--fees", settings["fees"]]
+    fees = settings["fees"]  # a user's table by its hash, as books are
+    fees = f"FEES-{fees[6:18]}.toml" if fees.startswith("table:") else fees
+    options = ["--execution", settings["execution"], "--fees", fees]
     books = settings.get("books")
     if books is not None:
         if not sample or books != SAMPLE_BOOKS_HASH:
             options += ["--books", f"BOOKS-{books[:12]}"]
-        options += ["--latency", str(settings.get("latency_ms", 0)),
+        llm = "llm+" if settings.get("latency") == "llm" else ""
+        options += ["--latency", llm + str(settings.get("latency_ms", 0)),
                     "--liquidity", settings.get("liquidity", "isolated"),
                     "--marks-at", settings.get("marks_at", "price")]  # fmt: skip
     return options
@@ -275,14 +289,15 @@ def _leaderboard_table(board: Sequence[dict[str, Any]]) -> str:
         [
             escape(r["agent"]), str(r["cohorts"]), str(r["n_bets"]), pct(r["total_pnl"], ""),
             pct(r["return_mean"]), interval_cell(r["return_ci_low"], r["return_ci_high"]),
-            fmt(r["brier"], "{:.3f}"), fmt(r["bss"], "{:+.3f}"),
+            fmt(r["brier"], "{:.3f}"), fmt(r["brier_paid"], "{:.3f}"), fmt(r["bss"], "{:+.3f}"),
             fmt(r["bss_market"], "{:+.3f}"), fmt(r["win_rate"], "{:.0%}"),
         ]
         for r in board
     ]  # fmt: skip
     method = board[0]["interval"] if board else ""
     header = ["agent", "cohorts", "bets", "total P/L ($)", "mean return",
-              f"95% CI ({method})", "Brier (impl.)", "BSS", "BSS mkt", "win"]  # fmt: skip
+              f"95% CI ({method})", "Brier (impl.)", "Brier (paid)", "BSS", "BSS mkt",
+              "win"]  # fmt: skip
     return html_table(header, rows)
 
 
@@ -303,10 +318,12 @@ def _categories_table(rows: Sequence[dict[str, Any]]) -> str:
         return note("No agent traded any market.")
     body = [
         [escape(r["agent"]), escape(r["category"]), str(r["markets"]), str(r["n_bets"]),
-         pct(r["pnl"], ""), pct(r["return_pp"], " pp"), fmt(r["brier"], "{:.3f}")]
+         pct(r["pnl"], ""), pct(r["return_pp"], " pp"), fmt(r["brier"], "{:.3f}"),
+         f'<span class="wrap">{escape(", ".join(r["labels"]))}</span>']
         for r in rows
     ]  # fmt: skip
-    header = ["agent", "category", "markets", "bets", "P/L ($)", "return", "Brier (impl.)"]
+    header = ["agent", "category", "markets", "bets", "P/L ($)", "return", "Brier (impl.)",
+              "labels (the tape's)"]  # fmt: skip
     return html_table(header, body, left=2)
 
 
@@ -351,6 +368,39 @@ def cost_section(cost: Any) -> list[str]:
             "the server reported them (— where it reported none), latency per attempt."
         ),
     ]
+
+
+LEDGER_COUNTS = {
+    "snapshots": "snapshots", "gaps": "gaps", "crossed": "crossed", "locked": "locked",
+    "one_sided": "one-sided", "empty": "empty", "tick_changes": "tick changes",
+    "mirror_pairs": "YES/NO pairs", "mirror_mismatches": "not mirrored",
+}  # fmt: skip
+"""The coverage ledger's counts (``MarketLedger.as_dict`` keys) and their headings."""
+
+
+def coverage_section(books: Sequence[dict[str, Any]]) -> list[str]:
+    """The coverage ledger of each books file the cohorts met, over the markets they traded
+    (``arena.reports.coverage``), or the line that says why it is not shown."""
+    if not books:
+        return []
+    sections = ['<h2 id="books">Order books</h2>']
+    for b in books:
+        if b["missing"] is not None:
+            sections.append(note(b["missing"]))
+            continue
+        rows = [[f"<code>{escape(e['market'])}</code>", *(f"{e[k]:,}" for k in LEDGER_COUNTS)]
+                for e in b["ledger"]]  # fmt: skip
+        gaps = f"Gaps: snapshots of one token more than {b['gap_seconds']:g} s apart."
+        sections += [
+            html_table(["market", *LEDGER_COUNTS.values()], rows),
+            note(
+                f"Books {b['books'][:12]}: the coverage ledger (arena tapes validate's) of the "
+                f"{len(b['markets'])} market(s) the cohorts traded. {gaps} YES/NO pairs: "
+                "snapshots of a market's two tokens at one instant; not mirrored: those where "
+                "one book is not the other's mirror."
+            ),
+        ]
+    return sections
 
 
 def _cost_cell(value: Any) -> str:

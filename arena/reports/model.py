@@ -8,6 +8,8 @@ figure says what it is: "Brier (impl.)" is the implied-confidence Brier of the b
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +21,7 @@ import msgspec
 from ledger.events import CohortOpened
 from ledger.intervals import DRAWS, MethodChoice
 from ledger.leaderboard import (
+    CategoryRow,
     belief_scores,
     categories,
     cohort_standings,
@@ -29,13 +32,17 @@ from ledger.projection import CohortState, Ledger
 from ledger.restore import load
 from ledger.store import EventStore
 from ledger.usage import ModelUsage, total_usage
+from replays.categories import top_category
 
 Usage = dict[str, dict[str, ModelUsage]]
 
 BRIER_IMPLIED = (
-    "Brier (impl.): implied confidence (bet / 25% of cash) against the result, over resolved "
-    "bets · BSS = 1 − Brier / 0.25 · BSS mkt = 1 − Brier / the Brier of the prices paid"
+    "ranked by return · Brier (impl.): the bet's size as confidence (bet / 25% of cash), which "
+    "small losing bets score well · Brier (paid): the price paid as the probability risked, "
+    "both against the result over resolved bets · BSS = 1 − impl. / 0.25 · BSS mkt = 1 − impl. "
+    "/ paid, shown from 10 bets and a paid Brier of 0.04"
 )
+"""The legend under every table that shows the two Briers: what each scores, in one line."""
 
 
 def load_ledger(store: EventStore, cohorts: Iterable[str] | None = None) -> Ledger:
@@ -140,7 +147,7 @@ def cohort_settings(state: CohortState) -> dict[str, Any]:
     }
 
 
-EXECUTION_KEYS = ("execution", "fees", "books", "latency_ms", "liquidity", "marks_at")
+EXECUTION_KEYS = ("execution", "fees", "books", "latency_ms", "latency", "liquidity", "marks_at")
 """The settings an execution model adds to a cohort's opening (none for Forecaster Arena's
 rule, ``fa``, which every cohort before them ran under)."""
 
@@ -160,11 +167,46 @@ def execution_text(state: CohortState) -> str:
         parts.append(f"latency {settings['latency_ms']} ms")
     if settings.get("liquidity") == "shared":
         parts.append("shared liquidity")
-    if settings.get("marks_at") == "bid":
-        parts.append("marked at the bid")
+    if settings.get("latency") == "llm":
+        parts.append("latency + each decision's recorded model time")
+    marks = {"bid": "marked at the bid", "liquidation": "marked by liquidation"}
+    if settings.get("marks_at") in marks:
+        parts.append(marks[settings["marks_at"]])
     if "spread_ticks" in spec and not books:
         parts.append("synthetic spread")
     return ", ".join(parts)
+
+
+EARLY_STOP = "; no decision after "
+"""Where a close reason written by the runner goes on to say that decisions ended early."""
+
+
+def cohort_status(state: CohortState) -> str:
+    """How the cohort went, in the order it happened. The runner's close reason puts the end
+    first ("every market settled; no decision after …, where the tape's recording ends with 2
+    market(s) still open"), which reads as a contradiction; the log keeps it as written and the
+    report says it the other way round: decisions ended, then the markets still open
+    settled."""
+    if state.closed is None:
+        status = "still open"
+        if state.stopped is not None:
+            status += f"; no more decisions: {state.stopped.reason}"
+        return status
+    outcome, early, stop = state.closed.reason.partition(EARLY_STOP)
+    if not early:
+        return outcome
+    return f"no decision after {stop}; after that, {outcome}"
+
+
+def report_categories(states: Sequence[CohortState]) -> list[CategoryRow]:
+    """Results per category as reports show them: the tape's labels grouped into Polymarket's
+    categories (``replays.categories``), the labels kept in each row."""
+    return categories(states, top_category)
+
+
+def category_row(row: CategoryRow) -> dict[str, Any]:
+    """A category row as JSON has it (its labels a list, as they read back)."""
+    return {**msgspec.to_builtins(row), "labels": list(row.labels)}
 
 
 def cohort_summary(state: CohortState) -> dict[str, Any]:
@@ -179,6 +221,7 @@ def cohort_summary(state: CohortState) -> dict[str, Any]:
         "universe_by": universe_volume(opened) if opened else None,
         "closed": state.closed is not None,
         "close_reason": state.closed.reason if state.closed else None,
+        "status": cohort_status(state),
         "decisions_stopped": (
             {"ts": iso_utc(stopped.ts), "reason": stopped.reason, "markets": stopped.markets}
             if stopped
@@ -188,7 +231,7 @@ def cohort_summary(state: CohortState) -> dict[str, Any]:
         "agents": [msgspec.to_builtins(s) for s in cohort_standings(state)],
         "positions": open_positions(state),
         "beliefs": stated_beliefs(state),
-        "categories": [msgspec.to_builtins(r) for r in categories([state])],
+        "categories": [category_row(r) for r in report_categories([state])],
     }
 
 
@@ -207,15 +250,15 @@ def report_data(
     cohorts = [cohort_summary(state) for state in states]
     for summary in cohorts:
         agents = usage.get(summary["cohort"], {})
-        summary["model_usage"] = {agent: u.as_dict() for agent, u in agents.items()}
+        summary["model_usage"] = {agent: usage_dict(u) for agent, u in agents.items()}
     return {
         "package_version": version("arena"),
         "interval": interval_info(states, settings),
         "cohorts": cohorts,
         "leaderboard": [msgspec.to_builtins(row) for row in board],
-        "categories": [msgspec.to_builtins(row) for row in categories(states)],
-        "model_usage_by_agent": {a: u.as_dict() for a, u in usage_by_agent(usage).items()},
-        "model_usage_total": total_usage(usage).as_dict() if usage else None,
+        "categories": [category_row(row) for row in report_categories(states)],
+        "model_usage_by_agent": {a: usage_dict(u) for a, u in usage_by_agent(usage).items()},
+        "model_usage_total": usage_dict(total_usage(usage)) if usage else None,
     }
 
 
@@ -226,6 +269,32 @@ def scored_count(b: dict[str, Any]) -> str:
     """How many beliefs were scored, and how many were left out for not being probabilities."""
     left_out = b.get("left_out")
     return f"{b['n']} ({left_out} outside [0, 1] left out)" if left_out else str(b["n"])
+
+
+def failure_reason(error: str) -> str:
+    """A failed call's reason without its particulars, so that like failures count together:
+    the error up to its first parenthesis or ``|`` (a server's detail, what came before an
+    abort), at most 100 characters. "HTTP 400: the prompt is longer than the model's context
+    (8780 > 8192): show fewer markets" is "HTTP 400: the prompt is longer than the model's
+    context"."""
+    return re.split(r" \(| \| ", error, maxsplit=1)[0][:100].strip()
+
+
+def common_failure(u: ModelUsage) -> str | None:
+    """The most common reason among the failed calls, with its count ("HTTP 400: … (10 of 10
+    failed)"); ties by the reason's text, so the same log always names the same one."""
+    counts: Counter[str] = Counter()
+    for error, n in u.errors.items():
+        counts[failure_reason(error)] += n
+    if not counts:
+        return None
+    reason, n = min(counts.items(), key=lambda item: (-item[1], item[0]))
+    return f"{reason} ({n} of {u.failures} failed)"
+
+
+def usage_dict(u: ModelUsage) -> dict[str, Any]:
+    """An agent's usage as JSON: ``ModelUsage.as_dict`` and its ``common_failure``."""
+    return u.as_dict() | {"common_failure": common_failure(u)}
 
 
 def usage_by_agent(usage: Usage) -> dict[str, ModelUsage]:

@@ -14,15 +14,20 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from arena.reports.coverage import GAP_SECONDS, Coverage
 from arena.reports.model import (
     BRIER_IMPLIED,
     IntervalSettings,
     Usage,
+    cohort_status,
+    common_failure,
     execution_text,
     interval_info,
     iso_utc,
     open_positions,
+    report_categories,
     scored_count,
     stated_beliefs,
     universe_size,
@@ -33,7 +38,6 @@ from ledger.leaderboard import (
     AgentStanding,
     CategoryRow,
     LeaderboardRow,
-    categories,
     cohort_standings,
     leaderboard,
 )
@@ -77,16 +81,18 @@ def _table(title: str, caption: str | None = None) -> Table:
 
 def standings_table(title: str, rows: Sequence[AgentStanding]) -> Table:
     """One row per agent; columns that are zero for everyone (open positions, rejections,
-    errors) are left out, so the table fits a narrow terminal."""
+    errors) are left out, and cash with them when it is everyone's total, so the table fits a
+    narrow terminal (80 columns for the sample's seven agents)."""
     columns: list[tuple[str, Callable[[AgentStanding], str]]] = [
         ("cash", lambda s: _num(s.cash, "{:,.0f}")),
         ("pos.", lambda s: _num(s.positions_value, "{:,.0f}")),
         ("total", lambda s: _num(s.total_value, "{:,.0f}")),
         ("P/L", lambda s: _signed(s.pnl)),
         ("return", lambda s: _signed(s.return_pct, "%")),
-        ("Brier (impl.)", lambda s: _num(s.brier, "{:.3f}")),
+        ("Brier\n(impl.)", lambda s: _num(s.brier, "{:.3f}")),
+        ("Brier\n(paid)", lambda s: _num(s.brier_paid, "{:.3f}")),
         ("BSS", lambda s: _num(s.bss, "{:+.2f}")),
-        ("BSS mkt", lambda s: _num(s.bss_market, "{:+.2f}")),
+        ("BSS\nmkt", lambda s: _num(s.bss_market, "{:+.2f}")),
         ("res.", lambda s: str(s.n_resolved)),
         ("win", lambda s: _num(s.win_rate, "{:.0%}")),
         ("bets", lambda s: str(s.n_bets)),
@@ -94,12 +100,14 @@ def standings_table(title: str, rows: Sequence[AgentStanding]) -> Table:
         ("err.", lambda s: str(s.n_errors)),
     ]
     optional = {
+        "cash": lambda s: s.positions_value != 0,
         "pos.": lambda s: s.positions_value != 0,
         "rej.": lambda s: s.n_rejected > 0,
         "err.": lambda s: s.n_errors > 0,
     }
     columns_shown = [(n, f) for n, f in columns if n not in optional or any(map(optional[n], rows))]
     table = _table(title, BRIER_IMPLIED)
+    table.padding = (0, 0)  # the box's one blank between columns: 11 of them fit 80 characters
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
     for name, _ in columns_shown:
         table.add_column(name, justify="right", no_wrap=True)
@@ -126,11 +134,12 @@ def positions_table(rows: Sequence[dict[str, Any]]) -> Table:
 def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
     table = _table(
         "Stated beliefs (P of the bet's side), scored",
-        "Brier (stated): the probability the agent gave for its bet's side; ECE and the "
-        "Murphy terms of the same; Brier (impl.) of the same bets beside it",
+        "Brier (stated): the probability the agent gave for its bet's side; ECE, and REL and "
+        "RES (the Murphy reliability and resolution), of the same; Brier (impl.) of the same "
+        "bets beside it",
     )
-    for name in ("agent", "n", "Brier (stated)", "log loss", "ECE", "reliability",
-                 "resolution", "Brier (impl.)"):  # fmt: skip
+    for name in ("agent", "n", "Brier\n(stated)", "log\nloss", "ECE", "REL", "RES",
+                 "Brier\n(impl.)"):  # fmt: skip
         table.add_column(name, justify="left" if name == "agent" else "right", no_wrap=True)
     for agent, b in beliefs.items():
         m = b["murphy"]
@@ -145,49 +154,113 @@ def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
 def categories_table(title: str, rows: Sequence[CategoryRow]) -> Table:
     table = _table(
         title,
-        "return: the category's P/L in points of starting cash, mean over cohorts (an agent's "
-        "rows add up to its mean return); Brier (impl.) pooled over the category's resolved bets",
+        "Polymarket's categories; labels: the tape's own · return: the category's P/L in points "
+        "of starting cash, mean over cohorts (an agent's rows add up to its mean return); Brier "
+        "(impl.) pooled over the category's resolved bets",
     )
-    for name in ("agent", "category", "markets", "bets", "P/L", "return", "Brier (impl.)"):
-        table.add_column(name, justify="left" if name in ("agent", "category") else "right",
-                         no_wrap=True, overflow="ellipsis", max_width=28)  # fmt: skip
-    for r in rows:
-        table.add_row(
-            shown(r.agent), shown(r.category), str(r.markets), str(r.n_bets), _signed(r.pnl),
-            _signed(r.return_pp, " pp"), _num(r.brier, "{:.3f}"),
-        )  # fmt: skip
+    table.padding = (0, 0)
+    cells = [
+        [shown(r.agent), shown(r.category), str(r.markets), str(r.n_bets), _signed(r.pnl),
+         _signed(r.return_pp, " pp"), _num(r.brier, "{:.3f}")]
+        for r in rows
+    ]  # fmt: skip
+    names = ("agent", "category", "markets", "bets", "P/L", "return", "Brier\n(impl.)")
+    for k, name in enumerate(names):
+        # the figures keep their width; the labels, last, take what is left and are cut
+        heading = max(len(line) for line in name.split("\n"))
+        width = max([heading, *(Text.from_markup(c[k]).cell_len for c in cells)])
+        table.add_column(name, justify="left" if k < 2 else "right", no_wrap=True,
+                         overflow="ellipsis", min_width=min(width, 28), max_width=28)  # fmt: skip
+    table.add_column("labels", min_width=6)  # wrappable, so Rich narrows it first
+    for r, row in zip(rows, cells, strict=True):
+        labels = Text(", ".join(r.labels).translate(_VISIBLE), no_wrap=True, overflow="ellipsis")
+        table.add_row(*row, labels)
     return table
 
 
-def leaderboard_table(rows: Sequence[LeaderboardRow], interval: dict[str, Any]) -> Table:
+NAME_WIDTH = 16
+"""The widest an agent's name is shown in the tables of many agents."""
+
+
+def short_names(names: Sequence[str], width: int = NAME_WIDTH) -> dict[str, str]:
+    """Each name in at most ``width`` cells, and still told apart: a longer one keeps its head
+    and its tail around a "…", split as evenly as leaves every name distinct. A sweep's
+    settings differ in the middle and at the end ("sign-B_500-min_edge_0.02" and
+    "sign-B_100-min_edge_0" are "sign-B_5…ge_0.02" and "sign-B_1…n_edge_0"), which a cut at the
+    end made identical. Names no split tells apart are left whole."""
+    splits = sorted(range(width), key=lambda head: (abs(2 * head - (width - 1)), -head))
+    for head in splits:
+        tail = width - 1 - head
+        cut = {
+            n: n if len(n) <= width else n[:head] + "…" + (n[len(n) - tail :] if tail else "")
+            for n in names
+        }
+        if len(set(cut.values())) == len(set(names)):
+            return cut
+    return {n: n for n in names}
+
+
+LEADERBOARD_DROPS = ("BSS", "win", "cohorts")
+"""Columns the leaderboard leaves out, in this order, until it fits the terminal (``--json``
+and ``--html`` have them all): BSS first, a rescaling of Brier (impl.)."""
+
+
+def leaderboard_table(
+    rows: Sequence[LeaderboardRow], interval: dict[str, Any], width: int | None = None
+) -> Table:
     """Across cohorts: summed P/L, mean return per cohort with its 95% interval (its method in
-    the caption), pooled implied Brier with both skill scores, and win rate."""
+    the caption), pooled implied Brier beside the Brier of the prices paid, both skill scores,
+    and win rate; in ``width`` cells, leaving out ``LEADERBOARD_DROPS`` as it must."""
+    names = short_names([r.agent for r in rows])
+    columns: list[tuple[str, Callable[[LeaderboardRow], str]]] = [
+        ("agent", lambda r: shown(names[r.agent])),
+        ("cohorts", lambda r: str(r.cohorts)),
+        ("bets", lambda r: str(r.n_bets)),
+        ("total P/L", lambda r: _signed(r.total_pnl)),
+        ("mean\nreturn", lambda r: _signed(r.return_mean, "%")),
+        ("95%\ninterval", _interval),
+        ("Brier\n(impl.)", lambda r: _num(r.brier, "{:.3f}")),
+        ("Brier\n(paid)", lambda r: _num(r.brier_paid, "{:.3f}")),
+        ("BSS", lambda r: _num(r.bss, "{:+.2f}")),
+        ("BSS\nmkt", lambda r: _num(r.bss_market, "{:+.2f}")),
+        ("win", lambda r: _num(r.win_rate, "{:.0%}")),
+    ]
     cohorts = max((r.cohorts for r in rows), default=0)
-    table = _table(
-        f"Leaderboard across {cohorts} cohort(s), by total P/L",
-        f"mean return: mean of the cohorts' returns · {interval['text']}\n{BRIER_IMPLIED}",
-    )
-    table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
-    for name in ("cohorts", "bets", "total P/L", "mean return", "95% interval",
-                 "Brier (impl.)", "BSS", "BSS mkt", "win"):  # fmt: skip
-        table.add_column(name, justify="right", no_wrap=True)
-    for r in rows:
-        ci = (
-            f"{r.return_ci_low:+.2f} .. {r.return_ci_high:+.2f}%"
-            if r.return_ci_low is not None and r.return_ci_high is not None
-            else "—"
-        )
-        table.add_row(
-            shown(r.agent), str(r.cohorts), str(r.n_bets), _signed(r.total_pnl),
-            _signed(r.return_mean, "%"), ci, _num(r.brier, "{:.3f}"), _num(r.bss, "{:+.2f}"),
-            _num(r.bss_market, "{:+.2f}"), _num(r.win_rate, "{:.0%}"),
-        )  # fmt: skip
+    caption = f"mean return: mean of the cohorts' returns · {interval['text']}\n{BRIER_IMPLIED}"
+    left_out: list[str] = []
+    for drop in (None, *LEADERBOARD_DROPS):
+        if drop is not None:
+            left_out.append(drop)
+        table = _table(f"Leaderboard across {cohorts} cohort(s), by mean return", caption)
+        table.padding = (0, 0)
+        shown_columns = [(n, cell) for n, cell in columns if n not in left_out]
+        for name, _ in shown_columns:
+            table.add_column(name, justify="left" if name == "agent" else "right", no_wrap=True)
+        for r in rows:
+            table.add_row(*(cell(r) for _, cell in shown_columns))
+        if width is None or _width(table) <= width:
+            break
+    if left_out:
+        table.caption = f"{caption}\nleft out to fit: {', '.join(left_out)} (see --json)"
     return table
+
+
+def _interval(r: LeaderboardRow) -> str:
+    low, high = r.return_ci_low, r.return_ci_high
+    return "—" if low is None or high is None else f"{low:+.2f}..{high:+.2f}"
+
+
+def _width(table: Table) -> int:
+    """How wide ``table`` lays out with room to spare."""
+    return Console(width=10_000).measure(table).maximum
 
 
 def usage_table(title: str, rows: dict[str, ModelUsage]) -> Table:
-    """Model calls per agent: attempts, re-asks, failures, tokens, dollars, latency."""
-    table = _table(title)
+    """Model calls per agent: attempts, re-asks, failures, tokens, dollars, latency; under it,
+    each failing agent's most common reason."""
+    failing = {agent: reason for agent, u in rows.items() if (reason := common_failure(u))}
+    caption = "\n".join(f"{agent} failed most with: {r}" for agent, r in failing.items())
+    table = _table(title, shown(caption) if caption else None)
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
     for name in ("calls", "re-asks", "failed", "rejected", "tokens in", "tokens out", "USD",
                  "median s", "p95 s"):  # fmt: skip
@@ -203,28 +276,33 @@ def usage_table(title: str, rows: dict[str, ModelUsage]) -> Table:
     return table
 
 
-def cohort_lines_table(states: Sequence[CohortState], agents: Sequence[str]) -> Table:
-    """One line per cohort: when, how many markets, whether it closed, each agent's return."""
-    first = list(agents[:COHORT_COLUMNS])
-    more = len(agents) - len(first)
-    caption = "return of each agent in each cohort; the cohort's tables: --cohort ID or --all"
-    if more:
-        caption += f"; {more} more agent(s) in --all and --json"
-    table = _table(f"{len(states)} cohorts", caption)
-    for name in ("start", "cohort", "markets", "status"):
-        table.add_column(name, no_wrap=True, justify="right" if name == "markets" else "left")
-    for agent in first:
-        table.add_column(
-            shown(agent), justify="right", no_wrap=True, overflow="ellipsis", max_width=12
-        )
+def cohort_lines_table(
+    states: Sequence[CohortState], agents: Sequence[str], width: int | None = None
+) -> Table:
+    """One line per cohort: when, how many markets, whether it closed, each agent's return;
+    as many agents (up to ``COHORT_COLUMNS``) as fit ``width``, names told apart."""
+    rows = []
     for state in states:
         returns = {s.agent: s.return_pct for s in cohort_standings(state)}
         start = iso_utc(state.opened.start)[:10] if state.opened else "?"
         status = "closed" if state.closed else "open"
-        table.add_row(
-            start, shown(state.cohort), str(universe_size(state)), status,
-            *(_signed(returns.get(a), "%") for a in first),
-        )  # fmt: skip
+        rows.append(([start, shown(state.cohort), str(universe_size(state)), status], returns))
+    for count in range(min(COHORT_COLUMNS, len(agents)), -1, -1):
+        first = list(agents[:count])
+        more = len(agents) - len(first)
+        caption = "return of each agent in each cohort; the cohort's tables: --cohort ID or --all"
+        if more:
+            caption += f"; {more} more agent(s) in --all and --json"
+        table = _table(f"{len(states)} cohorts", caption)
+        for name in ("start", "cohort", "markets", "status"):
+            table.add_column(name, no_wrap=True, justify="right" if name == "markets" else "left")
+        headings = short_names(first, 10)
+        for agent in first:
+            table.add_column(shown(headings[agent]), justify="right", no_wrap=True)
+        for cells, returns in rows:
+            table.add_row(*cells, *(_signed(returns.get(a), "%") for a in first))
+        if width is None or _width(table) <= width:
+            break
     return table
 
 
@@ -242,9 +320,7 @@ def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:
     categories."""
     opened = state.opened
     start = iso_utc(opened.start)[:10] if opened else "?"
-    status = state.closed.reason if state.closed else "still open"
-    if state.closed is None and state.stopped is not None:
-        status += f"; no more decisions: {state.stopped.reason}"
+    status = cohort_status(state)
     chosen = f" chosen by {universe_volume(opened)}" if opened else ""
     title = (
         f"Cohort {shown(state.cohort)} — start {start}, {universe_size(state)} markets"
@@ -259,9 +335,37 @@ def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:
         console.print(beliefs_table(beliefs))
     if usage.get(state.cohort):
         console.print(usage_table("Model calls (latency per attempt)", usage[state.cohort]))
-    rows = categories([state])
-    if len({r.category for r in rows}) > 1:
+    rows = report_categories([state])
+    if len({label for r in rows for label in r.labels}) > 1:
         console.print(categories_table(f"By category, cohort {shown(state.cohort)}", rows))
+
+
+LEDGER_COLUMNS = (
+    ("snapshots", "snaps"), ("gaps", f"gaps\n>{GAP_SECONDS:g}s"), ("crossed", "crossed"),
+    ("locked", "locked"), ("one_sided", "1-sided"), ("empty", "empty"),
+    ("tick_changes", "tick Δ"), ("mirror_pairs", "pairs"), ("mirror_mismatches", "un-\nmirrored"),
+)  # fmt: skip
+"""The coverage ledger's counts (``MarketLedger.as_dict`` keys) and their headings."""
+
+
+def coverage_table(c: Coverage) -> Table | str:
+    """The books' coverage ledger over the markets the cohorts traded, a market a line; or the
+    one line that says why it cannot be shown."""
+    if c.missing is not None:
+        return f"[dim]{shown(c.missing)}[/]"
+    table = _table(
+        f"Books {c.books[:12]}: coverage of the {len(c.markets)} market(s) traded",
+        "pairs: snapshots of a market's two tokens at one instant; unmirrored: those where one "
+        "book is not the other's mirror",
+    )
+    table.padding = (0, 0)  # ten columns in 80 characters
+    table.add_column("market", no_wrap=True, overflow="ellipsis", max_width=16)
+    for _, name in LEDGER_COLUMNS:
+        table.add_column(name, justify="right", no_wrap=True)
+    for entry in c.entries:
+        counts = entry.as_dict()
+        table.add_row(shown(entry.market), *(f"{counts[k]:,}" for k, _ in LEDGER_COLUMNS))
+    return table
 
 
 def print_report(
@@ -271,10 +375,11 @@ def print_report(
     detail: bool | None = None,
     intervals: IntervalSettings | None = None,
     usage: Usage | None = None,
+    books: Sequence[Coverage] = (),
 ) -> None:
     """The answer first: the leaderboard (and what model calls cost, if any), then one line
     per cohort; with ``detail`` (the default for a single cohort) the results per category and
-    every cohort's own tables."""
+    every cohort's own tables; last, the coverage of the order ``books`` the cohorts met."""
     states = [ledger.cohorts[name] for name in sorted(ledger.cohorts)]
     settings = intervals or IntervalSettings()
     usage = usage or {}
@@ -284,15 +389,17 @@ def print_report(
         board = leaderboard(
             states, interval=settings.choice, draws=settings.draws, seed=settings.seed
         )
-        console.print(leaderboard_table(board, interval_info(states, settings)))
+        console.print(leaderboard_table(board, interval_info(states, settings), console.width))
         ways = sorted({execution_text(state) for state in states})
         console.print(f"[dim]{shown('; '.join(ways))}[/]")
         if usage:
             console.print(usage_table("Model calls over every cohort", usage_by_agent(usage)))
         if not detail:
-            console.print(cohort_lines_table(states, [r.agent for r in board]))
+            console.print(cohort_lines_table(states, [r.agent for r in board], console.width))
         else:
-            console.print(categories_table("By category, every cohort", categories(states)))
+            console.print(categories_table("By category, every cohort", report_categories(states)))
     if detail:
         for state in states:
             print_cohort(console, state, usage)
+    for c in books:
+        console.print(coverage_table(c))

@@ -164,3 +164,13 @@ def test_the_command_gives_back_the_execution_model_and_the_books(
     again = arena(*words[1:], "--db", tmp_path / "again.db", "--json")
     assert again.exit_code == 0, again.output
     assert json.loads(again.output)["digest"] == json.loads(run.output)["digest"]
+
+
+def test_categories_are_polymarkets_with_the_tapes_labels_kept(page: Path) -> None:
+    """The election sample's Gamma labels ("senates", "Governor Races", …) are all Politics;
+    the page and report.json keep the labels beside it."""
+    rows = json.loads((page.parent / "report.json").read_text())["categories"]
+    labels = ["Nevada", "pennsylvania", "presidential election", "republican party", "senates",
+              "wisconsin"]  # fmt: skip
+    assert [(r["agent"], r["category"], r["labels"]) for r in rows] == [("fav", "Politics", labels)]
+    assert ", ".join(labels) in page.read_text()
