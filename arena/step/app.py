@@ -233,9 +233,10 @@ class StepApp(App[None]):
         id_width = panels.id_width(rows)
         # a line per market, and one per outcome under a multi-outcome market
         lines = [(k, o) for k in shown for o in (None, *rows.outcome_lines(k))]
-        markets.show(
-            panels.market_line(None, id_width), len(lines),
-            lambda k: panels.market_line(rows[lines[k][0]], id_width, lines[k][1]),
+        markets.show_sized(
+            len(lines), lambda w: panels.market_line(None, id_width, None, w, rows.common_start),
+            lambda k, w: panels.market_line(rows[lines[k][0]], id_width, lines[k][1], w,
+                                            rows.common_start),
         )  # fmt: skip
         found = f" · '{self.search}'" if self.search else ""
         markets.titled(f"markets {len(shown)}/{len(rows)}{found}")

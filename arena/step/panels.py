@@ -94,18 +94,38 @@ def id_width(rows: MarketRows) -> int:
     return min(ID_WIDTH, max([6, *(len(m) for m in rows.ids), *names]))
 
 
-def market_line(row: MarketRow | None, id_width: int, outcome: int | None = None) -> Text:
+WIDE = 24 + 3 + 24
+"""Beyond the id: Δ, history and price (24 cells), `` · `` and 24 of the question. A panel
+narrower than the id and this (half of 80 columns is 36) shows no Δ or history, so that the
+question, which says what a market is, still shows."""
+
+
+NARROW_ID = 7
+"""The widest a market id is shown in a narrow markets panel (a 6-digit Gamma id whole)."""
+
+
+def market_line(
+    row: MarketRow | None,
+    id_width: int,
+    outcome: int | None = None,
+    width: int | None = None,
+    start: str = "",
+) -> Text:
     """One line of the markets panel (the heading when ``row`` is None): id, change and
     history of marks, price, holding and question, the fixed-width columns first so that they
-    show in a panel half of 80 columns wide (one long id, a slug among numbers, once pushed all
-    but the ids out of sight). A multi-outcome market takes a line of its own (id, holding,
-    question) and one per ``outcome``: its name, change, history and price."""
+    show in a narrow panel (one long id, a slug among numbers, once pushed all but the ids out
+    of sight). In a panel of ``width`` under ``id_width + WIDE`` the change and history go, and
+    the question takes their room, ids are cut to ``NARROW_ID`` and the words most questions
+    begin with (``start``, see ``MarketRows.common_start``) are left out as "…", the heading
+    saying which. A multi-outcome market takes a line of its own (id, holding, question) and
+    one per ``outcome``: its name, change, history and price."""
+    narrow = width is not None and width < id_width + WIDE
+    if narrow:
+        id_width = min(id_width, NARROW_ID)
     if row is None:
-        return Text(
-            f"{'market':<{id_width}} {'Δ':>6} {'history':<10} {'price':>5} · held · question",
-            style="bold",
-            no_wrap=True,
-        )
+        columns = f"{'price':>5}" if narrow else f"{'Δ':>6} {'history':<10} {'price':>5}"
+        question = f"… = {start.strip()}" if narrow and start else "held · question"
+        return Text(f"{'market':<{id_width}} {columns} · {question}", style="bold", no_wrap=True)
     if outcome is not None:
         name = _cut(f" {row.outcomes[outcome]}", id_width)
         text = Text(f"{name:<{id_width}} ", no_wrap=True)
@@ -115,15 +135,20 @@ def market_line(row: MarketRow | None, id_width: int, outcome: int | None = None
         text.append(f" {row.sparks[outcome]:<10} {row.prices[outcome]:>5.3f}")
         return text
     text = Text(f"{_cut(row.market, id_width):<{id_width}} ", no_wrap=True)
-    if row.is_binary:
+    if not row.is_binary:
+        text.append(f"{len(row.outcomes)} outcomes:".ljust(5 if narrow else 23) + " · ")
+    elif narrow:
+        text.append(f"{prices(row):>5} · ")
+    else:
         delta = change(row.change)
         delta.pad_left(6 - len(delta))
         text.append_text(delta)
         text.append(f" {row.spark:<10} {prices(row):>5} · ")
-    else:
-        text.append(f"{len(row.outcomes)} outcomes:".ljust(23) + " · ")
     text.append(row.held + " · " if row.held else "", style="bold")
-    text.append(row.question, style="dim")
+    question = row.question
+    if narrow and start and question.startswith(start):
+        question = "…" + question[len(start) :]
+    text.append(question, style="dim")
     return text
 
 
@@ -240,32 +265,37 @@ def portfolio(view: Screen) -> tuple[int, Callable[[int], Text]]:
 def leaderboard(view: Screen, width: int = 80) -> tuple[Text, list[Text]]:
     """Every agent at the cut, richest first, as ``arena report``'s standings say: total value
     (cash plus positions at the cut's marks), return on the starting cash, Brier over the
-    resolved bets so far with their count. The agent in view is marked ▶. In ``width`` cells:
-    whole dollars, a Brier of three decimals and a narrower mark when cents and four do not fit
-    (as the report's table shows them), then names cut."""
-    names = ("agent", "total", "return", "Brier (n)")
+    resolved bets so far with their count, and, where the panel has room for it, the Brier of
+    the prices paid beside it (a loser of small bets tops the first; docs/reports.md). The
+    agent in view is marked ▶. In ``width`` cells: cents and four decimals with the paid Brier,
+    or without it; then whole dollars, three decimals and a narrower mark (as the report's
+    table shows them), with it or without; then names cut."""
 
-    def cells(precise: bool) -> list[tuple[str, ...]]:
+    def cells(precise: bool, paid: bool) -> list[tuple[str, ...]]:
         mark, blank = ("▶ ", "  ") if precise else ("▶", " ")
+        digits = 4 if precise else 3
         return [
             (
                 (mark if s.agent == view.agent else blank) + s.agent,
                 f"${s.total_value:,.2f}" if precise else f"${s.total_value:,.0f}",
                 f"{s.return_pct:+.2f}%",
-                ("—" if s.brier is None else f"{s.brier:.{4 if precise else 3}f}")
-                + f" ({s.n_resolved})",
+                ("—" if s.brier is None else f"{s.brier:.{digits}f}") + f" ({s.n_resolved})",
             )
+            + ((("—" if s.brier_paid is None else f"{s.brier_paid:.{digits}f}"),) if paid else ())
             for s in view.standings
         ]
 
-    def widths(rows: list[tuple[str, ...]]) -> list[int]:
+    def widths(names: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[int]:
         return [max([len(n), *(len(c[i]) for c in rows)]) for i, n in enumerate(names)]
 
-    rows = cells(precise=True)
-    if sum(widths(rows)) + 3 > width:
-        rows = cells(precise=False)
-    w = widths(rows)
-    w[0] = max(min(w[0], width - sum(w[1:]) - 3), 6)
+    layouts = [(True, True), (True, False), (False, True), (False, False)]
+    for precise, paid in layouts:
+        names = ("agent", "total", "return", "Brier (n)") + (("paid",) if paid else ())
+        rows = cells(precise, paid)
+        w = widths(names, rows)
+        if sum(w) + len(w) - 1 <= width:
+            break
+    w[0] = max(min(w[0], width - sum(w[1:]) - len(w) + 1), 6)
 
     def line(row: tuple[str, ...], style: str) -> Text:
         name = row[0] if len(row[0]) <= w[0] else row[0][: w[0] - 1] + "…"

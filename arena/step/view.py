@@ -9,8 +9,10 @@ function ``arena report`` uses) and the decision's model calls.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import overload
 
 from arena.run.cohort import week_of
@@ -121,6 +123,12 @@ class MarketRows(Sequence[MarketRow]):
         """Row ``k``'s question, without making the row (for searching every row)."""
         return self.listed[self.ids[k]].question
 
+    @cached_property
+    def common_start(self) -> str:
+        """The words most of the questions begin with (``common_start``), which a narrow
+        markets panel leaves out."""
+        return common_start([self.listed[m].question for m in self.ids])
+
     def outcome_lines(self, k: int) -> range:
         """The outcomes row ``k`` shows a line each for (none for a binary market), without
         making the row."""
@@ -147,6 +155,26 @@ class MarketRows(Sequence[MarketRow]):
             sparks=[sparkline([p[k] for p in recent]) for k in range(len(prices))],
             held=", ".join(self._held.get(market, [])),
         )
+
+
+def common_start(questions: Sequence[str]) -> str:
+    """The longest run of whole words (with the space after it) that at least half of the
+    questions, and two or more, begin with and go on after: "Will a Democrat win " of "Will a
+    Democrat win Pennsylvania …", "Will a Democrat win Ohio …" and "Will Trump …". Empty when
+    none is shared so widely."""
+    words = [q.split(" ") for q in questions]
+    need = max(2, (len(words) + 1) // 2)
+    start: list[str] = []
+    while True:
+        n = len(start)
+        following = Counter(w[n] for w in words if w[:n] == start and any(w[n + 1 :]))
+        if not following:
+            break
+        word, count = min(following.items(), key=lambda item: (-item[1], item[0]))
+        if count < need:
+            break
+        start.append(word)
+    return " ".join(start) + " " if start else ""
 
 
 @dataclass

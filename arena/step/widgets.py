@@ -32,7 +32,9 @@ Stepping a live replay, n d r e and w run it as far as needed: agents
 decide only then.
 Markets: Δ is the change since this agent's previous decision; history the
 last ten marks up to this instant (never later); of YES, or of the outcome
-named on the line. Totals are cash plus positions at this instant's marks.
+named on the line. A narrow panel shows the question instead, with … for
+the words most questions begin with (its heading says which). Totals are
+cash plus positions at this instant's marks.
 Panels scroll with the mouse wheel. Esc closes."""
 
 
@@ -47,6 +49,10 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(HELP, id="help")
+
+
+Sized = tuple[int, Callable[[int], Text], Callable[[int, int], Text]]
+"""``Lines.show_sized``'s rows: how many, the heading for a width, the k-th row for a width."""
 
 
 class Lines(ScrollView):
@@ -67,6 +73,7 @@ class Lines(ScrollView):
         self.line: Callable[[int], Text] = lambda k: Text()
         self.text: Text | None = None  # shown wrapped to the width, when set by show_text
         self.fitted: Callable[[int], tuple[Text, list[Text]]] | None = None  # by show_fitted
+        self.sized: Sized | None = None  # by show_sized
         self._strips: dict[int, Strip] = {}  # row -> as drawn (-1: the heading)
         self._texts: dict[int, Text | None] = {}  # row -> its text as drawn (None: blank)
         self._strips_width = 0
@@ -74,14 +81,30 @@ class Lines(ScrollView):
         self._title = ""
 
     def show(self, heading: Text | None, count: int, line: Callable[[int], Text]) -> None:
-        self.text = self.fitted = None
+        self.text = self.fitted = self.sized = None
         self._show(heading, count, line)
+
+    def show_sized(
+        self, count: int, heading: Callable[[int], Text], line: Callable[[int, int], Text]
+    ) -> None:
+        """Rows laid out for the panel's width, each still made only when visible (the
+        markets: a narrow panel gives the question the room of the history), laid out again
+        when the width changes."""
+        self.text = self.fitted = None
+        self.sized = (count, heading, line)
+        self._resize_sized()
+
+    def _resize_sized(self) -> None:
+        assert self.sized is not None
+        count, heading, line = self.sized
+        width = self.scrollable_content_region.width
+        self._show(heading(width), count, lambda k: line(k, width))
 
     def show_fitted(self, rows: Callable[[int], tuple[Text, list[Text]]]) -> None:
         """A heading and rows that ``rows`` lays out for a width (the leaderboard's columns),
         laid out again when the panel's width changes. Cut rather than wrapped, they leave
         the scrollbar's column to the text unless they overflow the panel."""
-        self.text, self.fitted = None, rows
+        self.text, self.fitted, self.sized = None, rows, None
         self._fit()
 
     def _fit(self) -> None:
@@ -100,7 +123,7 @@ class Lines(ScrollView):
 
     def show_text(self, text: Text) -> None:
         """A long text, one row per line it wraps to at the panel's width."""
-        self.text, self.fitted = text, None
+        self.text, self.fitted, self.sized = text, None, None
         self._wrap()
 
     def _show(self, heading: Text | None, count: int, line: Callable[[int], Text]) -> None:
@@ -140,6 +163,8 @@ class Lines(ScrollView):
             self._wrap()
         elif self.fitted is not None:
             self._fit()
+        elif self.sized is not None:
+            self._resize_sized()
 
     def find(self, needle: str, after: int = -1) -> int | None:
         """The first row after ``after`` that holds ``needle`` (in any case), or None."""

@@ -133,8 +133,10 @@ def test_keys_walk_the_log_and_every_panel_fits(
     assert "end of the log · event 26/26" in end
     totals = report_totals(log[1])
     assert totals == {"s": 10_750.0, "h": 10_000.0}
-    s_row = "['▶', 's', '$10,750.00', '+7.50%', '0.3600', '(1)']"
-    assert f"[{s_row}, ['h', '$10,000.00', '+0.00%', '—', '(0)']]" in end
+    # and, where the panel has room for it, the Brier of the prices paid beside the implied one
+    paid = (["0.2500"], ["—"]) if width > 80 else ([], [])
+    s_row = ["▶", "s", "$10,750.00", "+7.50%", "0.3600", "(1)", *paid[0]]
+    assert f"[{s_row}, {['h', '$10,000.00', '+0.00%', '—', '(0)', *paid[1]]}]" in end
     assert "h's decision" in h and "HOLD" in h
     assert "h's decision asked no model" in transcript
     assert "week 2 · after h's decision · event 17/26" in week
@@ -288,7 +290,7 @@ def test_at_80_by_24_every_panel_shows_what_it_is_for(tmp_path: Path) -> None:
             assert row("pres", "3 outcomes")
             for name, price in (("Trump", "0.500"), ("Harris", "0.400"), ("Other", "0.100")):
                 assert row(f" {name} ", price), "\n".join(screen)
-            assert row("election202…", "0.300")
+            assert row("electi…", "0.300")  # a narrow panel cuts ids to NARROW_ID (7)
             markets = app.query_one("#markets", Lines)
             assert markets.count == 1 + 3 + 21 and not markets.show_horizontal_scrollbar
             # each order's fill or rejection right under it, every wrapped row in sight

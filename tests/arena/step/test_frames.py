@@ -96,7 +96,7 @@ def replay_script(arena: Arena, tmp: Path, tape: Path, *starts: str) -> Path:
         "--marks",
         "weekly",
         "--agent",
-        f"s=scripted:{script}",
+        f"s=scripted:{script}?checked=false",
         "--agent",
         "h=hold",
         "--jobs",
@@ -346,7 +346,8 @@ def test_printed_frames_open_with_the_cohort_and_end_with_every_agent(
     assert "every agent at the end of the log" in after
     rows = {line.split()[0]: line.split()[1:4] for line in after.splitlines()
             if line.split() and line.split()[0] in ("s", "h")}  # fmt: skip
-    assert rows == {"s": ["10,750", "10,750", "+750.00"], "h": ["10,000", "10,000", "+0.00"]}
+    # total, P/L, return (cash, the total when nothing is open, is not repeated)
+    assert rows == {"s": ["10,750", "+750.00", "+7.50%"], "h": ["10,000", "+0.00", "+0.00%"]}
 
 
 def test_json_has_one_frame_per_decision(arena: Arena, db: Path, cut: list[Frame]) -> None:

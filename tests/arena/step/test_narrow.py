@@ -1,0 +1,106 @@
+"""``arena step`` in half of 80 columns: the markets panel keeps the question, which says what
+a market is. At 80 columns each top panel is 36 cells wide and once showed ids, changes and
+sparklines only ("255151  -0.035 ▄▄▄▄▄▄▄▄   0.460 ▆"): every question of the sample begins
+"Will a Democrat win", so the panel leaves those words out ("…") and says which in its
+heading."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from arena.step.panels import WIDE, leaderboard, market_line
+from arena.step.view import MarketRow, common_start
+from tests.arena.reports.test_terminal import standing
+from tests.conftest import Arena
+from tests.tmux_terminal import Tmux
+
+PA = "Will a Democrat win Pennsylvania Presidential Election?"
+
+
+def row(market: str = "255151", question: str = PA) -> MarketRow:
+    return MarketRow(
+        market=market, question=question, outcomes=["Yes", "No"], prices=[0.46, 0.54],
+        changes=[-0.035, None], sparks=["▄▄▄▄▄▄▄▄", ""], held="",
+    )  # fmt: skip
+
+
+def test_the_words_most_questions_begin_with() -> None:
+    questions = [PA, "Will a Democrat win Ohio US Senate Election?", "Will Trump win?"]
+    assert common_start(questions) == "Will a Democrat win "
+    # one question alone, or none shared by half, leaves nothing out
+    assert common_start([PA]) == ""
+    assert common_start([PA, "Who wins?", "Is it?"]) == ""
+    # a question that is all of the start is not cut to nothing
+    assert common_start(["Will it rain?", "Will it rain?"]) == "Will it "
+
+
+@given(st.lists(st.text("ab ", max_size=12), max_size=8))
+def test_the_start_is_whole_words_that_half_the_questions_go_on_after(
+    questions: list[str],
+) -> None:
+    start = common_start(questions)
+    if start:
+        going_on = [q for q in questions if q.startswith(start) and len(q) > len(start)]
+        assert len(going_on) >= max(2, (len(questions) + 1) // 2)
+        assert start.endswith(" ")
+        assert all(q.split(" ")[: start.count(" ")] == start.split(" ")[:-1] for q in going_on)
+
+
+def test_a_narrow_panel_gives_the_question_the_room_of_the_history() -> None:
+    start = "Will a Democrat win "
+    wide = market_line(row(), 6, width=6 + WIDE).plain
+    assert wide == f"255151 -0.035 ▄▄▄▄▄▄▄▄   0.460 · {PA}"
+    narrow = market_line(row(), 12, width=36, start=start).plain
+    assert narrow == "255151  0.460 · …Pennsylvania Presidential Election?"
+    assert narrow[:36] == "255151  0.460 · …Pennsylvania Presid"
+    heading = market_line(None, 12, width=36, start=start).plain
+    assert heading == "market  price · … = Will a Democrat win"
+    # a question without the start is shown whole; a long id is cut to 7 cells
+    other = market_line(row("election2024-president", "Who wins?"), 12, width=36, start=start)
+    assert other.plain == "electi… 0.460 · Who wins?"
+
+
+@pytest.mark.slow  # a real terminal: tmux
+def test_at_80_columns_arena_step_names_the_sample_markets(
+    arena: Arena, tmux: Tmux, tmp_path: Path
+) -> None:
+    db = tmp_path / "sample.db"
+    assert arena("replay", "--tape", "sample", "--db", db).exit_code == 0
+    program = Path(sys.executable).with_name("arena")
+    command = f"{shlex.quote(str(program))} step {shlex.quote(str(db))} --agent favourite"
+    env = {"TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    tmux("new-session", "-d", "-s", "step", "-x", "80", "-y", "24",
+         "env", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", command)  # fmt: skip
+    tmux.wait_for("after favourite's decision")
+    screen = tmux.wait_for("… = Will a Democrat")  # the heading (cut), once the panel is drawn
+    tmux("send-keys", "-t", "step", "q")
+    for state in ("Pennsylvania", "Michigan", "Arizona"):
+        assert f"…{state}" in screen, screen
+
+
+def test_the_leaderboard_panel_shows_the_paid_brier_where_it_has_room() -> None:
+    """Two agents (−$6.50 is −0.065%, shown −0.07%): in 50 cells, cents, four decimals and the
+    paid Brier 0.054; in the 36 of half of 80 columns the paid Brier gives way, then the cents,
+    then the long name is cut."""
+    rows = [standing("extremized", 10_993.5, 0.253, -3.71), standing("sign", 9_993.5, 0.237, None)]
+    view = SimpleNamespace(standings=rows, agent="sign")
+    heading, lines = leaderboard(view, 50)  # type: ignore[arg-type]
+    assert heading.plain.split() == ["agent", "total", "return", "Brier", "(n)", "paid"]
+    assert [line.plain for line in lines] == [
+        "  extremized $10,993.50 +9.94% 0.2530 (43) 0.0540",
+        "▶ sign        $9,993.50 -0.07% 0.2370 (43) 0.0540",
+    ]
+    heading, lines = leaderboard(view, 36)  # type: ignore[arg-type]
+    assert heading.plain.split() == ["agent", "total", "return", "Brier", "(n)"]
+    assert [line.plain for line in lines] == [
+        " extremiz… $10,994 +9.94% 0.253 (43)",
+        "▶sign       $9,994 -0.07% 0.237 (43)",
+    ]
