@@ -60,6 +60,10 @@ def write_head(store: EventStore) -> str:
     return text
 
 
+_HEAD_FILE_MAX = 4096
+"""``{"head": "SEQ:HASH"}`` is about 90 bytes; a file far past that is not one."""
+
+
 def read_head(db: Path) -> str | None:
     """The head recorded beside ``db``, or None if there is no file; LedgerError if it is
     unreadable."""
@@ -67,9 +71,13 @@ def read_head(db: Path) -> str | None:
     if not path.exists():
         return None
     try:
-        head = json.loads(path.read_text())["head"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise LedgerError(f"{path}: not a head file ({exc})") from None
+        with path.open("rb") as fh:
+            raw = fh.read(_HEAD_FILE_MAX + 1)  # a head file is one short line
+        if len(raw) > _HEAD_FILE_MAX:
+            raise ValueError(f"longer than {_HEAD_FILE_MAX} bytes")
+        head = json.loads(raw)["head"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise LedgerError(f"{path}: not a head file ({' '.join(str(exc).split())})") from None
     if not isinstance(head, str):
         raise LedgerError(f"{path}: not a head file")
     return head

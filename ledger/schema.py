@@ -88,16 +88,22 @@ def has_snapshots(conn: sqlite3.Connection) -> bool:
     return "snapshots" in _tables(conn)
 
 
-def ensure_schema(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
+def ensure_schema(
+    conn: sqlite3.Connection, path: Path, *, create: bool, empty_ok: bool = False
+) -> None:
     """Create the schema in an empty database, or check that an existing one is ours and current.
 
     Raises LedgerError with the file name and the reason when the file is a foreign SQLite
-    database or was written by a schema version this code cannot read.
+    database or was written by a schema version this code cannot read. ``empty_ok`` lets a
+    database with no tables pass (one about to be created), so a writer can check a file it
+    found before its pragmas change anything in it (WAL mode is written to the file's header).
     """
     if create and not _tables(conn):
         _create(conn)
     tables = _tables(conn)
     if not tables:
+        if empty_ok:
+            return
         raise LedgerError(f"{path}: empty database, not an arena event log")
     if not {"meta", "events"} <= tables:
         raise LedgerError(f"{path}: not an arena event log (no meta/events tables)")
@@ -137,6 +143,7 @@ def _create(conn: sqlite3.Connection) -> None:
                 [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))],
             )
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # a full disk has already rolled it back
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")

@@ -124,9 +124,11 @@ class EventStore:
                 conn.close()
                 _check_no_wal_left(path)
                 conn = _connect(path, readonly, immutable=True)
-        except sqlite3.Error as exc:
-            raise LedgerError(f"{path}: cannot open event log ({exc})") from exc
+        except (sqlite3.Error, ValueError) as exc:  # a damaged schema text, a NUL in the name
+            raise LedgerError(f"{path}: cannot open event log ({_said(exc)})") from exc
         try:
+            if exists and not readonly:  # refused before the pragmas change a foreign file
+                ensure_schema(conn, path, create=False, empty_ok=True)
             if not readonly:
                 for pragma in _WRITER_PRAGMAS:
                     conn.execute(pragma)
@@ -135,8 +137,10 @@ class EventStore:
         except (sqlite3.Error, UnicodeDecodeError) as exc:  # a damaged name or meta value
             conn.close()
             if not readonly and "readonly" in str(exc):
-                raise LedgerError(f"{path}: cannot write to this log ({exc})") from exc
-            raise LedgerError(f"{path}: not a readable arena event log ({exc})") from exc
+                raise LedgerError(f"{path}: cannot write to this log ({_said(exc)})") from exc
+            if _disk_full(exc):
+                raise LedgerError(_write_failed(path, "cannot create the log", exc)) from exc
+            raise LedgerError(f"{path}: not a readable arena event log ({_said(exc)})") from exc
         except LedgerError:
             conn.close()
             raise
@@ -207,12 +211,12 @@ class EventStore:
             except BaseException:
                 if inserting is not None:
                     wait([inserting])  # the connection is the worker's until its INSERT ends
-                conn.execute("ROLLBACK")
+                _roll_back(conn)
                 raise
         except sqlite3.IntegrityError as exc:
-            raise ConcurrencyError(f"stream {stream!r}: concurrent append ({exc})") from exc
+            raise ConcurrencyError(f"stream {stream!r}: concurrent append ({_said(exc)})") from exc
         except sqlite3.Error as exc:
-            raise LedgerError(f"{self.path}: append failed ({exc})") from exc
+            raise LedgerError(_write_failed(self.path, "append failed", exc)) from exc
         self._checkpointer.wrote(written)
         return current + len(events)
 
@@ -265,7 +269,7 @@ class EventStore:
                     decode(payload)
                 except msgspec.MsgspecError as exc:
                     raise LedgerError(
-                        f"{self.path}: event {seq} is not a readable event ({exc})"
+                        f"{self.path}: event {seq} is not a readable event ({_said(exc)})"
                     ) from None
             raise
 
@@ -493,10 +497,10 @@ class EventStore:
                 )  # fmt: skip
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                _roll_back(conn)
                 raise
         except sqlite3.Error as exc:
-            raise LedgerError(f"{self.path}: cannot store a snapshot ({exc})") from exc
+            raise LedgerError(_write_failed(self.path, "cannot store a snapshot", exc)) from exc
         return cursor.rowcount == 1
 
     def snapshot_bytes(self) -> int:
@@ -528,11 +532,17 @@ class EventStore:
             f"{where} ORDER BY s.seq, s.id",
             params,
         )
-        return [
-            Snapshot(i, key, version, seq, bytes(chain), bool(closing), fmt, bytes(state),
-                     bytes(row_hash))
-            for i, key, version, seq, chain, closing, fmt, state, row_hash in rows
-        ]  # fmt: skip
+        try:
+            return [
+                Snapshot(i, key, version, seq, bytes(chain), bool(closing), fmt, bytes(state),
+                         bytes(row_hash))
+                for i, key, version, seq, chain, closing, fmt, state, row_hash in rows
+            ]  # fmt: skip
+        except TypeError:  # a NULL where the schema says NOT NULL: the schema text was damaged
+            raise LedgerError(
+                f"{self.path}: the snapshots table is damaged (a value missing or of the wrong "
+                "type)"
+            ) from None
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -556,7 +566,7 @@ class EventStore:
         try:
             return self._conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise LedgerError(f"{self.path}: cannot read event log ({exc})") from exc
+            raise LedgerError(f"{self.path}: cannot read event log ({_said(exc)})") from exc
 
 
 class _Checkpointer:
@@ -599,6 +609,42 @@ class _Checkpointer:
     def _disconnect(self) -> None:
         if self._conn is not None:
             self._conn.close()
+
+
+def _said(exc: BaseException) -> str:
+    """An error's text on one line: SQLite quotes the damaged schema text it failed to parse,
+    newlines and all, and an error message is one line."""
+    return " ".join(str(exc).split())
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End a failed write transaction, if SQLite has not already: on a full disk it rolls the
+    transaction back itself, and a ROLLBACK then failed with "cannot rollback - no transaction
+    is active", which hid the reason."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+_REFUSED_WRITES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR_WRITE})
+"""A full disk is SQLITE_FULL when a write falls short, SQLITE_IOERR_WRITE when it writes
+nothing (ENOSPC, or EFBIG past a file size limit)."""
+
+
+def _disk_full(exc: BaseException) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) in _REFUSED_WRITES
+
+
+def _write_failed(path: Path, what: str, exc: BaseException) -> str:
+    """The one line a failed write gives: a full disk (or a file size limit) says so, and that
+    the transaction, all or nothing, left the log as it was."""
+    if _disk_full(exc):
+        return (
+            f"{path}: the disk is full or refused a write ({_said(exc)}): nothing of this write "
+            "was kept, the log is intact up to its last whole write; free space and run again "
+            "to resume"
+        )
+    return f"{path}: {what} ({_said(exc)})"
 
 
 def _skipping(skip: Iterable[str]) -> tuple[str, list[str]]:
@@ -690,12 +736,16 @@ def _check_no_wal_left(path: Path) -> None:
 
 def _check_file(path: Path) -> bool:
     """Whether ``path`` exists; raise if it exists but is plainly not a SQLite database."""
-    if not path.exists():
-        return False
-    if path.is_dir():
-        raise LedgerError(f"{path}: is a directory, not an event log")
-    with path.open("rb") as handle:
-        header = handle.read(len(_SQLITE_MAGIC))
+    try:
+        if not path.exists():
+            return False
+        if path.is_dir():
+            raise LedgerError(f"{path}: is a directory, not an event log")
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+    except (OSError, ValueError) as exc:  # a name too long, a folder we may not read
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise LedgerError(f"{path}: cannot use as an event log ({reason})") from None
     if header and header != _SQLITE_MAGIC:
         raise LedgerError(f"{path}: not an arena event log (not a SQLite database)")
     return True
