@@ -7,6 +7,11 @@ hour), and a client error such as 404 fails at once, because asking again cannot
 
 The ``httpx.Client``, the sleep and the jitter all come from outside: tests point the client at
 a local server and record the sleeps instead of waiting on them.
+
+A server is untrusted input too. The client's timeout bounds each read, not a body trickled a
+byte at a time, so each attempt also has a deadline for the whole body (``body_seconds``);
+a body may not exceed ``max_body_bytes`` (read as it streams, never held past the cap); and
+JSON nested past the interpreter's recursion limit is refused in one line, not a traceback.
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ class RetryPolicy:
     max_delay: float = 30.0
     max_retry_after: float = 60.0
     jitter: Callable[[], float] | None = None
+    max_body_bytes: int = 64 << 20
+    """The largest body accepted: Gamma's 500-market pages and a year of minute prices are a
+    few MB."""
+    body_seconds: float = 300.0
+    """How long one attempt may take to deliver its whole body."""
 
     def backoff(self, retry: int) -> float:
         delay = min(self.base_delay * 2.0**retry, self.max_delay)
@@ -104,23 +114,49 @@ class JsonFetcher:
 
     def _attempt(self, url: str, params: QueryParams | None, shown: str) -> Any:
         self.requests += 1
+        request = self._client.build_request("GET", url, params=dict(params) if params else None)
         try:
-            response = self._client.get(url, params=dict(params) if params else None)
+            response = self._client.send(request, stream=True)
+            try:
+                body = self._body(response, shown)
+            finally:
+                response.close()
         except httpx.TimeoutException:
             raise _Transient("timed out") from None
         except httpx.TransportError as error:
             # A dropped connection or a body cut short of its Content-Length lands here.
             raise _Transient(f"{type(error).__name__}: {' '.join(str(error).split())}") from None
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise _Transient("the response body is not valid JSON") from None
+        except RecursionError:
+            raise FetchError(
+                f"GET {shown} failed: the response's JSON is nested too deeply"
+            ) from None
+
+    def _body(self, response: httpx.Response, shown: str) -> bytes:
+        """The body of a successful response, within the policy's size and time; a status
+        that is worth retrying is a ``_Transient``, a client error a ``FetchError``."""
         status = response.status_code
         if status == 429 or status >= 500:
             wait = self._policy.retry_after(response.headers.get("Retry-After"))
             raise _Transient(f"HTTP {status}", wait)
         if status >= 400:
             raise FetchError(f"GET {shown} failed: HTTP {status} {response.reason_phrase}")
-        try:
-            return json.loads(response.content)
-        except ValueError:
-            raise _Transient("the response body is not valid JSON") from None
+        cap, deadline = self._policy.max_body_bytes, time.monotonic() + self._policy.body_seconds
+        parts: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > cap:
+                raise FetchError(f"GET {shown} failed: the response is larger than {cap:,} bytes")
+            if time.monotonic() > deadline:
+                raise _Transient(
+                    f"the body took longer than {self._policy.body_seconds:g} s to arrive"
+                )
+            parts.append(chunk)
+        return b"".join(parts)
 
 
 def _describe(url: str, params: QueryParams | None) -> str:

@@ -29,6 +29,7 @@ from replays.errors import TapeError
 from replays.http import JsonFetcher, QueryParams
 from replays.importers.polymarket import ImportResult, import_polymarket
 from replays.tapefile import save_tape
+from replays.untrusted import Budget, content_lines, read_file
 
 GAMMA_URL = "https://gamma-api.polymarket.com"
 CLOB_URL = "https://clob.polymarket.com"
@@ -127,7 +128,7 @@ def price_tokens(market: Market) -> list[str]:
     raw = market.get("clobTokenIds")
     try:
         tokens = json.loads(raw or "[]") if isinstance(raw, str) else raw
-    except ValueError:
+    except (ValueError, RecursionError):
         raise TapeError(
             f"market {market.get('id')}: clobTokenIds is not a JSON list: {raw!r}"
         ) from None
@@ -254,8 +255,8 @@ class RecordingDir:
         if not self.state_path.exists():
             return
         try:
-            started = json.loads(self.state_path.read_text())["options"]
-        except (ValueError, KeyError, TypeError):
+            started = json.loads(_capped(self.state_path))["options"]
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise TapeError(f"{self.state_path}: not a recording state file") from None
         wanted = options.as_state()
         if started != wanted:
@@ -273,8 +274,8 @@ class RecordingDir:
         if not self.state_path.exists():
             return None
         try:
-            value = json.loads(self.state_path.read_text()).get("recorded_at")
-        except (ValueError, AttributeError):
+            value = json.loads(_capped(self.state_path)).get("recorded_at")
+        except (ValueError, AttributeError, RecursionError):
             raise TapeError(f"{self.state_path}: not a recording state file") from None
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -299,8 +300,8 @@ class RecordingDir:
         if not self.markets_path.exists():
             return None
         try:
-            markets = json.loads(self.markets_path.read_text())
-        except ValueError:
+            markets = json.loads(_capped(self.markets_path))
+        except (ValueError, RecursionError):
             raise TapeError(f"{self.markets_path}: not valid JSON; delete it to re-fetch") from None
         if not isinstance(markets, list):
             raise TapeError(f"{self.markets_path}: expected a JSON array of Gamma markets")
@@ -317,19 +318,17 @@ class RecordingDir:
         """
         if not self.prices_path.exists():
             return set()
-        data = self.prices_path.read_bytes()
-        lines = data.split(b"\n")
-        torn = lines.pop()  # whatever follows the last newline: nothing, or a cut-off line
+        data = self.prices_path.read_bytes()  # appended to below: its bytes as they are
+        whole = data.rfind(b"\n") + 1
+        torn = data[whole:]  # whatever follows the last newline: nothing, or a cut-off line
         tokens: set[str] = set()
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
+        for number, line in content_lines(data[:whole], 0):  # no list of every line
             try:
                 row = json.loads(line)
                 if not isinstance(row.get("history"), list):
                     raise ValueError("no history")
                 tokens.add(str(row["token_id"]))
-            except (ValueError, KeyError, TypeError, AttributeError):
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
                 raise TapeError(
                     f"{self.prices_path}:{number}: not a recorded price line; "
                     "the file is damaged, delete it to record again"
@@ -338,6 +337,12 @@ class RecordingDir:
             with self.prices_path.open("r+b") as handle:
                 handle.truncate(len(data) - len(torn))
         return tokens
+
+
+def _capped(path: Path) -> bytes:
+    """A recording's own file, read within the size limit a tape has: a recording folder can
+    come from someone else."""
+    return read_file(path, Budget(str(path)))
 
 
 def record(

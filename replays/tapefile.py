@@ -22,7 +22,7 @@ import numpy as np
 from replays.errors import TapeError
 from replays.markets import MarketInfo, Resolution
 from replays.tape import FORMAT_NAME, FORMAT_VERSION, Tape
-from replays.untrusted import Budget, read_file, read_member, read_npy
+from replays.untrusted import Budget, content_lines, read_file, read_member, read_npy
 from replays.validate import INSTANT_RANGE, Instant, check_markets, resolutions_by_market
 
 COLUMNS = (("offsets", "<i8"), ("times", "<i8"), ("prices", "<f8"))
@@ -65,7 +65,8 @@ class _Named(msgspec.Struct):
 
 _SERIES = msgspec.json.Decoder(_Series)
 _NAMED = msgspec.json.Decoder(_Named)
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
+# RecursionError: JSON nested deeper than the interpreter's recursion limit (msgspec's guard)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError)
 
 
 def _header(tape: Tape) -> _Header:
@@ -94,6 +95,10 @@ def _decode_header(source: str, raw: bytes) -> _Header:
 
 
 def _checked(source: str, tape: Tape, header: _Header, verify_hash: bool) -> Tape:
+    """The checks a file's ``hash`` and ``points`` fields are for (``arena tapes validate``)."""
+    if verify_hash and header.points is not None and header.points != tape.n_points:
+        raise TapeError(f"{source}: the file says {header.points} points, "
+                        f"its series hold {tape.n_points}")  # fmt: skip
     if verify_hash and header.hash is not None and header.hash != tape.hash:
         raise TapeError(f"{source}: content hash mismatch: file says {header.hash[:12]}…, "
                         f"content is {tape.hash[:12]}…")  # fmt: skip
@@ -184,15 +189,15 @@ def _series_arrays(where: str, row: _Series, market: MarketInfo) -> tuple[np.nda
 
 def _read_jsonl(path: Path, verify_hash: bool, budget: Budget) -> Tape:
     source = str(path)
-    lines = read_file(path, budget).splitlines()
-    if not lines or not lines[0].strip():
+    data = read_file(path, budget)
+    first = data.find(b"\n")
+    head = data if first < 0 else data[:first]
+    if not head.strip():
         raise TapeError(f"{source}: empty tape file")
-    header = _decode_header(source, lines[0])
+    header = _decode_header(source, head)
     markets = {m.id: m for m in header.markets}
     series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
+    for number, line in content_lines(data, len(head)):
         try:
             row = _SERIES.decode(line)
         except _DECODE_ERRORS as exc:

@@ -75,7 +75,7 @@ def json_list(value: Any) -> list[Any]:
     if isinstance(value, str) and value.strip().startswith("["):
         try:
             decoded = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             return []
         return decoded if isinstance(decoded, list) else []
     return []
@@ -90,6 +90,36 @@ def to_float(value: Any) -> float | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return number if math.isfinite(number) else None
+
+
+def amount(obj: Mapping[str, Any], market: str, *keys: str) -> float:
+    """A finite amount >= 0 under the first present key, 0.0 when none is present; a value
+    that is present but no such amount ("lots", "1e999", -5) is a ``TapeError`` naming the
+    market and the field: read as 0 it quietly dropped the market from every universe."""
+    for key in keys:
+        value = obj.get(key)
+        if value is None or value == "":
+            continue
+        number = to_float(value)
+        if number is None or number < 0:
+            raise TapeError(f"market {market}: {key}: {str(value)[:40]!r} is not a finite "
+                            "amount >= 0")  # fmt: skip
+        return number
+    return 0.0
+
+
+def text(value: Any, market: str, key: str) -> str:
+    """A field that must be text (a JSON string, or a whole number, as some ids are): anything
+    else is a ``TapeError``, not its Python repr (an id that was a JSON object became
+    ``"{'a': 1}"``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    kind = {dict: "an object", list: "a list", bool: "a boolean", float: "a fraction"}
+    found = kind.get(type(value), type(value).__name__)
+    where = f"market {market}: {key}" if market else f"a market's {key}"
+    raise TapeError(f"{where}: expected text, found {found}")
 
 
 def first(obj: Mapping[str, Any], *keys: str) -> Any:
@@ -119,21 +149,27 @@ def market_info(obj: Mapping[str, Any], first_point: int | None = None) -> Marke
     Absent outcomes mean Yes/No (the simplified objects omit them); outcomes that are present
     are kept as given, even empty or repeated, so the tape's validation refuses them by name.
     """
+    market_id = text(first(obj, "id", "market_id"), "", "id")
     given = obj.get("outcomes")
-    outcomes = ("Yes", "No") if given is None else tuple(str(o) for o in json_list(given))
+    outcomes = (
+        ("Yes", "No") if given is None
+        else tuple(text(o, market_id, "outcomes") for o in json_list(given))
+    )  # fmt: skip
     tags = event_tags(obj)
     category = first(obj, "category")
-    volume = to_float(first(obj, "volumeNum", "volume")) or 0.0
+    volume = amount(obj, market_id, "volumeNum", "volume")
     open_ts = instant(obj, "startDate", "start_date", "createdAt", "created_at")
     end_ts = instant(obj, "endDate", "end_date")
     close_ts = instant(obj, "closedTime", "closed_time")
-    market_id = str(first(obj, "id", "market_id"))
+    question = first(obj, "question", "market_slug", "slug")
+    if category:
+        category = text(category, market_id, "category")
     return MarketInfo(
         id=market_id,
-        question=str(first(obj, "question", "market_slug", "slug") or market_id),
+        question=market_id if question is None else text(question, market_id, "question"),
         outcomes=outcomes,
-        description=str(obj.get("description") or ""),
-        category=str(category) if category else next((t for t in tags if t not in CATCH_ALL), None),
+        description=text(obj.get("description") or "", market_id, "description"),
+        category=category or next((t for t in tags if t not in CATCH_ALL), None),
         tags=tags,
         volume=volume,
         open_ts=open_ts if open_ts is not None else first_point,

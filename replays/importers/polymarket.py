@@ -27,7 +27,7 @@ from replays.importers.parsing import (
 )
 from replays.markets import MarketInfo, Resolution
 from replays.tape import Tape
-from replays.untrusted import Budget, read_file
+from replays.untrusted import Budget, content_lines, read_file
 from replays.validate import Instant, check_markets
 
 Series = tuple[np.ndarray, np.ndarray]
@@ -64,6 +64,8 @@ def read_json(path: Path) -> Any:
         return msgspec.json.decode(_read(path))
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise TapeError(f"{path}: bad JSON: {exc}") from None
+    except RecursionError:  # msgspec's guard, at the interpreter's recursion limit
+        raise TapeError(f"{path}: bad JSON: nested too deeply") from None
 
 
 def read_market_objects(path: Path) -> list[dict[str, Any]]:
@@ -93,9 +95,7 @@ def read_price_histories(path: Path) -> tuple[dict[str, Series], int]:
     decoder = msgspec.json.Decoder(_TokenHistory)
     histories: dict[str, Series] = {}
     dropped = 0
-    for number, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in content_lines(raw, 0):
         try:
             row = decoder.decode(line.replace(b"NaN", b"null"))
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:

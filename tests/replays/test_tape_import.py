@@ -297,8 +297,8 @@ def test_odd_but_harmless_gamma_values_still_make_a_loadable_tape(tmp_path: Path
     """A numeric category was written into a tape that then failed to load."""
     over = {
         "category": 7,
-        "volumeNum": "NaN",
-        "volume": "1e999",
+        "volumeNum": None,  # absent: 0 (a volume that is there but no amount is refused)
+        "volume": "",
         "startDate": "",
         "createdAt": None,
     }
