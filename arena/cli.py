@@ -119,8 +119,10 @@ class LazyGroup(click.Group):
 def one_line(exc: BaseException) -> str:
     """The first line of an error's message (its class name if it has none): what a person
     reads on stderr, whatever a library packed below it."""
+    from replays.untrusted import printable  # a tape's text in the message, shown not obeyed
+
     message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
-    return message.splitlines()[0] if message.strip() else type(exc).__name__
+    return printable(message.splitlines()[0]) if message.strip() else type(exc).__name__
 
 
 def _available(name: str) -> bool:

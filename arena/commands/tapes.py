@@ -19,6 +19,7 @@ from arena.commands.tapes_columns import columns as price_columns
 from arena.commands.tapes_record import record
 from arena.commands.tapes_view import (
     books_summary,
+    cell,
     compact,
     console,
     emit_json,
@@ -135,7 +136,7 @@ def _finish_import(run: Any, out: str, as_json: bool) -> None:
     table.add_row("closed, no decisive price", str(len(result.undecided)))
     console.print(table)
     for note in result.notes:
-        console.print(f"[dim]note: {note}[/dim]", soft_wrap=True)
+        console.print(f"[dim]note: {cell(note)}[/dim]", soft_wrap=True)
 
 
 import_.add_command(price_columns)
@@ -240,9 +241,9 @@ def import_books_cmd(
                               f"hash {summary['tape']['hash'][:12]})")  # fmt: skip
     console.print(table)
     if result.books.attribution:
-        console.print(f"[dim]{result.books.attribution}[/dim]", soft_wrap=True)
+        console.print(f"[dim]{cell(result.books.attribution)}[/dim]", soft_wrap=True)
     for note in result.notes:
-        console.print(f"[dim]note: {note}[/dim]", soft_wrap=True)
+        console.print(f"[dim]note: {cell(note)}[/dim]", soft_wrap=True)
 
 
 def _tape_files(paths: tuple[str, ...]) -> Iterator[Path]:
@@ -277,7 +278,7 @@ def list_(paths: tuple[str, ...], as_json: bool) -> None:
         right = name in columns[1:3]
         table.add_column(name, justify="right" if right else "left", overflow="fold")
     for row in rows:
-        table.add_row(*(str(row[c]) for c in columns), row["hash"][:12])
+        table.add_row(*(cell(str(row[c])) for c in columns), row["hash"][:12])
     console.print(table)
 
 
@@ -328,7 +329,7 @@ def show(
         emit_json({"path": path, **summary, "market_rows": rows})
         return
     console.print(
-        f"[bold]{path}[/bold]: {summary['markets']} markets, {summary['points']} points, "
+        f"[bold]{cell(path)}[/bold]: {summary['markets']} markets, {summary['points']} points, "
         f"{summary['first']} → {summary['last']}, resolved {summary['resolved']}, "
         f"voided {summary['voided']}, unresolved {summary['unresolved']}, "
         f"hash {summary['hash'][:12]}"
@@ -344,11 +345,16 @@ def show(
         )
     for r in rows:
         table.add_row(
-            r["id"], r["question"], compact(r["volume"]), "/".join(r["outcomes"]),
-            f"{r['first_price']:.3f}", f"{r['last_price']:.3f}", r["resolution"] or "—",
-            r["sparkline"],
+            cell(r["id"]), cell(r["question"]), compact(r["volume"]),
+            cell("/".join(r["outcomes"])), _price(r["first_price"]), _price(r["last_price"]),
+            cell(r["resolution"] or "—"), r["sparkline"],
         )  # fmt: skip
     console.print(table)
+
+
+def _price(price: float | None) -> str:
+    """A price to three places, or a dash for a market with no points."""
+    return "—" if price is None else f"{price:.3f}"
 
 
 @tapes.command("validate")
@@ -381,9 +387,9 @@ def validate(paths: tuple[str, ...], gap_seconds: float, as_json: bool) -> None:
     else:
         for r in results:
             if not r["ok"]:
-                console.print(f"[red]FAIL[/red] {r['error']}", soft_wrap=True)
+                console.print(f"[red]FAIL[/red] {cell(r['error'])}", soft_wrap=True)
                 continue
-            console.print(f"[green]OK[/green]   {r['path']}  {r['hash'][:12]}")
+            console.print(f"[green]OK[/green]   {cell(r['path'])}  {r['hash'][:12]}")
             if r.get("kind") == "books":
                 console.print(ledger_table(r["_entries"], gap_seconds))
     if not all(r["ok"] for r in results):

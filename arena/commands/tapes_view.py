@@ -10,6 +10,7 @@ from typing import Any
 import click
 import numpy as np
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from arena.console import make_console
@@ -17,6 +18,7 @@ from replays.bookfile import load_books
 from replays.books import Books
 from replays.errors import TapeError
 from replays.samples import books_file
+from replays.untrusted import printable
 from replays.validate_books import MarketLedger, ledger
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -24,9 +26,21 @@ SPARKS = "▁▂▃▄▅▆▇█"
 console = make_console()
 
 
+_JSON_ESCAPED = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0))}
+"""What ``json.dumps`` leaves raw that a terminal may obey (DEL, and C1 codes such as the
+one-character CSI); only a JSON string can hold them, where ``\\u`` is the same text."""
+
+
 def emit_json(data: Any) -> None:
-    """Machine output: raw JSON, never wrapped or highlighted."""
-    console.out(json.dumps(data, ensure_ascii=False), highlight=False)
+    """Machine output: raw JSON, never wrapped or highlighted, with no control character a
+    terminal would obey (``json.dumps`` escapes those below 0x20 itself)."""
+    console.out(json.dumps(data, ensure_ascii=False).translate(_JSON_ESCAPED), highlight=False)
+
+
+def cell(text: str) -> str:
+    """A tape's or book file's text as a table cell: control characters written out, Rich's
+    markup escaped (a market id ``[link=...]`` is text)."""
+    return escape(printable(text))
 
 
 def minute_text(ts: int | None) -> str | None:
@@ -149,14 +163,14 @@ def show_books(
         emit_json({"path": path, **summary, "token_rows": rows})
         return
     console.print(
-        f"[bold]{path}[/bold]: {summary['markets']} markets, {summary['tokens']} tokens, "
+        f"[bold]{cell(path)}[/bold]: {summary['markets']} markets, {summary['tokens']} tokens, "
         f"{summary['snapshots']:,} snapshots, {summary['levels']:,} levels, "
         f"{summary['first']} → {summary['last']}, ticks {summary['ticks']}, "
         f"hash {summary['hash'][:12]}",
         soft_wrap=True,
     )
     if summary["attribution"]:
-        console.print(f"[dim]{summary['attribution']}[/dim]", soft_wrap=True)
+        console.print(f"[dim]{cell(summary['attribution'])}[/dim]", soft_wrap=True)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     names = ("market", "outcome", "snaps", "span UTC", "spread¢", "trend", "depth$", "trend")
     for name in names:
@@ -166,7 +180,7 @@ def show_books(
         depth = None if r["bid_depth"] is None else r["bid_depth"] + r["ask_depth"]
         span = f"{r['first'][5:16]}–{r['last'][11:16]}" if r["first"] else "—"
         table.add_row(
-            _short(r["market"]), r["outcome"], f"{r['snapshots']:,}", span,
+            cell(_short(r["market"])), cell(r["outcome"]), f"{r['snapshots']:,}", span,
             "—" if r["spread"] is None else f"{100 * r['spread']:.2f}", r["spread_trend"],
             "—" if depth is None else compact(depth), r["depth_trend"],
         )  # fmt: skip
@@ -189,7 +203,7 @@ def ledger_table(entries: list[MarketLedger], gap_seconds: float) -> Table:
         counts = [e.total(n) for n in ("snapshots", "gaps", "crossed", "locked", "one_sided",
                                        "empty", "tick_changes")]  # fmt: skip
         table.add_row(
-            _short(e.market), *(f"{c:,}" for c in counts), f"{e.mirror_pairs:,}",
+            cell(_short(e.market)), *(f"{c:,}" for c in counts), f"{e.mirror_pairs:,}",
             f"{e.mirror_mismatches:,}",
         )  # fmt: skip
     return table

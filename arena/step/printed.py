@@ -47,10 +47,33 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+_PICTURES = {
+    **{c: chr(0x2400 + c) for c in range(0x20) if c != 0x0A},  # ␛ for ESC, ␇ for BEL, ...
+    0x7F: "\u2421",
+    **dict.fromkeys(range(0x80, 0xA0), "\ufffd"),
+}
+"""Control characters as one visible character each (Unicode's control pictures), so a text
+keeps its length and the styles on it their places, and a width is counted on what shows."""
+
+
+def visible(text: Text) -> Text:
+    """``text`` with every control character but the line break shown, not obeyed: a tape's
+    question, outcome or id, or a plugin's reasoning, can hold escape sequences, which reached
+    the terminal through the frames (a piped ``arena step`` writes the plain text)."""
+    plain = text.plain
+    pictured = plain.translate(_PICTURES)
+    if pictured == plain:
+        return text
+    text = text.copy()
+    text.plain = pictured
+    return text
+
+
 def _cell(markup: str | Text, width: int, right: bool = False) -> Text:
     """``markup`` as exactly ``width`` cells of one line: cut with an ellipsis, or padded (on
-    the left when ``right``). A line break in a plugin's or a tape's text becomes a space."""
-    text = Text.from_markup(markup) if isinstance(markup, str) else markup
+    the left when ``right``). A line break in a plugin's or a tape's text becomes a space;
+    control characters are shown (``visible``)."""
+    text = visible(Text.from_markup(markup) if isinstance(markup, str) else markup)
     if "\n" in text.plain:
         text = Text(" ").join(text.split("\n"))
     if right and text.cell_len < width:
@@ -169,10 +192,10 @@ def render(
         *_section("what happened", happened, rows.outcomes),
         *_portfolio_lines(frame, last=frame.index == total - 1),
     ]  # fmt: skip
-    title = Text.assemble(
+    title = visible(Text.assemble(
         f"{agent} · decision {frame.index + 1}/{total} · ", (d.action, "bold"),
         f" · week {d.week} · {when}",
-    )  # fmt: skip
+    ))  # fmt: skip
     title.truncate(max(width - 6, 1), overflow="ellipsis")
     dashes = "─" * max(width - 5 - title.cell_len, 0)
     lines = [Text.assemble("╭─ ", title, f" {dashes}╮")]
@@ -226,7 +249,8 @@ def print_standings(timeline: LogTimeline) -> None:
 
 
 def _echo(console: Console, text: Text) -> None:
-    """Styled on a terminal, plain text when piped."""
+    """Styled on a terminal, plain text when piped; control characters shown, never sent."""
+    text = visible(text)
     if console.is_terminal:
         console.print(text)
     else:
