@@ -92,6 +92,10 @@ class Marked(Event, tag=True, frozen=True):
 
     markets: list[str]
     prices: list[list[float]]
+    held: dict[str, dict[str, list[float]]] | None = None
+    """``--marks-at liquidation``: per agent, per market it holds, each outcome's price per share
+    of what it holds if sold now down the bid book (``prices`` where it holds none); a
+    position's value is its agent's price here, else ``prices``'."""
 
 
 class BetIntent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -498,6 +498,24 @@ class FeeSchedule(msgspec.Struct, frozen=True, kw_only=True):
         }
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
+    def table(self) -> dict[str, Any]:
+        """The table in the shape ``from_mapping`` reads (a fee file's shape, as JSON): what a
+        cohort's opening records of a user's table, so its fills can be derived again from the
+        log alone. Read back, it is the same schedule (the same ``schedule_hash``)."""
+        periods = []
+        for p in self.periods:
+            period: dict[str, Any] = {
+                "name": p.name, "formula": p.formula, "charged": p.charged, "places": p.places,
+                "rounding": p.rounding, "market_facts": p.market_facts,
+                "categories": {name: _entry_table(e) for name, e in p.categories},
+            }  # fmt: skip
+            if p.start is not None:
+                period["from"] = _when(p.start)
+            if p.end is not None:
+                period["until"] = _when(p.end)
+            periods.append(period)
+        return {"format": _FORMAT, "name": self.name, "period": periods}
+
     def schedule_hash(self) -> str:
         """sha256 (hex) of ``canonical()``: the same for the same fees, however the file was
         written."""
@@ -585,6 +603,15 @@ def _entry(value: Any, where: str) -> CategoryRate:
         rebate=None if rebate is None else _rate(rebate, f"{where}: rebate", upper=1),
         only_enabled=_bool(value.get("only_enabled", False), f"{where}: only_enabled"),
     )
+
+
+def _entry_table(entry: CategoryRate) -> dict[str, Any]:
+    """One category's rate as a fee file writes it (exact decimals as text)."""
+    out: dict[str, Any] = {"rate": _plain(entry.rate), "exponent": entry.exponent,
+                           "only_enabled": entry.only_enabled}  # fmt: skip
+    if entry.rebate is not None:
+        out["rebate"] = _plain(entry.rebate)
+    return out
 
 
 def _choice(

@@ -147,6 +147,7 @@ class CohortState:
         self.books: dict[str, Book] = {}
         self.markets: dict[str, MarketListed] = {}
         self.marks: dict[str, list[float]] = {}
+        self.held: dict[str, dict[str, list[float]]] = {}  # Marked.held, the latest
         self.resolutions: dict[str, str | None] = {}
         self.n_orders = 0
         self.n_positions: dict[tuple[str, str, str], int] = {}
@@ -216,6 +217,8 @@ class CohortState:
         marks = self.marks
         for market, prices in zip(e.markets, e.prices, strict=True):
             marks[market] = prices
+        if e.held is not None:
+            self.held = e.held
 
     def _decided(self, e: DecisionMade | DecisionFacts) -> None:
         book = self.books[e.agent]
@@ -310,15 +313,19 @@ class CohortState:
 
     # -- valuation ---------------------------------------------------------------------------
 
-    def side_price(self, position: Position) -> float:
-        """The latest marked price of the position's side (its last fill price if unmarked)."""
-        marks = self.marks.get(position.market)
+    def side_price(self, position: Position, agent: str | None = None) -> float:
+        """The latest marked price of the position's side (its last fill price if unmarked);
+        with ``agent``, what its own holding fetches if marks are by liquidation."""
+        held = self.held.get(agent, {}) if agent is not None and self.held else {}
+        marks = held.get(position.market) or self.marks.get(position.market)
         if marks is not None and position.outcome < len(marks):
             return marks[position.outcome]
         return position.last_price
 
     def positions_value(self, agent: str) -> float:
-        return sum(p.shares * self.side_price(p) for p in self.books[agent].positions.values())
+        return sum(
+            p.shares * self.side_price(p, agent) for p in self.books[agent].positions.values()
+        )
 
     def market_pnl(self, agent: str) -> dict[str, float]:
         """The agent's P/L split by market: the cash each paid (``Book.flows``) plus what its
@@ -326,7 +333,7 @@ class CohortState:
         book = self.books[agent]
         pnl = dict(book.flows)
         for p in book.positions.values():
-            pnl[p.market] = pnl.get(p.market, 0.0) + p.shares * self.side_price(p)
+            pnl[p.market] = pnl.get(p.market, 0.0) + p.shares * self.side_price(p, agent)
         return pnl
 
     def copy(self) -> CohortState:
@@ -339,6 +346,7 @@ class CohortState:
         other.opened, other.closed, other.stopped = self.opened, self.closed, self.stopped
         other.markets = dict(self.markets)
         other.marks = dict(self.marks)
+        other.held = self.held  # replaced whole by a mark, never changed in place
         other.resolutions = dict(self.resolutions)
         other.n_orders = self.n_orders
         other.n_positions = dict(self.n_positions)
@@ -367,6 +375,7 @@ class CohortState:
             "n_orders": self.n_orders,
             "resolutions": dict(sorted(self.resolutions.items())),
             "marks": dict(sorted(self.marks.items())),
+            **({"held": self.held} if self.held else {}),  # liquidation marks only
             "books": {
                 agent: {
                     "cash": b.cash,

@@ -56,7 +56,7 @@ class BookImage(msgspec.Struct, frozen=True, kw_only=True):
     bets_by_market: dict[str, int]
 
 
-class StateImage(msgspec.Struct, frozen=True, kw_only=True):
+class StateImage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """The whole ``CohortState``; pairs are ``[key, value]`` lists in insertion order."""
 
     format: int
@@ -70,6 +70,7 @@ class StateImage(msgspec.Struct, frozen=True, kw_only=True):
     n_orders: int
     n_positions: list[tuple[str, str, str, int]]
     books: list[BookImage]
+    held: dict[str, dict[str, list[float]]] = {}  # liquidation marks only
 
 
 class _Header(msgspec.Struct):
@@ -93,6 +94,7 @@ def encode_state(state: CohortState) -> bytes:
         stopped=state.stopped,
         markets=list(state.markets.values()),
         marks=list(state.marks.items()),
+        held=state.held,
         resolutions=list(state.resolutions.items()),
         n_orders=state.n_orders,
         n_positions=[(*key, n) for key, n in state.n_positions.items()],
@@ -131,6 +133,7 @@ def decode_state(data: bytes) -> CohortState:
     state.opened, state.closed, state.stopped = image.opened, image.closed, image.stopped
     state.markets = {m.market: m for m in image.markets}
     state.marks = dict(image.marks)
+    state.held = image.held
     state.resolutions = dict(image.resolutions)
     state.n_orders = image.n_orders
     state.n_positions = {(a, m, s): n for a, m, s, n in image.n_positions}

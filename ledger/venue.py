@@ -17,6 +17,8 @@ cash). The fill the broker records carries the fee, its currency and every leg.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -74,10 +76,25 @@ class Venue:
     latency_ms: int = 0
     shared: bool = False
     consumed: dict[tuple[str, str, int], dict[LevelKey, Decimal]] = field(default_factory=dict)
+    think: bool = False
+    """``--latency llm``: each decision's orders also wait for its model calls' recorded time
+    (``decided``), so a slow model meets a later book; never the clock of the replay."""
+    think_ms: int = 0
+    per_agent: dict[str, int] = field(default_factory=dict)
+    """``--latency FILE``: milliseconds more for each named agent's orders."""
 
-    @property
+    def decided(self, latency_ms: float | None) -> None:
+        """A decision was made whose model calls took ``latency_ms`` as recorded (the
+        decision's ``DecisionMade.latency_ms``; None: no model was asked): with ``think``, its
+        orders arrive that much later, in whole milliseconds rounded up (an order cannot go
+        before the answer is in)."""
+        if self.think:
+            self.think_ms = math.ceil(latency_ms) if latency_ms else 0
+
+    @functools.cached_property
     def label(self) -> str:
-        """The model and the hash of its parameters, as each fill records them."""
+        """The model and the hash of its parameters, as each fill records them (hashed once:
+        the model never changes)."""
         return f"{self.model.name}:{params_hash(self.model)[:16]}"
 
     def buy(
@@ -95,7 +112,8 @@ class Venue:
         self, agent: str, market: str, outcome: int, ts: int, price: float, side: Side,
         quantity: float, cash: float | None,
     ) -> tuple[Fill, FeeRule | None] | Rejection:  # fmt: skip
-        at = ts * 1000 + self.latency_ms  # the order meets the book standing when it arrives
+        # the order meets the book standing when it arrives
+        at = ts * 1000 + self.latency_ms + self.per_agent.get(agent, 0) + self.think_ms
         key = ("" if self.shared else agent, market, outcome)
         taken = float(sum(self.consumed.get(key, {}).values()))
         book = self.books(market, outcome, at, price, side, quantity, taken)

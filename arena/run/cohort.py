@@ -16,7 +16,7 @@ from typing import Literal
 import pydantic
 
 from ledger.errors import LedgerError
-from ledger.rules import RULES
+from ledger.ruleset import RULES
 from replays.instants import parse_instant as parse_instant  # re-exported: commands read it here
 
 WEEK = 7 * 86_400
@@ -66,7 +66,7 @@ could not be read again; sums past 10¹² are past what the tables can show."""
 
 ADDED_LATER = {
     "execution": "fa", "fees": "none", "books": None, "latency_ms": 0, "liquidity": "isolated",
-    "marks_at": "price",
+    "marks_at": "price", "listing": "start", "latency": None, "latency_by_agent": None,
 }  # fmt: skip
 """Settings added after cohort ids were first made, and the value every earlier cohort ran
 with: left out of the id at that value, so every earlier cohort keeps its id."""
@@ -102,10 +102,24 @@ class CohortConfig(pydantic.BaseModel):
         default=0, ge=0, le=86_400_000,
         description="milliseconds from a decision to its orders meeting the book",
     )  # fmt: skip
-    marks_at: Literal["price", "bid"] = pydantic.Field(
+    latency: Literal["llm"] | None = pydantic.Field(
+        default=None,
+        description="llm: a decision's orders meet the book later by its model calls' "
+        "recorded time too (on top of latency_ms)",
+    )
+    latency_by_agent: dict[str, int] | None = pydantic.Field(
+        default=None,
+        description="milliseconds more for each named agent's orders (--latency FILE)",
+    )
+    marks_at: Literal["price", "bid", "liquidation"] = pydantic.Field(
         default="price",
         description="what a mark values a position at: the tape's price, or (with books) the "
-        "best bid, what it would fetch sold now",
+        "best bid, or liquidation: what each agent's holding fetches sold now down the bids",
+    )
+    listing: Literal["start", "rolling"] = pydantic.Field(
+        default="start",
+        description="start: the universe is the top markets open at the start; rolling: "
+        "markets that list during the cohort's first week join it as they list",
     )
     liquidity: Literal["isolated", "shared"] = pydantic.Field(
         default="isolated",
@@ -136,16 +150,18 @@ class CohortConfig(pydantic.BaseModel):
     def _execution(self) -> CohortConfig:
         """A model that can run on what the cohort has (a price tape, or books too), and fees
         that model can charge; the models load only when a cohort is checked."""
-        from arena.run.execution import check, fees_for
+        from arena.run.execution import check, check_latencies, fees_for
 
         try:
             check(self.execution, books=self.books is not None)
         except LedgerError as exc:
             raise ValueError(str(exc)) from None
         fees_for(self.execution, self.fees)
+        check_latencies(self.latency_by_agent, self.agents)
         if self.books is None and (
-            self.latency_ms or self.liquidity != "isolated" or self.marks_at != "price"
-        ):
+            self.latency_ms or self.latency or self.latency_by_agent
+            or self.liquidity != "isolated" or self.marks_at != "price"
+        ):  # fmt: skip
             raise ValueError(
                 "latency_ms, shared liquidity and marks at the bid need books: a price tape "
                 "has one price per instant and no depth"

@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from arena.run.execution import venue
+from arena.run.execution import recorded_fees, recorded_latencies, venue
+from arena.verify.marks import mark_problem
 from ledger.errors import IntegrityError
-from ledger.events import CohortOpened, DecisionMade, Event, OrderFilled, OrderPlaced
+from ledger.events import CohortOpened, DecisionMade, Event, Marked, OrderFilled, OrderPlaced
 from ledger.execution import Fill, Rejection
 from ledger.fees import FeeRule
 from ledger.projection import CohortState, Ledger, side_index
@@ -86,6 +87,12 @@ def verify_fills(store: EventStore, tape: Tape, books: Books | None = None) -> F
             placed[(event.cohort, event.order_id)] = event
         elif isinstance(event, DecisionMade) and state is not None:
             decisions[(event.cohort, event.agent)] = _Decision(state.book(event.agent).cash)
+            if event.cohort in venues:  # --latency llm: the think time the log records
+                venues[event.cohort].decided(event.latency_ms)
+        elif isinstance(event, Marked) and state is not None and books is not None:
+            problem = mark_problem(event, state, tape, books)  # marks from the books, again
+            if problem:
+                raise _bad(store, seq, problem)
         elif isinstance(event, OrderFilled) and state is not None:
             at = venues.get(event.cohort)
             order = placed.get((event.cohort, event.order_id))
@@ -114,15 +121,16 @@ def _venue_of(opened: CohortOpened, tape: Tape, books: Books | None) -> Venue | 
         given = "none" if books is None else books.hash[:12]
         return (f"opens cohort {opened.cohort} on order books {wanted[:12]}, but the books "
                 f"given are {given} (--books)")  # fmt: skip
-    fees = settings.get("fees")
     latency = settings.get("latency_ms")
     return venue(
         tape,
         spec,
-        fees if isinstance(fees, str) else None,
+        recorded_fees(settings),
         books if isinstance(wanted, str) else None,
         latency if isinstance(latency, int) else 0,
         settings.get("liquidity") == "shared",
+        think=settings.get("latency") == "llm",
+        per_agent=recorded_latencies(settings),
     )
 
 

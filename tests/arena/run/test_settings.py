@@ -81,7 +81,8 @@ def test_the_groups_hand_over_what_was_given(tmp_path: Path) -> None:
     out = echoed(
         "--rules", "v2", "--cash", "500", "--universe", "7", "--decisions", "6h",
         "--marks", "tick", "--seed", "9", "--jobs", "3", "--timeout", "0", "--isolate",
-        "--engine", "ray", "--address", "auto", "--execution", "touch?spread_ticks=2",
+        "--commit-every", "0.5", "--engine", "ray", "--address", "auto",
+        "--execution", "touch?spread_ticks=2",
         "--fees", "none",
         "--starts", "2024-01-01..2024-01-20", "--agent", "x=random?bets=2", "--agent", "y=hold",
         "--tape", str(tmp_path / "t.tape"),
@@ -91,9 +92,10 @@ def test_the_groups_hand_over_what_was_given(tmp_path: Path) -> None:
         "settings": {"rules": "v2", "cash": 500.0, "universe": 7, "decision_cadence": "6h",
                      "mark_cadence": "tick", "seed": 9, "execution": "touch?spread_ticks=2",
                      "fees": "none", "latency_ms": 0, "liquidity": "isolated",
-                     "marks_at": "price", "books": None},
-        "options": {"decision_timeout": 0.0, "isolate": True, "jobs": 3, "engine": "ray",
-                    "address": "auto"},
+                     "marks_at": "price", "listing": "start", "books": None, "latency": None,
+                     "latency_by_agent": None},
+        "options": {"decision_timeout": 0.0, "isolate": True, "commit_every": 0.5, "jobs": 3,
+                    "engine": "ray", "address": "auto"},
         "starts": ["2024-01-07T00:00:00+00:00", "2024-01-14T00:00:00+00:00"],
         "agents": {"x": "random?bets=2", "y": "hold"},
     }  # fmt: skip
