@@ -21,17 +21,22 @@ Every rung is a replay in memory: nothing is written, and the run's own log is o
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from arena.backtests.depth import CENTS, BetDepth, bet_depths, by_agent
+from arena.backtests.edge import AgentEdge, agent_edges
 from arena.engines.base import TapeSource
 from arena.errors import ArenaError
 from arena.run.cohort import CohortConfig
+from arena.run.execution import latency_settings, schedule
 from arena.run.runner import CohortRunner
-from ledger.events import CohortOpened, DecisionMade, Event
-from ledger.leaderboard import cohort_standings
-from strategies.api import Decision, Strategy, View
+from arena.run.settings import cohort_configs
+from ledger.events import CohortOpened, DecisionMade, Event, OrderFilled
+from ledger.leaderboard import belief_scores, cohort_standings
+from ledger.stream import MemorySink
+from strategies.api import Decision, Strategy, Trace, View
 
 
 class LadderError(ArenaError, ValueError):
@@ -48,27 +53,41 @@ class Rung:
     fees: str
     latency_ms: int
     took: str
+    latency: dict[str, Any] = field(default_factory=dict)
+    """The rung's other latency settings (``latency``: llm, ``latency_by_agent``)."""
 
 
-def rungs(books: bool, spread_ticks: int = 2, latency_ms: int = 0) -> list[Rung]:
-    """The ladder for a run with or without recorded books."""
+def rungs(books: bool, spread_ticks: int = 2, latency: str = "0", fees: str = "auto") -> list[Rung]:
+    """The ladder for a run with or without recorded books; its fee rungs charge ``fees``
+    (Polymarket's schedule, or a user's fee table file), and with books a last rung waits
+    ``latency`` (as ``--latency`` takes it: MS, llm, FILE, llm+MS, llm+FILE)."""
+    try:
+        schedule(fees)
+        delay = latency_settings(latency)
+    except ValueError as exc:
+        raise LadderError(str(exc)) from None
+    latency_ms = delay.pop("latency_ms")
     if not books:
         touch = f"touch?spread_ticks={spread_ticks}"
         return [
             Rung("fa", "fa", "none", 0, ""),
             Rung("mid", "mid", "none", 0, "the midpoint"),
             Rung(f"touch ({spread_ticks} ticks, synthetic)", touch, "none", 0, "the spread"),
-            Rung("touch + fees", touch, "auto", 0, "the fee"),
+            Rung("touch + fees", touch, fees, 0, "the fee"),
         ]
     ladder = [
         Rung("fa", "fa", "none", 0, ""),
         Rung("mid", "mid", "none", 0, "the midpoint"),
         Rung("touch", "touch", "none", 0, "the spread"),
         Rung("l2", "l2", "none", 0, "the depth"),
-        Rung("l2 + fees", "l2", "auto", 0, "the fee"),
+        Rung("l2 + fees", "l2", fees, 0, "the fee"),
     ]
-    if latency_ms:
-        ladder.append(Rung(f"l2 + fees + {latency_ms} ms", "l2", "auto", latency_ms, "the delay"))
+    if latency_ms or delay["latency"] or delay["latency_by_agent"]:
+        waits = [f"{latency_ms} ms"] if latency_ms else []
+        waits += ["model time"] if delay["latency"] else []
+        waits += ["per agent"] if delay["latency_by_agent"] else []
+        name = f"l2 + fees + {' + '.join(waits)}"
+        ladder.append(Rung(name, "l2", fees, latency_ms, "the delay", delay))
     return ladder
 
 
@@ -96,14 +115,21 @@ class LadderRow:
 
 @dataclass(frozen=True)
 class Ladder:
+    """Every agent's P/L on each rung; with books, the depth near the price each bet was shown
+    (``arena.backtests.depth``); for forecasters, the edge shown and the edge left after the
+    last rung (``arena.backtests.edge``)."""
+
     rungs: list[Rung]
     rows: list[LadderRow]
+    bets: list[BetDepth] = field(default_factory=list)
+    edges: list[AgentEdge] = field(default_factory=list)
 
     def as_data(self) -> dict[str, Any]:
         names = [r.name for r in self.rungs]
         return {
             "rungs": [{"name": r.name, "execution": r.execution, "fees": r.fees,
-                       "latency_ms": r.latency_ms, "took": r.took} for r in self.rungs],
+                       "latency_ms": r.latency_ms, **r.latency, "took": r.took}
+                      for r in self.rungs],
             "agents": [
                 {"cohort": row.cohort, "agent": row.agent,
                  "pnl": dict(zip(names, row.pnl, strict=True)),
@@ -111,12 +137,30 @@ class Ladder:
                           for k, r in enumerate(self.rungs) if k}}
                 for row in self.rows
             ],
+            "depth": {
+                "cents": list(CENTS),
+                "agents": [asdict(a) for a in by_agent(self.bets)],
+                "bets": [asdict(b) for b in self.bets],
+            },
+            "edge": [asdict(e) for e in self.edges],
         }  # fmt: skip
+
+
+def mean_pnl(rows: Iterable[LadderRow]) -> dict[str, list[float]]:
+    """Each agent's P/L on each rung, the mean over its cohorts, agents by name."""
+    by_agent: dict[str, list[list[float]]] = {}
+    for row in rows:
+        by_agent.setdefault(row.agent, []).append(row.pnl)
+    return {
+        agent: [sum(values) / len(runs) for values in zip(*runs, strict=True)]
+        for agent, runs in sorted(by_agent.items())
+    }
 
 
 def climb(events: Iterable[Event], source: TapeSource, ladder: list[Rung]) -> Ladder:
     """Every cohort of ``events`` (a log read in order) replayed on each rung of ``ladder``
     with its agents' recorded decisions."""
+    events = list(events)
     opened: dict[str, CohortOpened] = {}
     decided: dict[str, dict[str, dict[int, Decision]]] = {}
     for event in events:
@@ -125,34 +169,50 @@ def climb(events: Iterable[Event], source: TapeSource, ladder: list[Rung]) -> La
             decided[event.cohort] = {agent: {} for agent in event.agents}
         elif isinstance(event, DecisionMade) and event.cohort in decided:
             decided[event.cohort][event.agent][event.ts] = Decision(
-                bets=list(event.bets), sells=list(event.sells)
+                bets=list(event.bets),
+                sells=list(event.sells),
+                trace=Trace(latency_ms=event.latency_ms),  # the model's time, as recorded
             )
-    rows = []
+    rows, edges = [], []
     for cohort, opening in opened.items():
         if opening.tape != source.tape.hash:
             raise LadderError(
                 f"cohort {cohort} ran on tape {opening.tape[:12]}, not {source.tape.hash[:12]}"
             )
         pnl: dict[str, list[float]] = {agent: [] for agent in opening.agents}
+        fills: list[dict[str, list[OrderFilled]]] = []
+        brier: dict[str, float | None] = {}
         for rung in ladder:
             config = _config(opening, rung, source)
             plays: dict[str, Strategy] = {a: Playback(decided[cohort][a]) for a in opening.agents}
             books = source.books if config.books is not None else None
-            state = CohortRunner(source.tape, config, strategies=plays, books=books).run().state
-            for standing in cohort_standings(state):
+            sink = MemorySink()
+            run = CohortRunner(source.tape, config, strategies=plays, books=books).run(sink)
+            for standing in cohort_standings(run.state):
                 pnl[standing.agent].append(standing.pnl)
+                if standing.agent not in brier:  # the stated beliefs' Brier, on the first rung
+                    scores = belief_scores(run.state.books[standing.agent].brier_rows)
+                    brier[standing.agent] = None if scores is None else float(scores["brier"])  # type: ignore[arg-type]
+            made: dict[str, list[OrderFilled]] = {}
+            for event in sink.read(run.cohort):
+                if isinstance(event, OrderFilled):
+                    made.setdefault(event.agent, []).append(event)
+            fills.append(made)
         rows += [LadderRow(cohort, agent, values) for agent, values in pnl.items()]
-    return Ladder(ladder, rows)
+        edges += agent_edges(cohort, fills[0], fills[-1], brier)
+    bets = bet_depths(events, source.tape, source.books) if source.books is not None else []
+    return Ladder(ladder, rows, bets, edges)
 
 
 def _config(opening: CohortOpened, rung: Rung, source: TapeSource) -> CohortConfig:
-    """The cohort as it opened, on ``rung``."""
+    """The cohort as it opened, on ``rung``; settings it cannot take (a latency file naming
+    an agent it does not have) are one ``SettingsError``."""
     if source.books is None and rung.execution == "l2":
         raise LadderError(f"rung {rung.name} needs order books (--books)")
     booked = source.books is not None and rung.execution != "fa"  # mid: the book's midpoint
-    return CohortConfig(
-        start=datetime.fromtimestamp(opening.start, UTC),
-        agents={a: opening.agent_specs.get(a, "hold") for a in opening.agents},
+    [config] = cohort_configs(
+        [datetime.fromtimestamp(opening.start, UTC)],
+        {a: opening.agent_specs.get(a, "hold") for a in opening.agents},
         universe=int(opening.settings.get("universe_size", len(opening.universe) or 1)),
         cash=opening.cash,
         rules=opening.rules,
@@ -163,4 +223,6 @@ def _config(opening: CohortOpened, rung: Rung, source: TapeSource) -> CohortConf
         fees=rung.fees,
         books=source.books.hash if booked and source.books is not None else None,
         latency_ms=rung.latency_ms,
+        **rung.latency,
     )
+    return config

@@ -9,7 +9,9 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from arena.backtests.ladder import climb, rungs
+from arena.backtests.depth import CENTS, AgentDepth, by_agent
+from arena.backtests.ladder import Ladder, climb, mean_pnl, rungs
+from arena.backtests.ladder_page import write_ladder_report
 from arena.console import make_console
 from arena.engines.base import TapeSource
 from ledger.store import EventStore
@@ -40,19 +42,34 @@ from replays.samples import SAMPLE, SAMPLE_BOOKS, books_file, tape_file
 )
 @click.option(
     "--latency",
-    "latency_ms",
-    type=click.IntRange(0, 86_400_000),
-    default=0,
-    help="With books: a last rung whose orders meet the book this many ms later.",
+    metavar="MS|llm|FILE|llm+MS|llm+FILE",
+    default="0",
+    help="With books: a last rung whose orders meet the book this many ms later (llm: each "
+    "decision's recorded model time; FILE: milliseconds per agent).",
+)
+@click.option(
+    "--fees",
+    metavar="auto|none|FILE",
+    default="auto",
+    show_default=True,
+    help="What the fee rungs charge: Polymarket's schedule, nothing, or a fee table file.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--html",
+    "html_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write DIR/index.html (the ladder as a page) and DIR/ladder.json.",
+)
 def ladder(
     db: Path,
     tape_path: str,
     books_path: Path | None,
     spread_ticks: int,
-    latency_ms: int,
+    latency: str,
+    fees: str,
     as_json: bool,
+    html_dir: Path | None,
 ) -> None:
     """Replay a run's own decisions under fa, mid, touch, l2, fees and latency: what the
     spread, the depth, the fee and the delay took from each agent.
@@ -64,19 +81,41 @@ def ladder(
     Examples:
       arena ladder arena.db
       arena ladder btc.db --tape sample-books --latency 1500 --json
+      arena ladder btc.db --tape sample-books --html ladder/
     """
     if books_path is None and tape_path == SAMPLE_BOOKS:
         books_path = Path(SAMPLE_BOOKS)
     source = TapeSource.load(
         tape_file(tape_path), books_file(books_path) if books_path is not None else None
     )
+    steps = rungs(source.books is not None, spread_ticks, latency, fees)
     with EventStore.open(db, readonly=True) as store:
         events = list(store.read())
-    steps = rungs(source.books is not None, spread_ticks, latency_ms)
     result = climb(events, source, steps)
+    console = make_console()
+    if html_dir is not None:
+        about = {"log": str(db), "tape": source.tape.hash}
+        if source.books is not None:
+            about["books"] = source.books.hash
+        written = write_ladder_report(html_dir, result, about)
+        console.print(f"ladder [bold]{written}[/]", highlight=False)
     if as_json:
         click.echo(json.dumps(result.as_data(), indent=2))
         return
+    console.print(_rungs_table(result))
+    depths = by_agent(result.bets)
+    if depths:
+        console.print(_depth_table(depths))
+    if result.edges:
+        console.print(_edge_table(result))
+    cohorts = len({row.cohort for row in result.rows})
+    console.print(f"[dim]{cohorts} cohort(s) of {db} · tape {source.tape.hash[:12]}"
+                  + (f" · books {source.books.hash[:12]}" if source.books else
+                     " · no books: the touch rung's spread is synthetic, and no depth is "
+                     "known") + "[/]")  # fmt: skip
+
+
+def _rungs_table(result: Ladder) -> Table:
     table = Table(
         title="P/L on each rung, the same decisions (dollars; mean over cohorts)",
         caption="each rung meets more of the market than the one before; 'took' columns are "
@@ -84,20 +123,47 @@ def ladder(
         "then the fee and the delay",
     )
     table.add_column("agent")
-    for step in steps:
+    for step in result.rungs:
         table.add_column(step.name, justify="right")
-    for step in steps[1:]:
+    for step in result.rungs[1:]:
         table.add_column(f"took: {step.took}", justify="right")
-    by_agent: dict[str, list[list[float]]] = {}
-    for row in result.rows:
-        by_agent.setdefault(row.agent, []).append(row.pnl)
-    for agent, runs in sorted(by_agent.items()):
-        mean = [sum(values) / len(runs) for values in zip(*runs, strict=True)]
+    for agent, mean in mean_pnl(result.rows).items():
         took = [mean[k - 1] - mean[k] for k in range(1, len(mean))]
         table.add_row(agent, *(f"{v:+,.2f}" for v in mean), *(f"{v:,.2f}" for v in took))
-    console = make_console()
-    console.print(table)
-    cohorts = len({row.cohort for row in result.rows})
-    console.print(f"[dim]{cohorts} cohort(s) of {db} · tape {source.tape.hash[:12]}"
-                  + (f" · books {source.books.hash[:12]}" if source.books else
-                     " · no books: the touch rung's spread is synthetic") + "[/]")  # fmt: skip
+    return table
+
+
+def _depth_table(depths: list[AgentDepth]) -> Table:
+    cents = [f"{c * 100:.0f}¢" for c in CENTS]
+    table = Table(
+        title="Depth near the price shown (each bet, the book at its decision)",
+        caption="dollars the asks offered at most 1¢ / 5¢ over the price the agent was shown; "
+        "'of $ asked': how much of its bets those levels could fill",
+    )
+    table.add_column("agent")
+    table.add_column("bets", justify="right")
+    for c in cents:
+        table.add_column(f"median $ within {c}", justify="right")
+    for c in cents:
+        table.add_column(f"of $ asked, within {c}", justify="right")
+    for d in depths:
+        table.add_row(d.agent, str(d.bets), *(f"{v:,.2f}" for v in d.median),
+                      *(f"{v:.1%}" for v in d.share))  # fmt: skip
+    return table
+
+
+def _edge_table(result: Ladder) -> Table:
+    table = Table(
+        title="Forecasters: the edge that survives execution",
+        caption=f"edge: belief − cost per share, probability points, dollar-weighted; shown at "
+        f"the tape's price (fa), after execution on the last rung ({result.rungs[-1].name})",
+    )
+    for name in ("agent", "cohort", "bets", "Brier (stated)", "edge shown", "edge after",
+                 "$ still spent"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("agent", "cohort") else "right")
+    for e in result.edges:
+        after = "—" if e.executed is None else f"{e.executed * 100:+.2f} pt"
+        brier = "—" if e.brier is None else f"{e.brier:.4f}"
+        table.add_row(e.agent, e.cohort, str(e.bets), brier, f"{e.shown * 100:+.2f} pt", after,
+                      f"{e.kept:.1%}")  # fmt: skip
+    return table
