@@ -9,6 +9,7 @@ and empty books, off-tick and unordered levels, sizes that are not positive, pri
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Iterable
 from decimal import Decimal
@@ -63,6 +64,11 @@ class Rejection(msgspec.Struct, frozen=True):
     def __str__(self) -> str:
         return self.message
 
+
+_read = functools.lru_cache(maxsize=1 << 16)(Decimal)
+"""A float's exact ``Decimal``, remembered: a book's prices are a few hundred values of a grid
+and its sizes repeat, and the exact value of a double costs a microsecond to make. (0.0 and -0.0
+share a key; a validated store holds neither.)"""
 
 Pair = tuple[Number, Number]
 """A level as given: (price, size)."""
@@ -124,6 +130,33 @@ class OrderBook(msgspec.Struct, frozen=True, kw_only=True):
             token=token,
         )
         return book.with_id(id)
+
+    @classmethod
+    def columns(
+        cls,
+        *,
+        ts_ms: int,
+        bid_px: Iterable[float],
+        bid_sz: Iterable[float],
+        ask_px: Iterable[float],
+        ask_sz: Iterable[float],
+        tick: float | None,
+        token: str,
+        id: str,
+    ) -> OrderBook:
+        """A book from a validated store's float columns (``replays.books``: every number
+        checked when imported), each read as its double's exact value as ``of`` reads it,
+        without checking each number again: what a replay builds at every order."""
+        return cls(
+            ts_ms=int(ts_ms),
+            bid_px=tuple(map(_read, bid_px)),
+            bid_sz=tuple(map(_read, bid_sz)),
+            ask_px=tuple(map(_read, ask_px)),
+            ask_sz=tuple(map(_read, ask_sz)),
+            tick=None if tick is None else _read(tick),
+            token=token,
+            id=id,
+        )
 
     @classmethod
     def quote(
@@ -224,6 +257,17 @@ class OrderBook(msgspec.Struct, frozen=True, kw_only=True):
         """Every defect of the book, at most one of each kind, most fundamental first: prices
         outside (0, 1], sizes that are not positive, unordered levels, off-tick prices, a
         crossed or locked top, an empty or one-sided book. A flat book is never locked."""
+        tick = self.tick
+        if _clean(self.bid_px, self.bid_sz, False, tick) and _clean(
+            self.ask_px, self.ask_sz, True, tick
+        ):  # every level sound (the usual case, at every order): only the top can be wrong
+            top = (
+                (Reason.CROSSED, self._crossed()),
+                (Reason.LOCKED, self._locked()),
+                (Reason.EMPTY, "" if self.has_levels() else "empty book: no bids and no asks"),
+                (Reason.ONE_SIDED, self._one_sided()),
+            )
+            return tuple(Rejection(reason, message) for reason, message in top if message)
         sides = (("bid", self.bid_px, self.bid_sz), ("ask", self.ask_px, self.ask_sz))
         unreadable = [
             Rejection(reason, message)
@@ -235,7 +279,6 @@ class OrderBook(msgspec.Struct, frozen=True, kw_only=True):
         ]
         if unreadable:  # the order and grid of unreadable numbers mean nothing
             return tuple(unreadable)
-        tick = self.tick
         checks = (
             (Reason.UNORDERED, _first(_unordered, sides)),
             (Reason.OFF_TICK, _first(_off_tick(tick), sides) if tick is not None else ""),
@@ -272,7 +315,31 @@ def _first(
     test: Callable[[str, tuple[Decimal, ...], tuple[Decimal, ...]], str], sides: Iterable[Side]
 ) -> str:
     """The first defect ``test`` finds on the bid side, then the ask side; "" for none."""
-    return next((m for name, prices, sizes in sides if (m := test(name, prices, sizes))), "")
+    for name, prices, sizes in sides:  # a loop, not a generator: checked at every order
+        message = test(name, prices, sizes)
+        if message:
+            return message
+    return ""
+
+
+def _clean(
+    prices: tuple[Decimal, ...], sizes: tuple[Decimal, ...], ascending: bool, tick: Decimal | None
+) -> bool:
+    """Whether one side has none of the level defects ``problems`` names (a price outside
+    (0, 1], a size that is not positive, a level not strictly worse than the one before, a
+    price off the tick), in one pass: True only where each of those checks finds nothing."""
+    if len(prices) != len(sizes):
+        return False
+    before = None
+    for p, s in zip(prices, sizes, strict=True):
+        if not (p.is_finite() and ZERO < p <= ONE) or s.is_nan() or s <= ZERO:
+            return False
+        if before is not None and ((p <= before) if ascending else (p >= before)):
+            return False
+        if tick is not None and not on_grid(p, tick):
+            return False
+        before = p
+    return True
 
 
 def _unordered(name: str, prices: tuple[Decimal, ...], sizes: tuple[Decimal, ...]) -> str:
@@ -304,7 +371,7 @@ def _valid_price(p: Decimal) -> bool:
 
 def _bad_price(name: str, prices: tuple[Decimal, ...], sizes: tuple[Decimal, ...]) -> str:
     for i, p in enumerate(prices):
-        if not _valid_price(p):
+        if not (p.is_finite() and ZERO < p <= ONE):  # _valid_price, inline: every level
             return f"bad price: {name} {i} at {show(p)} is outside (0, 1]"
     return ""
 

@@ -20,6 +20,7 @@ A tick grid is checked on the prices as they print (``printed``): a book of doub
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from decimal import (
@@ -97,14 +98,21 @@ def half(a: Decimal) -> Decimal:
 def nearest_quotient(dollars: Decimal, price: Decimal) -> Decimal:
     """``dollars / price`` rounded once to the nearest double (ties to even), as a ``Decimal``.
 
-    The exact quotient is a ``Fraction``; its ``float`` divides two integers, which CPython
-    rounds correctly. With two doubles as operands this is IEEE division bit for bit."""
-    return Decimal(float(Fraction(dollars) / Fraction(price)))
+    The exact quotient is a ratio of two integers, which CPython's true division rounds
+    correctly (what ``float(Fraction(...))`` does, without building the fractions). With two
+    doubles as operands this is IEEE division bit for bit."""
+    n, d = dollars.as_integer_ratio()
+    pn, pd = price.as_integer_ratio()
+    return Decimal((n * pd) / (d * pn))
 
 
 def floor_quotient(dollars: Decimal, price: Decimal, step: Decimal) -> int:
-    """How many whole ``step``s of shares ``dollars`` buy at ``price``: floor(d / (p·step))."""
-    return math.floor(Fraction(dollars) / (Fraction(price) * Fraction(step)))
+    """How many whole ``step``s of shares ``dollars`` buy at ``price``: floor(d / (p·step)),
+    in integers (exact, as the fractions it stands for)."""
+    n, d = dollars.as_integer_ratio()
+    pn, pd = price.as_integer_ratio()
+    sn, sd = step.as_integer_ratio()
+    return (n * pd * sd) // (d * pn * sn)
 
 
 def ratio(a: Decimal, b: Decimal) -> Fraction:
@@ -117,8 +125,10 @@ def printed(value: Decimal) -> Decimal:
     return Decimal(repr(float(value)))
 
 
+@functools.lru_cache(maxsize=4096)
 def on_grid(price: Decimal, tick: Decimal) -> bool:
-    """Whether ``price``, as it prints, is a whole number of ``tick``s."""
+    """Whether ``price``, as it prints, is a whole number of ``tick``s (remembered: a book's
+    prices are a few hundred values of one grid, checked at every order)."""
     return EXACT.remainder(printed(price), printed(tick)).is_zero()
 
 

@@ -381,7 +381,7 @@ def _remaining(book: OrderBook, side: BookSide, own: Mapping[LevelKey, Decimal])
     prices, sizes = (book.ask_px, book.ask_sz) if side == "ask" else (book.bid_px, book.bid_sz)
     levels = []
     for i, (price, size) in enumerate(zip(prices, sizes, strict=True)):
-        taken = own.get((book.id, side, price), ZERO)
+        taken = own.get((book.id, side, price), ZERO) if own else ZERO  # no key to hash
         levels.append(Level(price, max(sub(size, taken), ZERO), i))
     return levels
 
