@@ -1,4 +1,5 @@
-"""Forecaster Arena's betting rules, as versioned rule sets, and the broker that applies them.
+"""The broker that applies Forecaster Arena's betting rules, and settlement (the versioned
+rule sets are ``ledger.ruleset``'s, re-exported here).
 
 The broker and settlement decide; the state records. Each reads a cohort's live state and
 hands every event it makes to ``CohortState.record``, which applies it and queues it for the
@@ -17,11 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Literal, TypedDict
+from typing import TypedDict
 
 import msgspec
 
-from ledger.errors import LedgerError
 from ledger.events import (
     BetIntent,
     Event,
@@ -38,48 +38,13 @@ from ledger.events import (
 from ledger.execution import Fill, Rejection
 from ledger.fees import FeeRule
 from ledger.projection import CohortState, Position, side_won
+from ledger.ruleset import RULES as RULES
+from ledger.ruleset import RuleSet as RuleSet
+from ledger.ruleset import rules_for as rules_for
 from ledger.venue import Venue, share_fee
 
 Quote = Callable[[str], Sequence[float] | None]
 """The outcome prices of a market at the decision instant (in outcome order), or None."""
-
-
-class RuleSet(msgspec.Struct, frozen=True, kw_only=True):
-    """One version of the betting rules; recorded by name on every cohort."""
-
-    version: str
-    min_bet: float = 50.0
-    max_fraction: float = 0.25
-    cap: Literal["per_bet", "per_decision"] = "per_bet"
-    atomic_bets: bool = False
-
-    def allowance(self, cash: float, spent: float = 0.0) -> float:
-        """The largest next bet of a decision that started with ``cash`` and has ``spent`` on
-        the bets before it (methodology §1.7): ``per_bet`` (v1), ``max_fraction`` of the cash left;
-        ``per_decision`` (v2), what is left of ``max_fraction`` of the starting cash.
-
-        The one statement of the cap: the broker judges bets by it and ``View.budget()`` sizes
-        them by it, so what a strategy is told it may bet is what the broker fills."""
-        if self.cap == "per_bet":
-            return self.max_fraction * (cash - spent)
-        return self.max_fraction * cash - spent
-
-
-RULES: dict[str, RuleSet] = {
-    # v1 code (Dec 2025 - Apr 2026): each bet <= 25% of the cash left when it executes.
-    "v1": RuleSet(version="v1"),
-    # v2 (HEAD): a decision's bets together <= 25% of its starting cash, all or none.
-    "v2": RuleSet(version="v2", cap="per_decision", atomic_bets=True),
-}
-
-
-def rules_for(version: str) -> RuleSet:
-    """The rule set called ``version``; an unknown name is a one-line error."""
-    try:
-        return RULES[version]
-    except KeyError:
-        known = ", ".join(sorted(RULES))
-        raise LedgerError(f"unknown rules version {version!r} (known: {known})") from None
 
 
 def _money(x: float) -> str:
@@ -564,11 +529,15 @@ def _close_market(
     close: Callable[[str, Position], Event],
 ) -> list[Event]:
     """``closing``, then ``close(agent, position)`` for every position open on its market,
-    all decided from the state before any is recorded, then recorded in that order; the
-    events, as ``Broker.execute`` returns its own."""
+    all decided from the state before any is recorded, then recorded in that order (agents in
+    their order, each one's positions in its book's); the events, as ``Broker.execute`` returns
+    its own. Each book's index by market (``Book.by_market``) hands over that market's positions
+    alone, so a resolution costs what it settles, not what every agent holds."""
     events: list[Event] = [closing]
     for agent, book in state.books.items():
-        events += [close(agent, p) for p in book.positions.values() if p.market == closing.market]
+        held = book.by_market.get(closing.market)
+        if held:
+            events += [close(agent, p) for p in held.values()]
     for event in events:
         state.record(event)
     return events
