@@ -390,8 +390,10 @@ def checked_usage(
     """What ``ledger.usage.model_usage`` gives (``{cohort: {agent: usage}}``), each
     ``ModelCalled`` row read with its stored predecessor's hash and its link checked: the
     transcript is no part of any state a close proves, so a read that shows it checks the rows
-    it shows (IntegrityError naming the first bad seq). The same one scan of the log for the
-    type, and a row lookup a call."""
+    it shows (IntegrityError naming the first bad seq). The calls are found through the log's
+    partial index of them (``events_model_calls``; a scan in a log written before it), and each
+    costs a row lookup for its predecessor's hash. A damaged index could leave calls out, which
+    no link shows: ``arena verify``'s integrity check is what proves an index whole."""
     wanted = None if cohorts is None else set(cohorts)
     keys = store.stream_keys()
     sql = (

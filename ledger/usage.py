@@ -1,7 +1,10 @@
 """What asking models cost, per cohort and agent, read from the log's ``ModelCalled`` events.
 
 A read model apart from the fold: the transcript never changes cash or positions, so the
-rebuild skips it, and only reports that show usage read it (one indexed scan of one event type).
+rebuild skips it, and only reports that show usage read it, through the log's partial index of
+model calls (``events_model_calls`` in ``ledger.schema``, kept at append): a log with few calls,
+or none, costs what it holds of them, not a scan of every event (0.11 CPU-s of a 1 M-event
+report before). A log written before the index is read by that scan, with the same figures.
 
 The figures, per agent and cohort:
 
@@ -19,6 +22,7 @@ The figures, per agent and cohort:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
