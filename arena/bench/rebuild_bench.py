@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from arena.run.plan import VOLUME_FINAL
 from ledger.events import (
     BetIntent,
     CohortOpened,
@@ -64,6 +65,7 @@ def make_log(
             agents=list(agents),
             decision_cadence="tick",
             mark_cadence="50s",
+            settings={"universe_by": VOLUME_FINAL},  # as every replay records it
         ),
         *(
             MarketListed(

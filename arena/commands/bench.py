@@ -98,8 +98,8 @@ def ledger(events: int, batch: int, repeats: int, as_json: bool) -> None:
               help="Runs of each measurement; the best is reported, and the median.")  # fmt: skip
 @json_option
 def reads(events: int, repeats: int, as_json: bool) -> None:
-    """Read a closed log: report (snapshot restore + tail), verify (full checking fold + chain),
-    rebuild; and what snapshots add to the log.
+    """Read a closed log: report (snapshot restore + tail; and the whole command in a fresh
+    process), verify (full checking fold + chain), rebuild; and what snapshots add to the log.
 
     \b
     Example:
@@ -113,7 +113,7 @@ def reads(events: int, repeats: int, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(figures, indent=2))
         return
-    for name in ("report", "verify", "rebuild", "snapshot"):
+    for name in ("report", "report_command", "verify", "rebuild", "snapshot"):
         _show(f"reads: {name}", figures[name], False)
 
 
@@ -170,6 +170,37 @@ def replay(
         _show(f"{name} (same tape, same run)", theirs, False)
     for note in notes:
         click.echo(note)
+
+
+@bench.command()
+@click.option("--markets", default="5000,50000", show_default=True,
+              help="Market counts, comma-separated; each runs in a fresh process.")  # fmt: skip
+@click.option("--steps", type=click.IntRange(min=1), default=2_000, show_default=True)
+@json_option
+def scale(markets: str, steps: int, as_json: bool) -> None:
+    """The peers' workload at several universe sizes: CPU-seconds, µs an event, peak memory,
+    and the exponent the cost grows with in events (1: linear).
+
+    \b
+    Examples:
+      arena bench scale                          # 5,000 and 50,000 markets x 2,000 steps
+      arena bench scale --markets 5000,10000,20000 --json
+    """
+    from arena.bench.scale_bench import bench_scale
+
+    try:
+        sizes = [int(n) for n in markets.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{markets!r} is not market counts like 5000,50000") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter(f"{markets!r}: every market count must be at least 1")
+    figures = _measured("scale (peer workload)", lambda: bench_scale(sizes, steps), as_json)
+    if figures is None:
+        return
+    for run in figures["sizes"]:
+        _show(f"{run['markets']:,} markets x {steps:,} steps", run, False)
+    if "exponent" in figures:
+        click.echo(f"growth exponent in events: {figures['exponent']} (1 is linear)")
 
 
 @bench.command()

@@ -136,9 +136,10 @@ def test_ledger_as_tables(arena: Arena) -> None:
 
 def test_reads(arena: Arena) -> None:
     out = arena.json("bench", "reads", "--events", "3000", "--repeats", "1")
-    assert set(out) == {"events", "report", "verify", "rebuild", "snapshot"}
+    assert set(out) == {"events", "report", "report_command", "verify", "rebuild", "snapshot"}
     assert out["events"] >= 3000
     assert is_number(out["report"]["events_per_s_equivalent"])
+    assert all(is_number(out["report_command"][k]) for k in ("cpu_seconds", "seconds"))
     assert is_number(out["verify"]["events_per_s"]) and is_number(out["rebuild"]["seconds"])
     assert out["verify"]["ranges"] == [[0, out["events"]]]  # too small to cut
     snapshot = out["snapshot"]
