@@ -123,6 +123,8 @@ def _json_object(path: Path, row: int, line: str) -> dict[str, Any]:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise TableError(f"{path}: row {row}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise TableError(f"{path}: row {row}: nested too deeply to read") from None
     if not isinstance(value, dict):
         raise TableError(f"{path}: row {row}: expected a JSON object")
     return value

@@ -5,6 +5,7 @@ of its metrics when the file has what they need (``arena.forecasting.score`` com
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,13 @@ from rich.table import Table
 from rich.text import Text
 
 from arena.console import make_console
-from arena.forecasting.score import ScoreOptions, score_report
+from arena.forecasting.score import BINS, Binning, ScoreOptions, score_report
 from arena.forecasting.scorefile import read_forecasts
 from ledger.metrics import BinStats, MetricInputError, TradingMode
 
 DIAGRAM_WIDTH = 24
+MAX_BINS = 10_000
+"""The most bins ``--bins`` takes: the sources use 10 to 20, and 10^12 asked numpy for 7 TiB."""
 
 
 def _metrics_table(path: Path, report: dict[str, Any]) -> Table:
@@ -31,6 +34,7 @@ def _metrics_table(path: Path, report: dict[str, Any]) -> Table:
         ("log loss", f"{report['logloss']:.6f}"),
         ("ECE", f"{report['ece']:.6f}"),
         ("Brier skill vs 0.25", f"{report['bss']:+.4f}"),
+        ("Brier skill vs climatology o(1 − o)", _signed(report["bss_climatology"])),
         ("reliability (REL)", f"{murphy_['reliability']:.6f}"),
         ("resolution (RES)", f"{murphy_['resolution']:.6f}"),
         ("uncertainty (UNC)", f"{murphy_['uncertainty']:.6f}"),
@@ -43,8 +47,7 @@ def _metrics_table(path: Path, report: dict[str, Any]) -> Table:
                 f"c={trading['transaction_cost']:g})",
                 f"{trading['pnl_per_event']:+.6f}",
             ),
-            ("Kelly ROI (cap 0.25)", f"{trading['kelly']['roi']:+.2%}"),
-            ("Kelly final bankroll (from 1)", f"{trading['kelly']['final_bankroll']:.6g}"),
+            *_kelly_rows(trading["kelly"]),
         ]
     for col, bias in report.get("groups", {}).items():
         rows.append(
@@ -57,6 +60,25 @@ def _metrics_table(path: Path, report: dict[str, Any]) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+def _signed(value: float | None) -> str:
+    return "— (one outcome only)" if value is None else f"{value:+.4f}"
+
+
+def _kelly_rows(kelly: dict[str, Any]) -> list[tuple[str, str]]:
+    """One bettor's run, or the mean of one run per cohort / agent and its range."""
+    if "runs" not in kelly:
+        return [
+            ("Kelly ROI (cap 0.25)", f"{kelly['roi']:+.2%}"),
+            ("Kelly final bankroll (from 1)", f"{kelly['final_bankroll']:.6g}"),
+        ]
+    by = " × ".join(kelly["by"])
+    return [
+        (f"Kelly ROI (cap 0.25), mean of {kelly['runs']} runs, one per {by}",
+         f"{kelly['roi']:+.2%}"),
+        ("Kelly ROI: worst / best run", f"{kelly['roi_min']:+.2%} / {kelly['roi_max']:+.2%}"),
+    ]  # fmt: skip
 
 
 def _extra_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
@@ -131,6 +153,20 @@ def _reliability_table(stats: BinStats) -> Table:
     return table
 
 
+def _finite(value: Any, where: str, notes: dict[str, None]) -> Any:
+    """``value`` with every infinite or NaN float replaced by null and its place noted (list
+    positions as ``[]``): JSON has no Infinity or NaN, and a reader must not choke on them.
+    A Kelly run of long shots or a huge --cost overflows a float."""
+    if isinstance(value, float) and not math.isfinite(value):
+        notes[where] = None
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{where}.{k}" if where else k, notes) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v, f"{where}[]", notes) for v in value]
+    return value
+
+
 @click.command("score")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--pred-col", default="pred_prob", show_default=True, help="Forecast column.")
@@ -138,8 +174,16 @@ def _reliability_table(stats: BinStats) -> Table:
     "--group-cols", default="", help="Comma-separated columns to check calibration bias by."
 )
 @click.option(
-    "--bins", default=20, show_default=True, type=click.IntRange(min=1),
-    help="Bins of ECE, Murphy, approachability and repair.",
+    "--binning",
+    type=click.Choice(["forecastbench", "kfish"]),
+    default="forecastbench",
+    show_default=True,
+    help="ECE and Murphy bins: forecastbench's (20, right-closed linspace edges) or K-Fish's "
+    "(15, floor(p·K)).",
+)
+@click.option(
+    "--bins", type=click.IntRange(min=1, max=MAX_BINS), default=None,
+    help="Bins of ECE, Murphy, approachability and repair [default: 20, kfish 15].",
 )  # fmt: skip
 @click.option(
     "--mode",
@@ -182,7 +226,8 @@ def score(
     file: Path,
     pred_col: str,
     group_cols: str,
-    bins: int,
+    binning: Binning,
+    bins: int | None,
     mode: TradingMode,
     B: float,
     cost: float,
@@ -206,8 +251,12 @@ def score(
 
     ECE, Murphy, approachability and the post-processor bin right-closed (forecastbench: 0.05
     with 20 bins is in the first bin); the repair map bins by floor(q·bins) as forecastbench
-    does. `bss` is the Brier skill against 0.25. Arithmetic is float64; --float32 casts the
-    forecast and price to float32 before Brier, log loss, ECE and trading, as pm_eval does.
+    does; --binning kfish bins ECE and Murphy by floor(p·K), 15 bins, as K-Fish does. `bss`
+    is the Brier skill against 0.25, `bss_climatology` K-Fish's against the base rate
+    o(1 − o). Arithmetic is float64; --float32 casts the forecast and price to float32 before
+    Brier, log loss, ECE and trading, as pm_eval does. With `cohort` / `agent` columns (arena
+    export's predictions) the Kelly bettor runs once per cohort and agent, from 1 each, and
+    `roi` is the mean: one run over parallel cohorts compounded them into nonsense.
 
     \b
     Example:
@@ -216,14 +265,23 @@ def score(
     """
     groups = [col.strip() for col in group_cols.split(",") if col.strip()]
     data = read_forecasts(file, pred_col, groups)
-    opts = ScoreOptions(bins, mode, B, cost, float32, with_approachability, with_repair)
+    opts = ScoreOptions(
+        BINS[binning] if bins is None else bins,
+        mode, B, cost, float32, with_approachability, with_repair, binning,
+    )  # fmt: skip
     try:
         report, stats = score_report(data, opts)
     except MetricInputError as exc:
         raise click.ClickException(f"{file}: {exc}") from None
     console = make_console()
     if as_json:
-        console.print_json(json.dumps(report))
+        notes: dict[str, None] = {}
+        document = _finite(report, "", notes)
+        if notes:
+            document["notes"] = [
+                f"{where}: not a finite number (an overflow), written as null" for where in notes
+            ]
+        console.print_json(json.dumps(document, allow_nan=False))
         return
     if stats is not None:
         console.print(_metrics_table(file, report))

@@ -11,7 +11,7 @@ under ``float32``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from ledger.metrics import (
     ece_from_bins,
     group_calibration_bias,
     kelly_bankroll,
+    kelly_by_run,
     log_loss,
     multiclass_brier,
     multiclass_log_loss,
@@ -38,6 +39,11 @@ from ledger.metrics import (
     repair_at_resolution,
     squared_calibration_error,
 )
+
+Binning = Literal["forecastbench", "kfish"]
+BINS = {"forecastbench": 20, "kfish": 15}
+"""Each convention's bin count: forecastbench's ECE (right-closed linspace edges) and K-Fish's
+(``floor(p·K)``)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class ScoreOptions:
     float32: bool = False
     approachability: bool = False
     repair: bool = False
+    binning: Binning = "forecastbench"
 
 
 def _float32(values: np.ndarray, on: bool) -> np.ndarray:
@@ -73,24 +80,28 @@ def _binary(data: Forecasts, opts: ScoreOptions) -> tuple[dict[str, Any], BinSta
     y = np.array(data.y)
     raw = np.array(data.pred)
     pred = _float32(raw, opts.float32)
-    stats = reliability(pred, y, opts.bins, right_closed=True)
-    decomposition = murphy(pred, y, opts.bins, right_closed=True)
+    kfish = opts.binning == "kfish"
+    stats = reliability(pred, y, opts.bins, right_closed=True, floor=kfish)
+    decomposition = murphy(pred, y, opts.bins, right_closed=True, floor=kfish)
     report: dict[str, Any] = {
         "n": len(y),
         "brier": brier(pred, y),
         "logloss": log_loss(pred, y),
         "ece": ece_from_bins(stats),
         "bss": brier_skill_score(pred, y, "random"),
+        "bss_climatology": _climatology_skill(pred, y),
         "murphy": {
             "reliability": decomposition.reliability,
             "resolution": decomposition.resolution,
             "uncertainty": decomposition.uncertainty,
         },
     }
+    if kfish:
+        report["binning"] = {"rule": "kfish: floor(p·K)", "bins": opts.bins}
     market = None
     if data.market is not None:
         market = _float32(np.array(data.market), opts.float32)
-        report["trading"] = _trading(pred, market, y, opts)
+        report["trading"] = _trading(pred, market, y, data, opts)
     if data.groups:
         report["groups"] = {}
         for col, labels in data.groups.items():
@@ -116,10 +127,18 @@ def _binary(data: Forecasts, opts: ScoreOptions) -> tuple[dict[str, Any], BinSta
     return report, stats
 
 
+def _climatology_skill(pred: np.ndarray, y: np.ndarray) -> float | None:
+    """K-Fish's BSS, 1 - Brier / o(1 - o) with o the base rate; None when every outcome is
+    the same, where the reference Brier is 0 and the ratio says nothing."""
+    base_rate = float(np.mean(y))
+    if base_rate in (0.0, 1.0):
+        return None
+    return brier_skill_score(pred, y, "climatology")
+
+
 def _trading(
-    pred: np.ndarray, market: np.ndarray, y: np.ndarray, opts: ScoreOptions
+    pred: np.ndarray, market: np.ndarray, y: np.ndarray, data: Forecasts, opts: ScoreOptions
 ) -> dict[str, Any]:
-    kelly = kelly_bankroll(pred, market, y, fee=opts.cost)
     return {
         "mode": opts.mode,
         "B": opts.B,
@@ -127,7 +146,27 @@ def _trading(
         "pnl_per_event": realized_trading_pnl(
             pred, market, y, B=opts.B, transaction_cost=opts.cost, mode=opts.mode
         ),
-        "kelly": {"n": kelly.n, "roi": kelly.roi, "final_bankroll": kelly.final_bankroll},
+        "kelly": _kelly(pred, market, y, data, opts),
+    }
+
+
+def _kelly(
+    pred: np.ndarray, market: np.ndarray, y: np.ndarray, data: Forecasts, opts: ScoreOptions
+) -> dict[str, Any]:
+    """pm_eval's one run over the file; a run per bettor when the file names them (its
+    ``cohort`` / ``agent`` columns), with the mean return over the runs as ``roi``."""
+    if data.runs is None:
+        kelly = kelly_bankroll(pred, market, y, fee=opts.cost)
+        return {"n": kelly.n, "roi": kelly.roi, "final_bankroll": kelly.final_bankroll}
+    runs = kelly_by_run(pred, market, y, np.array(data.runs), fee=opts.cost)
+    return {
+        "n": runs.n,
+        "roi": runs.mean_roi,
+        "final_bankroll": 1.0 + runs.mean_roi,
+        "runs": len(runs.rois),
+        "by": list(data.run_cols),
+        "roi_min": float(runs.rois.min()),
+        "roi_max": float(runs.rois.max()),
     }
 
 

@@ -10,8 +10,12 @@ trader), and forecastbench's time columns (the order of approachability and repa
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
+import os
+import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +32,15 @@ FORECAST_TIME_COLS = ("market_prob_target_ts", "createdAt")
 """forecastbench's forecast instant: the first of these a file has (else the row order)."""
 RESOLVE_TIME_COLS = ("market_event_ts", "endDate", "closedTime")
 """and its resolution instant (else never)."""
+RUN_COLS = ("cohort", "agent")
+"""The columns that tell one bettor's rows from another's (``arena export``'s predictions):
+rows of different cohorts or agents are parallel runs, each with its own bankroll."""
+MAX_BYTES_ENV = "ARENA_SCORE_MAX_BYTES"
+DEFAULT_MAX_BYTES = 1 << 30
+"""The most a forecasts file may hold, decompressed: 1 GiB is about 20 M rows of
+forecastbench's columns, far past any published set, and a 4 GiB gzip bomb is refused after
+1 GiB was inflated rather than read whole."""
+_CHUNK = 1 << 20
 SUM_TOLERANCE = 0.01
 """How far a multi-outcome forecast may sum from 1 (rounding in a file, not a typo)."""
 
@@ -55,6 +68,9 @@ class Forecasts:
     forecast_ts: list[float] | None = None
     resolve_ts: list[float] | None = None
     time_cols: tuple[str | None, str | None] = (None, None)
+    runs: list[str] | None = None
+    """Each binary row's bettor: its ``RUN_COLS`` values as a JSON list (unambiguous)."""
+    run_cols: tuple[str, ...] = ()
     multi: MultiRows = field(default_factory=MultiRows)
 
 
@@ -97,6 +113,8 @@ class _Row:
                 value = json.loads(value)
             except json.JSONDecodeError:
                 raise self.fail(f"{column} is {value!r}, not a list of numbers") from None
+            except RecursionError:
+                raise self.fail(f"{column} is nested too deeply to read") from None
         if not isinstance(value, list):
             return None
         if len(value) < 2:
@@ -146,9 +164,11 @@ def _first(columns: list[str], candidates: tuple[str, ...]) -> str | None:
 def read_forecasts(path: Path, pred_col: str, group_cols: list[str]) -> Forecasts:
     """Read and check every row, failing on the first bad one with its 1-based row number."""
     try:
+        _check_size(path, _max_bytes())
         with open_table(path) as table:
             if not table.columns:
                 raise TableError(f"{path}: empty file, no forecasts to score")
+            _check_unique(table)
             table.require(LABEL_COL, pred_col, *group_cols)
             data = _read_rows(table, pred_col, group_cols)
     except TableError as exc:
@@ -158,11 +178,54 @@ def read_forecasts(path: Path, pred_col: str, group_cols: list[str]) -> Forecast
     return data
 
 
+def _max_bytes() -> int:
+    raw = os.environ.get(MAX_BYTES_ENV)
+    if raw is None:
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise TableError(f"{MAX_BYTES_ENV}={raw!r} is not a number of bytes")
+    return value
+
+
+def _check_size(path: Path, limit: int) -> None:
+    """Refuse a file that holds, or inflates to, more than ``limit`` bytes, before a row is
+    read; a gzip is inflated a chunk at a time and dropped, so a bomb costs the limit, not
+    itself. A file that cannot be read is left for the reader to name."""
+    too_big = TableError(
+        f"{path}: more than {limit:,} bytes of forecasts, the limit ({MAX_BYTES_ENV} raises it)"
+    )
+    try:
+        if path.suffix != ".gz":
+            if path.stat().st_size > limit:
+                raise too_big
+            return
+        seen = 0
+        with gzip.open(path, "rb") as gz:
+            while chunk := gz.read(_CHUNK):
+                seen += len(chunk)
+                if seen > limit:
+                    raise too_big
+    except (OSError, EOFError, zlib.error):
+        return
+
+
+def _check_unique(table: Table) -> None:
+    """A column named twice is refused: which of the two a reader takes is an accident."""
+    twice = [name for name, count in Counter(table.columns).items() if count > 1]
+    if twice:
+        raise TableError(f"{table.path}: column {twice[0]!r} appears more than once")
+
+
 def _read_rows(table: Table, pred_col: str, group_cols: list[str]) -> Forecasts:
     columns = table.columns
     has_market, has_truth = MARKET_COL in columns, TRUTH_COL in columns
     made_col = _first(columns, FORECAST_TIME_COLS)
     known_col = _first(columns, RESOLVE_TIME_COLS)
+    run_cols = tuple(c for c in RUN_COLS if c in columns)
     data = Forecasts(
         y=[],
         pred=[],
@@ -172,6 +235,8 @@ def _read_rows(table: Table, pred_col: str, group_cols: list[str]) -> Forecasts:
         forecast_ts=[],
         resolve_ts=[],
         time_cols=(made_col, known_col),
+        runs=[] if run_cols else None,
+        run_cols=run_cols,
         multi=MultiRows(truth=[] if has_truth else None),
     )
     for number, record in table.rows:
@@ -188,6 +253,8 @@ def _read_rows(table: Table, pred_col: str, group_cols: list[str]) -> Forecasts:
             data.truth.append(row.probability(TRUTH_COL, row.field(TRUTH_COL)))
         for col in group_cols:
             data.groups[col].append(str(row.field(col)))
+        if data.runs is not None:
+            data.runs.append(json.dumps([str(row.field(col)) for col in run_cols]))
         assert data.forecast_ts is not None and data.resolve_ts is not None
         data.forecast_ts.append(row.instant(made_col))
         data.resolve_ts.append(row.instant(known_col))

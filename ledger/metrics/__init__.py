@@ -8,7 +8,7 @@ rather than returning a quietly wrong number.
 """
 
 from ledger.metrics.approachability import Approachability, CellViolation, approachability
-from ledger.metrics.binning import BinStats, bin_edges, bin_index
+from ledger.metrics.binning import BinStats, bin_edges, bin_index, floor_bin_index
 from ledger.metrics.calibration import (
     ECE_BINS,
     MURPHY_BINS,
@@ -28,7 +28,6 @@ from ledger.metrics.recalibration import (
     GroupBinTable,
     Repair,
     fit_group_bin_postprocessor,
-    floor_bin_index,
     repair_at_resolution,
 )
 from ledger.metrics.scores import (
@@ -45,9 +44,11 @@ from ledger.metrics.scores import (
 )
 from ledger.metrics.trading import (
     KellyResult,
+    KellyRuns,
     TradingMode,
     bounded_trader_profit,
     kelly_bankroll,
+    kelly_by_run,
     positions,
     realized_trading_pnl,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "GroupBinPostprocessor",
     "GroupBinTable",
     "KellyResult",
+    "KellyRuns",
     "MetricInputError",
     "Murphy",
     "Repair",
@@ -93,6 +95,7 @@ __all__ = [
     "floor_bin_index",
     "group_calibration_bias",
     "kelly_bankroll",
+    "kelly_by_run",
     "log_loss",
     "logit_to_prob",
     "multiclass_brier",

@@ -6,6 +6,11 @@ bin b is (b/m, (b+1)/m]), while K-Fish and most libraries are left-closed ([b/m,
 last bin closed so that q = 1 is kept rather than dropped). A forecast of exactly 0.05 with 20
 bins lands in bin 0 under the first and bin 1 under the second, so the convention is a parameter
 everywhere, and ECE, the Murphy decomposition and the SQL version all bin through this module.
+
+K-Fish itself does not use edges at all: its bin is ``floor(q·K)`` (15 bins), capped at K - 1.
+That is not left-closed linspace either: linspace's edges for round forecasts sit one ulp above
+them (edge 6 of 20 is 0.30000000000000004), so left-closed puts 0.3 in bin 5 where
+``floor(0.3·20) = 6``. ``floor=True`` bins the K-Fish way.
 """
 
 from __future__ import annotations
@@ -32,6 +37,14 @@ def bin_index(q: FloatArray, bins: int, *, right_closed: bool = True) -> NDArray
     """The bin of each forecast in ``q`` (values in [0, 1]), from 0 to ``bins - 1``."""
     idx = np.digitize(q, bin_edges(bins), right=right_closed) - 1
     return np.clip(idx, 0, bins - 1)
+
+
+def floor_bin_index(q: FloatArray, bins: int) -> NDArray[np.intp]:
+    """floor(q·bins), capped at bins - 1: K-Fish's bins and forecastbench's repair map's. Not
+    ``bin_index(..., right_closed=False)``: linspace's edges and q·bins round differently at
+    some boundaries (0.15 is bin 3 here and bin 2 against linspace's 0.15000000000000002)."""
+    check_positive_int("bins", bins)
+    return np.clip(np.floor(q * bins), 0, bins - 1).astype(np.intp)
 
 
 @dataclass(frozen=True)
@@ -69,10 +82,13 @@ class BinStats:
         return out
 
 
-def calibration_bins(q: FloatArray, y: FloatArray, bins: int, *, right_closed: bool) -> BinStats:
-    """Bin already-validated forecasts ``q`` and outcomes ``y``."""
+def calibration_bins(
+    q: FloatArray, y: FloatArray, bins: int, *, right_closed: bool, floor: bool = False
+) -> BinStats:
+    """Bin already-validated forecasts ``q`` and outcomes ``y`` (by ``floor(q·bins)`` when
+    ``floor``, ``right_closed`` then unused)."""
     edges = bin_edges(bins)
-    idx = bin_index(q, bins, right_closed=right_closed)
+    idx = floor_bin_index(q, bins) if floor else bin_index(q, bins, right_closed=right_closed)
     return BinStats(
         lower=edges[:-1],
         upper=edges[1:],

@@ -36,11 +36,17 @@ def _validated(p: ArrayLike, y: ArrayLike) -> tuple[FloatArray, FloatArray]:
 
 
 def reliability(
-    p: ArrayLike, y: ArrayLike, bins: int = ECE_BINS, *, right_closed: bool = True
+    p: ArrayLike,
+    y: ArrayLike,
+    bins: int = ECE_BINS,
+    *,
+    right_closed: bool = True,
+    floor: bool = False,
 ) -> BinStats:
-    """Per-bin mean forecast against observed frequency: the data of a reliability diagram."""
+    """Per-bin mean forecast against observed frequency: the data of a reliability diagram
+    (``floor``: K-Fish's bins, ``floor(p·bins)``)."""
     probs, labels = _validated(p, y)
-    return calibration_bins(probs, labels, bins, right_closed=right_closed)
+    return calibration_bins(probs, labels, bins, right_closed=right_closed, floor=floor)
 
 
 def ece_from_bins(stats: BinStats) -> float:
@@ -102,11 +108,16 @@ def murphy_from_bins(stats: BinStats, brier_score: float) -> Murphy:
 
 
 def murphy(
-    p: ArrayLike, y: ArrayLike, bins: int = MURPHY_BINS, *, right_closed: bool = False
+    p: ArrayLike,
+    y: ArrayLike,
+    bins: int = MURPHY_BINS,
+    *,
+    right_closed: bool = False,
+    floor: bool = False,
 ) -> Murphy:
     """Reliability, resolution and uncertainty of ``p`` against ``y``, plus the true Brier."""
     probs, labels = _validated(p, y)
-    stats = calibration_bins(probs, labels, bins, right_closed=right_closed)
+    stats = calibration_bins(probs, labels, bins, right_closed=right_closed, floor=floor)
     return murphy_from_bins(stats, float(np.mean((probs - labels) ** 2)))
 
 

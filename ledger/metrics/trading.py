@@ -73,23 +73,22 @@ class KellyResult:
     final_bankroll: float
 
 
-def kelly_bankroll(
+def kelly_factors(
     p: ArrayLike,
     q: ArrayLike,
     y: ArrayLike,
     *,
     fee: float = 0.0,
-    initial_bankroll: float = 1.0,
     scale: float = 1.0,
     frac_cap: float = KELLY_FRAC_CAP,
     eps: float = KELLY_EPS,
-) -> KellyResult:
-    """forecastbench's Kelly simulator (methodology §2.4), rows bet one after another in order.
+) -> FloatArray:
+    """What each row's bet multiplies the bankroll by in forecastbench's Kelly simulator
+    (methodology §2.4).
 
     YES when p > q with fraction (p - q)/(1 - q), NO when p < q with (q - p)/q, both scaled and
     capped; the fee (fee * f * bankroll) is paid before the bet. A win multiplies what is left by
-    1 + f*odds (odds (1-q)/q for YES, q/(1-q) for NO), a loss by 1 - f. Every step multiplies the
-    bankroll, so the run is the product of per-row factors.
+    1 + f*odds (odds (1-q)/q for YES, q/(1-q) for NO), a loss by 1 - f.
     """
     check_non_negative("fee", fee)
     check_non_negative("scale", scale)
@@ -103,9 +102,61 @@ def kelly_bankroll(
     f = np.where(yes | no, np.clip(scale * edge, 0.0, frac_cap), 0.0)
     odds = np.where(yes, (1.0 - prices) / prices, prices / (1.0 - prices))
     won = np.where(yes, labels == 1.0, labels == 0.0)
-    factor = (1.0 - fee * f) * np.where(won, 1.0 + f * odds, 1.0 - f)
-    final = initial_bankroll * float(np.prod(factor))
-    return KellyResult(n=len(probs), roi=final / initial_bankroll - 1.0, final_bankroll=final)
+    factor: FloatArray = (1.0 - fee * f) * np.where(won, 1.0 + f * odds, 1.0 - f)
+    return factor
+
+
+def kelly_bankroll(
+    p: ArrayLike,
+    q: ArrayLike,
+    y: ArrayLike,
+    *,
+    fee: float = 0.0,
+    initial_bankroll: float = 1.0,
+    scale: float = 1.0,
+    frac_cap: float = KELLY_FRAC_CAP,
+    eps: float = KELLY_EPS,
+) -> KellyResult:
+    """forecastbench's Kelly simulator, rows bet one after another in order: every step
+    multiplies the bankroll (:func:`kelly_factors`), so the run is their product."""
+    factor = kelly_factors(p, q, y, fee=fee, scale=scale, frac_cap=frac_cap, eps=eps)
+    with np.errstate(over="ignore"):  # long shots can compound past a float: inf
+        final = initial_bankroll * float(np.prod(factor))
+    return KellyResult(n=len(factor), roi=final / initial_bankroll - 1.0, final_bankroll=final)
+
+
+@dataclass(frozen=True)
+class KellyRuns:
+    """Separate Kelly runs, one per bettor: rows, runs, and each run's return from 1."""
+
+    n: int
+    rois: FloatArray
+
+    @property
+    def mean_roi(self) -> float:
+        return float(np.mean(self.rois))
+
+
+def kelly_by_run(
+    p: ArrayLike, q: ArrayLike, y: ArrayLike, runs: ArrayLike, *, fee: float = 0.0
+) -> KellyRuns:
+    """forecastbench's simulator run once per value of ``runs``, each from a bankroll of 1.
+
+    Why: rows of parallel bettors (arena's cohorts and agents, each starting with its own
+    cash) are not one bettor's sequence. Chained as one run, every cohort's factor multiplies
+    the others', so 26 cohorts of an agent that lost 1.7 % on average compounded to a "return"
+    of +1.5e12 %: exponential in the number of cohorts, not a property of the forecasts.
+    """
+    factor = kelly_factors(p, q, y, fee=fee)
+    codes = np.asarray(runs)
+    if codes.shape != factor.shape:
+        raise MetricInputError(f"runs has {codes.size} rows, the forecasts {factor.size}")
+    _, inverse = np.unique(codes, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(inverse[order]) != 0])
+    with np.errstate(over="ignore"):
+        rois: FloatArray = np.multiply.reduceat(factor[order], starts) - 1.0
+    return KellyRuns(n=len(factor), rois=rois)
 
 
 def bounded_trader_profit(

@@ -31,12 +31,14 @@ def csv_file(tmp_path: Path) -> Path:
 def test_json_report_by_hand(arena: Arena, csv_file: Path) -> None:
     report = arena.json("score", csv_file, "--group-cols", "race")
     assert list(report) == [
-        "n", "brier", "logloss", "ece", "bss", "murphy", "trading", "groups",
+        "n", "brier", "logloss", "ece", "bss", "bss_climatology", "murphy", "trading", "groups",
     ]  # fmt: skip
     assert report["n"] == 3
     # Brier (0.04 + 0.09 + 0.25)/3 = 0.38/3; bss vs 0.25: 1 - 0.38/0.75 = 0.49333
     assert report["brier"] == pytest.approx(0.38 / 3)
     assert report["bss"] == pytest.approx(1 - 0.38 / 0.75)
+    # against climatology: base rate 2/3, o(1 - o) = 2/9: 1 - (0.38/3)/(2/9) = 0.43
+    assert report["bss_climatology"] == pytest.approx(0.43)
     # log loss -(ln 0.8 + ln 0.7 + ln 0.5)/3 = (0.2231436 + 0.3566749 + 0.6931472)/3 = 0.4243219
     assert report["logloss"] == pytest.approx(0.4243219, abs=1e-7)
     # every forecast alone in its bin: ECE = (0.2 + 0.3 + 0.5)/3 = 1/3
@@ -73,7 +75,7 @@ def test_without_market_or_groups_the_blocks_are_absent(arena: Arena, tmp_path: 
     path = tmp_path / "f.csv"
     path.write_text("y,p\n1,0.8\n0,0.3\n")
     report = arena.json("score", path, "--pred-col", "p")
-    assert list(report) == ["n", "brier", "logloss", "ece", "bss", "murphy"]
+    assert list(report) == ["n", "brier", "logloss", "ece", "bss", "bss_climatology", "murphy"]
     assert report["brier"] == pytest.approx((0.04 + 0.09) / 2)
 
 
