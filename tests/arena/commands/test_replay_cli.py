@@ -77,7 +77,7 @@ def scripted_args(tape: Path, script: Path, db: Path) -> list[Any]:
     """The replay of the scripted agent and a hold on the hand tape, as command-line words."""
     return [
         "--tape", tape, "--start", "2024-01-07", "--universe", "3", "--marks", "weekly",
-        "--agent", f"s=scripted:{script}", "--agent", "h=hold", "--db", db,
+        "--agent", f"s=scripted:{script}?checked=false", "--agent", "h=hold", "--db", db,
     ]  # fmt: skip
 
 

@@ -580,7 +580,7 @@ def test_scripted_bet_then_half_sell_then_resolution(tmp_path: Path, hand_tape: 
         )
     )
     db = tmp_path / "run.db"
-    run = run_into(db, hand_tape, hand_config({"s": f"scripted:{script}"}))
+    run = run_into(db, hand_tape, hand_config({"s": f"scripted:{script}?checked=false"}))
     events = stored(db)
     buy, sell = of_type(events, OrderFilled)
     # +0: $1,000 of a YES at 0.5 -> 2,000 shares; confidence 1,000 / (0.25 x 10,000) = 0.4

@@ -54,7 +54,7 @@ def options(folder: Path, db: Path) -> list[str]:
     """The replay options of the scenario, the same for ``arena replay`` and ``arena step``."""
     return [
         "--tape", str(folder / "hand.tape"), "--start", START, "--universe", "3",
-        "--marks", "weekly", "--agent", f"s=scripted:{folder / 'script.json'}",
+        "--marks", "weekly", "--agent", f"s=scripted:{folder / 'script.json'}?checked=false",
         "--agent", "h=hold", "--db", str(db),
     ]  # fmt: skip
 
@@ -76,7 +76,7 @@ def reference(arena: Arena, folder: Path) -> tuple[str, list[Event]]:
 def config(folder: Path) -> CohortConfig:
     return CohortConfig(
         start=datetime(2024, 1, 7, tzinfo=UTC),
-        agents={"s": f"scripted:{folder / 'script.json'}", "h": "hold"},
+        agents={"s": f"scripted:{folder / 'script.json'}?checked=false", "h": "hold"},
         universe=3,
         mark_cadence="weekly",
     )
@@ -388,7 +388,7 @@ def test_a_plugin_that_hangs_leaves_the_screen_usable_and_q_quits(
     process in the middle of its step."""
     plugin = tmp_path / "sleeps.py"
     plugin.write_text(SLEEPS)
-    agents = {"s": f"scripted:{folder / 'script.json'}", "z": f"{plugin}:Sleeps"}
+    agents = {"s": f"scripted:{folder / 'script.json'}?checked=false", "z": f"{plugin}:Sleeps"}
     cohort = config(folder).model_copy(update={"agents": agents})
     settings = RunSettings(cohort=cohort, options=RunOptions(decision_timeout=0))
     run, tail, line = opened(folder, settings, tmp_path / "hangs.db")
