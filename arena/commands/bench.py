@@ -411,8 +411,13 @@ def _flat(figures: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     show_default=True,
     help="Runs of the experiment; the best is reported, and the median.",
 )
+@click.option(
+    "--published",
+    is_flag=True,
+    help="Also forecastbench's largest published configurations (about a minute).",
+)
 @json_option
-def lab(n: int, repeats: int, as_json: bool) -> None:
+def lab(n: int, repeats: int, published: bool, as_json: bool) -> None:
     """`arena lab parity` at the seed's defaults: the experiment, and the whole command in a
     fresh process (target: under 10 s).
 
@@ -422,7 +427,7 @@ def lab(n: int, repeats: int, as_json: bool) -> None:
     """
     from arena.bench.lab_bench import bench_lab
 
-    _run("lab parity", lambda: bench_lab(n, repeats), as_json)
+    _run("lab parity", lambda: bench_lab(n, repeats, published), as_json)
 
 
 @bench.command(name="diffusion")

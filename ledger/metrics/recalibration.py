@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ledger.metrics.binning import bin_index
+from ledger.metrics.binning import bin_index, floor_bin_index
 from ledger.metrics.calibration import ECE_BINS
 from ledger.metrics.validation import (
     FloatArray,
@@ -34,13 +34,6 @@ from ledger.metrics.validation import (
 PRIOR_STRENGTH = 5.0
 POST_CLIP = 1e-4
 REPAIR_CLIP = 1e-6
-
-
-def floor_bin_index(q: FloatArray, bins: int) -> NDArray[np.intp]:
-    """floor(q·bins), capped at bins - 1: the repair map's bins. Not ``bin_index(...,
-    right_closed=False)``: linspace's edges and q·bins round differently at some boundaries
-    (0.15 is bin 3 here and bin 2 against linspace's 0.15000000000000002)."""
-    return np.clip(np.floor(q * bins), 0, bins - 1).astype(np.intp)
 
 
 class GroupBinTable:
@@ -59,13 +52,26 @@ class GroupBinTable:
 
     def add(self, group: NDArray[np.intp], bin_: NDArray[np.intp], y: FloatArray) -> None:
         """Record outcomes ``y`` in their cells."""
-        np.add.at(self.count, (group, bin_), 1.0)
-        np.add.at(self.total, (group, bin_), y)
+        cell = group * self.bins + bin_  # 1-D: numpy's fast path, a tuple index is ~10x slower
+        np.add.at(self.count.reshape(-1), cell, 1.0)
+        np.add.at(self.total.reshape(-1), cell, y)
         np.add.at(self.global_count, bin_, 1.0)
         np.add.at(self.global_total, bin_, y)
 
-    def predict(self, group: NDArray[np.intp], bin_: NDArray[np.intp], q: FloatArray) -> FloatArray:
-        """The smoothed frequency of each forecast's cell, else of its bin, else q."""
+    def predict(
+        self,
+        group: NDArray[np.intp],
+        bin_: NDArray[np.intp],
+        q: FloatArray,
+        *,
+        float32_means: bool = False,
+    ) -> FloatArray:
+        """The smoothed frequency of each forecast's cell, else of its bin, else q.
+
+        ``float32_means``: forecastbench's intrinsic-post table keeps each cell's mean as
+        float32 and multiplies it back by the count, so a cell of 9 YES in 10 holds
+        0.9 -> 0.899999976 and its sum is 8.99999976, not 9: computed this way, a forecast
+        the formula puts exactly on an ECE edge can land a bin lower, as in the original."""
         k = self.prior_strength
         centre = (bin_ + 0.5) / self.bins
         count, total = self.count[group, bin_], self.total[group, bin_]
@@ -73,6 +79,9 @@ class GroupBinTable:
         count = np.where(own, count, self.global_count[bin_])
         total = np.where(own, total, self.global_total[bin_])
         seen = count > 0
+        if float32_means:
+            mean = np.divide(total, count, out=np.zeros_like(total), where=seen)
+            total = mean.astype(np.float32).astype(np.float64) * count
         out = np.array(q, dtype=np.float64)
         out[seen] = (total[seen] + k * centre[seen]) / (count[seen] + k)
         return out
@@ -87,14 +96,16 @@ def fit_group_bin_postprocessor(
     bins: int = ECE_BINS,
     prior_strength: float = PRIOR_STRENGTH,
     clip: float = POST_CLIP,
+    float32: bool = False,
 ) -> GroupBinPostprocessor:
-    """intrinsic_post's post-processor, fitted on a training split (group codes 0..n_groups-1)."""
+    """intrinsic_post's post-processor, fitted on a training split (group codes 0..n_groups-1);
+    ``float32``: its table's means and its output are float32, as the original's."""
     probs, labels = as_probabilities("q", q), as_outcomes("y", y)
     codes = as_group_codes("groups", groups, n_groups)
     same_length(q=probs, y=labels, groups=codes)
     table = GroupBinTable(n_groups, bins, prior_strength)
     table.add(codes, bin_index(np.clip(probs, clip, 1.0 - clip), bins), labels)
-    return GroupBinPostprocessor(table, clip)
+    return GroupBinPostprocessor(table, clip, float32)
 
 
 @dataclass(frozen=True)
@@ -103,12 +114,16 @@ class GroupBinPostprocessor:
 
     table: GroupBinTable
     clip: float
+    float32: bool = False
 
     def apply(self, q: ArrayLike, groups: ArrayLike) -> FloatArray:
         probs = np.clip(as_probabilities("q", q), self.clip, 1.0 - self.clip)
         codes = as_group_codes("groups", groups, self.table.count.shape[0])
         same_length(q=probs, groups=codes)
-        return self.table.predict(codes, bin_index(probs, self.table.bins), probs)
+        out = self.table.predict(
+            codes, bin_index(probs, self.table.bins), probs, float32_means=self.float32
+        )
+        return out.astype(np.float32).astype(np.float64) if self.float32 else out
 
 
 def _instants(name: str, values: ArrayLike) -> FloatArray:

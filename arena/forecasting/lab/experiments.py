@@ -138,9 +138,9 @@ def _stress(
 ) -> tuple[SubcubeBias, list[SubcubeBias]]:
     """The J = S bias and every other J's, for the residual f − forecast."""
     if data is None:
-        hist = CubeHistogram.of_cube(cfg.d, lambda z: market.truth(z) - forecast(z))
+        hist = CubeHistogram.of_cube(cfg.d, lambda z: market.residual(market.truth(z), forecast(z)))
     else:
-        hist = CubeHistogram.of_rows(data.z, data.p - forecast(data.z))
+        hist = CubeHistogram.of_rows(data.z, market.residual(data.p, forecast(data.z)))
     at_s = hist.biases([market.S])[0]
     return at_s, hist.biases(Js)
 
@@ -240,7 +240,7 @@ def _gcal_s(market: ParityMarket, data: ParitySample, q: np.ndarray) -> float:
     """max_a |mean(f − q) on z_S = a| over the subcubes of S present in the test split."""
     keys = market.group_keys(data.z)
     count = np.bincount(keys, minlength=1 << market.k)
-    total = np.bincount(keys, weights=data.p - q, minlength=1 << market.k)
+    total = np.bincount(keys, weights=market.residual(data.p, q), minlength=1 << market.k)
     seen = count > 0
     return float(np.abs(total[seen] / count[seen]).max())
 
@@ -272,15 +272,18 @@ def _post_expectation(
     f_g[test_keys] = test_p
     mean_est = (n_g * f_g + k * centre) / (n_g + k)
     var_est = n_g * f_g * (1 - f_g) / (n_g + k) ** 2
-    for g in np.flatnonzero(n_g == 0):  # fall back to the bin over all subcubes
-        same = [h for h in range(groups) if n_g[h] > 0 and centre[h] == centre[g]]
-        rows = n_g[same].sum()
-        if rows == 0:
-            mean_est[g], var_est[g] = centre[g], 0.0  # raw q: no data in the bin at all
-            continue
-        fs = f_g[same]
-        mean_est[g] = (np.sum(n_g[same] * fs) + k * centre[g]) / (rows + k)
-        var_est[g] = np.sum(n_g[same] * fs * (1 - fs)) / (rows + k) ** 2
+    # an empty subcube falls back to its bin over all subcubes: per-bin sums, once (a scan of
+    # every subcube per empty one was quadratic in 2^k: k = 16 ran for minutes)
+    empty = n_g == 0
+    _, bin_of = np.unique(centre, return_inverse=True)
+    rows = np.bincount(bin_of, weights=n_g)[bin_of]
+    sum_f = np.bincount(bin_of, weights=n_g * f_g)[bin_of]
+    sum_v = np.bincount(bin_of, weights=n_g * f_g * (1 - f_g))[bin_of]
+    no_data = empty & (rows == 0)  # raw q: no data in the bin at all
+    fallback = empty & ~no_data
+    mean_est[fallback] = (sum_f + k * centre)[fallback] / (rows + k)[fallback]
+    var_est[fallback] = sum_v[fallback] / (rows + k)[fallback] ** 2
+    mean_est[no_data], var_est[no_data] = centre[no_data], 0.0
     mu = mean_est - f_g
     weight = np.bincount(test_keys, minlength=groups) / len(test_keys)
     expected = float(np.sum(weight * (mu**2 + var_est)))
@@ -357,10 +360,9 @@ def run_intrinsic_post(
             bins=cfg.post_bins,
             prior_strength=cfg.post_prior,
             clip=cfg.post_clip,
+            float32=cfg.float32,  # the original's table and output are float32
         )
         repaired = post.apply(arm.q_test, market.group_keys(arm.test.z))
-        if cfg.float32:  # the original's tables and output are float32
-            repaired = repaired.astype(np.float32).astype(np.float64)
         for model, q in ((f"{arm.name}-intrinsic", arm.q_test), (f"{arm.name}+post", repaired)):
             models[model] = _scores(q, arm.test, cfg) | {"gcal_S": _gcal_s(market, arm.test, q)}
         if arm.surrogate:

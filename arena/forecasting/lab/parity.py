@@ -3,9 +3,9 @@
 f(z) = ½ + (α/2)·χ_S(z) with χ_S(z) = ∏_{i∈S} z_i on z uniform in {−1, +1}^d. Sampling follows
 forecastbench's ``benchmarks/parity.py`` draw for draw (S from ``default_rng(seed)``, z and then
 y from ``default_rng(seed + 1_000_000)``), so a seed names the same market and sample there and
-here. The original computes f and q in float32; we compute in float64 and keep its float32
-values behind ``float32`` (methodology §2.2: the cast before binning moves a forecast across a bin
-edge, float32(0.1) = 0.10000000149 lies in the ECE's bin 2 rather than bin 1).
+here. The original computes f and q in float32; we compute in float64 and compute as it does,
+in float32, behind ``float32`` (methodology §2.2: float32 moves a forecast across a bin edge; the
+original's 0.1 is 0.099999994, in the ECE's bin 1, where float32(0.1) = 0.100000001 is in bin 2).
 """
 
 from __future__ import annotations
@@ -46,18 +46,33 @@ class ParityMarket:
         chi: np.ndarray = np.prod(z[:, list(self.S)], axis=1, dtype=np.int64)
         return chi.astype(np.float64)
 
-    def _cast(self, q: np.ndarray) -> np.ndarray:
-        return q.astype(np.float32).astype(np.float64) if self.float32 else q
+    def _signal(self, scale: float, z: np.ndarray) -> np.ndarray:
+        """½ + scale·χ_S(z). Under ``float32`` as the original computes it: its χ is float32,
+        so numpy takes the Python scale to float32 and does the product and the sum there
+        (½ − float32(0.4) = 0.099999994), where casting the float64 result would give
+        float32(0.1) = 0.100000001, one ulp the other side of 0.1."""
+        if self.float32:
+            chi32 = self.chi(z).astype(np.float32)
+            return (0.5 + scale * chi32).astype(np.float64)
+        return 0.5 + scale * self.chi(z)
 
     def truth(self, z: np.ndarray) -> np.ndarray:
         """f(z) = ½ + (α/2)·χ_S(z)."""
-        return self._cast(0.5 + 0.5 * self.alpha * self.chi(z))
+        return self._signal(0.5 * self.alpha, z)
 
     def diffusion(self, z: np.ndarray, rho: float) -> np.ndarray:
         """The noise operator applied to f, q_ρ = T_ρ f = ½ + (α/2)·ρ^k·χ_S(z)."""
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"rho must be in [0, 1], got {rho}")
-        return self._cast(0.5 + 0.5 * self.alpha * rho**self.k * self.chi(z))
+        return self._signal(0.5 * self.alpha * rho**self.k, z)
+
+    def residual(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """f − q; under ``float32`` subtracted in float32, as the original subtracts its
+        float32 arrays before casting (0.099999994 − 0.699999988 rounds to −0.600000024)."""
+        if self.float32:
+            return (p.astype(np.float32) - q.astype(np.float32)).astype(np.float64)
+        difference: np.ndarray = p - q
+        return difference
 
     def l_query(self, z: np.ndarray, L: int) -> np.ndarray:
         """The stylised AR forecaster: it can read L coordinates, so it knows f iff L ≥ k."""

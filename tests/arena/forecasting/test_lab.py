@@ -32,6 +32,7 @@ from arena.forecasting.lab.training import (
     run_difftrain,
     run_difftrain_simplex,
 )
+from ledger.metrics import bin_index
 from tests.conftest import Arena
 from tests.llm_server import FakeLLM, Received
 
@@ -90,13 +91,20 @@ def test_parity_sample_follows_forecastbench_draws() -> None:
     assert np.array_equal(data.y, rng.binomial(1, 0.5 + 0.4 * chi))
 
 
-def test_float32_reproduces_the_original_cast() -> None:
+def test_float32_computes_as_the_original_does() -> None:
+    """The original's χ is float32, so ½ + 0.4·χ is float32 arithmetic: float32(0.4) is
+    0.4000000059604645, ½ − it is 0.09999999403953552 (exactly representable), and
+    ½ + it rounds to float32(0.9) = 0.8999999761581421. Casting the float64 0.1 instead gave
+    0.10000000149011612, on the other side of the ECE edge 0.1."""
     market = ParityMarket.create(d=1, k=1, alpha=0.8, seed=0, float32=True)
     z = np.array([[1], [-1]], dtype=np.int8)
     chi = market.chi(z)
     truth = market.truth(z)
-    assert set(truth) == {float(np.float32(0.9)), float(np.float32(0.1))}
-    assert truth[chi < 0][0] == 0.10000000149011612  # lands in ECE bin 2, not bin 1
+    assert truth[chi > 0][0] == 0.8999999761581421
+    assert truth[chi < 0][0] == 0.09999999403953552
+    assert bin_index(truth[chi < 0], 20).tolist() == [1]  # (0.05, 0.1], as the original
+    # q_ρ at ρ = 0.5, k = 1: ½ ± float32(0.2) = ½ ± 0.20000000298023224, each rounded to float32
+    assert market.diffusion(z, 0.5).tolist() == [0.699999988079071, 0.30000001192092896]
     plain = run_parity(ParityConfig(d=6, k=2, n=4000), Silent())
     cast = run_parity(ParityConfig(d=6, k=2, n=4000, float32=True), Silent())
     assert failed(cast.checks) == []
