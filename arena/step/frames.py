@@ -38,21 +38,28 @@ from ledger.events import (
     PositionSettled,
     PromptStored,
 )
-from ledger.leaderboard import mean_brier
+from ledger.leaderboard import mean_brier, paid_brier
 from ledger.projection import CohortState, side_index
 from ledger.usage import ModelUsage
 
 
 @dataclass(frozen=True)
 class Portfolio:
-    """The agent's account at one moment."""
+    """The agent's account at one moment, with both Briers of its resolved bets, as the report
+    gives them: the implied-confidence one alone ranks a loser of small bets first."""
 
     cash: float
     positions_value: float
     total_value: float
-    brier: float | None
+    brier: float | None  # implied confidence: the stake's size as the probability
+    brier_paid: float | None  # the price paid as the probability risked
     n_resolved: int
     positions: tuple[tuple[str, str, float, float, float], ...]  # market, side, shares, cost, value
+
+
+def brier_text(value: float | None) -> str:
+    """A Brier as the step views show it: four decimals, or a dash before any bet resolved."""
+    return "—" if value is None else f"{value:.4f}"
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,7 @@ def portfolio(
         positions_value=value,
         total_value=book.cash + value,
         brier=mean_brier(scored),
+        brier_paid=paid_brier(scored),
         n_resolved=len(scored),
         positions=rows,
     )
@@ -222,8 +230,8 @@ def _frames(events: Iterable[Event], cohort: str, agent: str) -> Iterator[Frame]
 # -- fitting a frame into a terminal -------------------------------------------------------------
 
 # Lines a rendered frame always takes: the panel's two borders, the titles of "what it saw",
-# its column header, "decision" and "what happened", and the portfolio's header and four rows.
-FIXED_LINES = 11
+# its column header, "decision" and "what happened", and the portfolio's header and five rows.
+FIXED_LINES = 12
 MIN_SEEN = 3  # even a busy decision shows the three biggest markets
 
 

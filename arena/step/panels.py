@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from rich.markup import escape
 from rich.text import Text
 
+from arena.step.frames import brier_text
 from arena.step.view import MarketRow, MarketRows, Screen
 from ledger.events import (
     DecisionsStopped,
@@ -239,16 +240,17 @@ def decision(view: Screen) -> Text:
 
 
 def portfolio(view: Screen) -> tuple[int, Callable[[int], Text]]:
-    """Cash, positions at the cut's marked prices, total and Brier over resolved bets, then
+    """Cash, positions at the cut's marked prices, total, both Briers over resolved bets (the
+    implied with their count, the paid beside it, labelled as the report labels them), then
     one line per position: how many lines, and line ``k`` made when asked (an agent may hold
     hundreds of positions, and a screen shows a few)."""
     p = view.portfolio
-    brier = "—" if p.brier is None else f"{p.brier:.4f}"
     head = [
         Text(f"{'cash':<19}{money(p.cash):>15}"),
         Text(f"{'positions (marked)':<19}{money(p.positions_value):>15}"),
         Text(f"{'total':<19}{money(p.total_value):>15}", style="bold"),
-        Text(f"{'Brier (n resolved)':<19}{f'{brier} ({p.n_resolved})':>15}"),
+        Text(f"{'Brier (impl.)':<19}{f'{brier_text(p.brier)} ({p.n_resolved})':>15}"),
+        Text(f"{'Brier (paid)':<19}{brier_text(p.brier_paid):>15}"),
     ]
 
     def line(k: int) -> Text:

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from arena.console import make_console
-from arena.step.frames import Frame, Portfolio, fit
+from arena.step.frames import Frame, Portfolio, brier_text, fit
 from arena.step.panels import event_line, tape_name
 from arena.step.timeline import LogTimeline
 from ledger.events import CohortOpened, Event
@@ -40,7 +40,7 @@ def _change(before: float, after: float) -> str:
 
 
 def _brier(p: Portfolio) -> str:
-    return f"{'—' if p.brier is None else f'{p.brier:.4f}'} ({p.n_resolved})"
+    return f"{brier_text(p.brier)} ({p.n_resolved})"
 
 
 def counted(n: int, noun: str) -> str:
@@ -107,7 +107,8 @@ def _portfolio_lines(frame: Frame, last: bool) -> list[Text]:
          _change(after.positions_value, later.positions_value)],
         ["total", _money(before.total_value), _change(before.total_value, after.total_value),
          _change(after.total_value, later.total_value)],
-        ["Brier (n)", _brier(before), _brier(after), _brier(later)],
+        ["Brier (impl.)", _brier(before), _brier(after), _brier(later)],
+        ["Brier (paid)", *(brier_text(p.brier_paid) for p in (before, after, later))],
     ]  # fmt: skip
     texts = [[Text.from_markup(c) for c in row] for row in rows]
     widths = [max(row[k].cell_len for row in texts) for k in range(4)]

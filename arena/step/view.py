@@ -203,7 +203,7 @@ class Screen:
 
 
 NOTHING_YET = Portfolio(cash=0.0, positions_value=0.0, total_value=0.0, brier=None,
-                        n_resolved=0, positions=())  # fmt: skip
+                        brier_paid=None, n_resolved=0, positions=())  # fmt: skip
 _OWN = (OrderFilled, OrderRejected, PositionSettled, PositionRefunded)
 _ANYONES = (MarketResolved, MarketVoided, DecisionsStopped)
 SINCE_SCAN = 20_000

@@ -156,24 +156,27 @@ def test_one_frame_per_decision(log: tuple[str, list[Event]], cut: list[Frame]) 
 
 
 def test_portfolios_before_after_and_at_the_next_decision(cut: list[Frame]) -> None:
-    start = Portfolio(10_000.0, 0.0, 10_000.0, None, 0, ())
+    start = Portfolio(10_000.0, 0.0, 10_000.0, None, None, 0, ())
     # right after the BET, at +0's prices: cash 10,000 - 1,000 = 9,000 and 2,000 shares of a
     # at 0.5 = 1,000; total still 10,000 (a buy at the market price is no gain). The rejected
     # $40 moves nothing. Before, this showed 10,500: the shares valued at +7d's 0.75.
     bought = Portfolio(
-        9_000.0, 1_000.0, 10_000.0, None, 0, (("a", "YES", 2_000.0, 1_000.0, 1_000.0),)
+        9_000.0, 1_000.0, 10_000.0, None, None, 0, (("a", "YES", 2_000.0, 1_000.0, 1_000.0),)
     )
     # at the SELL a week later, a is marked 0.75: 2,000 x 0.75 = 1,500, total 10,500
     long = Portfolio(
-        9_000.0, 1_500.0, 10_500.0, None, 0, (("a", "YES", 2_000.0, 1_000.0, 1_500.0),)
+        9_000.0, 1_500.0, 10_500.0, None, None, 0, (("a", "YES", 2_000.0, 1_000.0, 1_500.0),)
     )
     # right after the SELL of half at 0.75: cash 9,000 + 750 = 9,750; 1,000 shares (cost
     # 1,000 - 500 sold) x 0.75 = 750; total 10,500 again
-    sold = Portfolio(9_750.0, 750.0, 10_500.0, None, 0, (("a", "YES", 1_000.0, 500.0, 750.0),))
+    sold = Portfolio(
+        9_750.0, 750.0, 10_500.0, None, None, 0, (("a", "YES", 1_000.0, 500.0, 750.0),)
+    )
     # by the HOLD, a resolved Yes: 1,000 shares pay $1,000, cash 10,750, nothing held; Brier of
     # the one resolved buy (0.4 - 1)^2 = 0.36 (exact in binary too: 1 - 0.4 rounds to the
-    # double nearest 0.6, whose square rounds to the one nearest 0.36)
-    flat = Portfolio(10_750.0, 0.0, 10_750.0, 0.36, 1, ())
+    # double nearest 0.6, whose square rounds to the one nearest 0.36); the Brier of the price
+    # paid, 0.5 for a winner, (0.5 - 1)^2 = 0.25
+    flat = Portfolio(10_750.0, 0.0, 10_750.0, 0.36, 0.25, 1, ())
     assert [(f.before, f.after, f.at_next) for f in cut] == [
         (start, bought, long),
         (long, sold, flat),
@@ -249,7 +252,7 @@ def test_the_hold_agent_only_sees_resolutions(log: tuple[str, list[Event]]) -> N
     cohort, events = log
     held = frames(events, cohort, "h")
     assert [f.decision.action for f in held] == ["HOLD"] * 3
-    cash = Portfolio(10_000.0, 0.0, 10_000.0, None, 0, ())
+    cash = Portfolio(10_000.0, 0.0, 10_000.0, None, None, 0, ())
     assert {(f.before, f.after) for f in held} == {(cash, cash)}
     assert all(isinstance(e, MarketResolved | DecisionsStopped) for f in held for e in f.outcomes)
     assert frames(events, cohort, "nobody") == []
@@ -452,7 +455,7 @@ def busy_frame() -> Frame:
                       market=f"m{i}", side="YES", reason="[red]no[/] " * 20)
         for i in range(30)
     ]  # fmt: skip
-    rich = Portfolio(1e12, 1e12, 2e12, 0.25, 40, tuple(
+    rich = Portfolio(1e12, 1e12, 2e12, 0.25, 0.0625, 40, tuple(
         (m, "YES", 1e9, 1e9, 1e9) for m in seen))  # fmt: skip
     return Frame(0, decision, seen, rich, rich, rich, outcomes)
 
@@ -475,9 +478,11 @@ def test_a_busy_frame_fits_the_terminal(width: int, height: int) -> None:
 
 def test_fit_shares_the_height_and_never_exceeds_it() -> None:
     frame = busy_frame()
-    # 23 lines: 11 fixed, 12 free; decision and outcomes get up to (12 - 3) // 2 = 4 each
+    # 24 lines: 12 fixed, 12 free; decision and outcomes get up to (12 - 3) // 2 = 4 each
     # (3 shown and "… more"), the markets seen the other 4 (3 and "… more")
-    assert fit(frame, 23) == Fit(seen=3, decision=3, outcomes=3)
+    assert fit(frame, 24) == Fit(seen=3, decision=3, outcomes=3)
+    # a line fewer is a market fewer: 11 free, 4 + 4 as before, 3 left (2 and "… more")
+    assert fit(frame, 23) == Fit(seen=2, decision=3, outcomes=3)
     quiet = Frame(0, frame.decision, dict(list(frame.seen.items())[:2]), frame.before)
     quiet.decision = DecisionMade(cohort="c", ts=START, agent="z", week=1, action="HOLD")
     # HOLD: one "no orders" line, one "nothing happened" line, both markets
