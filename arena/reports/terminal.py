@@ -43,12 +43,10 @@ from ledger.leaderboard import (
 )
 from ledger.projection import CohortState, Ledger
 from ledger.usage import ModelUsage, total_usage
+from replays.untrusted import printable
 
 COHORT_COLUMNS = 6
 """Agents shown as columns of the one-line-per-cohort table; the rest are in --all/--json."""
-
-
-_VISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 
 
 def shown(text: str) -> str:
@@ -56,7 +54,7 @@ def shown(text: str) -> str:
     which a tape or a plugin wrote) as a table cell: control characters written out, not sent
     to the terminal (an escape sequence in a category retitled the window and cleared the
     screen), and Rich's markup escaped, so a ``[link=...]`` is text, not a link."""
-    return escape(text.translate(_VISIBLE))
+    return escape(printable(text))
 
 
 def _num(x: float | None, fmt: str = "{:,.2f}") -> str:
@@ -173,7 +171,7 @@ def categories_table(title: str, rows: Sequence[CategoryRow]) -> Table:
                          overflow="ellipsis", min_width=min(width, 28), max_width=28)  # fmt: skip
     table.add_column("labels", min_width=6)  # wrappable, so Rich narrows it first
     for r, row in zip(rows, cells, strict=True):
-        labels = Text(", ".join(r.labels).translate(_VISIBLE), no_wrap=True, overflow="ellipsis")
+        labels = Text(printable(", ".join(r.labels)), no_wrap=True, overflow="ellipsis")
         table.add_row(*row, labels)
     return table
 
@@ -198,6 +196,29 @@ def short_names(names: Sequence[str], width: int = NAME_WIDTH) -> dict[str, str]
         if len(set(cut.values())) == len(set(names)):
             return cut
     return {n: n for n in names}
+
+
+MIN_NAME_WIDTH = 8
+"""The narrowest ``fit_names`` cuts a name: a head, "…" and a tail still say which it is."""
+
+
+def fit_names(
+    names: Sequence[str], build: Callable[[dict[str, str]], Table], width: int | None
+) -> Table:
+    """The table ``build`` lays out from ``names`` (each name to what it is shown as), with the
+    names cut as ``short_names`` cuts them to the widest that lets the table fit ``width``
+    cells. Rich would cut them at the end instead, where a sweep's settings read alike."""
+    table = build({n: n for n in names})
+    if width is None or not names:
+        return table
+    longest = max(map(len, names))
+    cut_to = max(longest - max(_width(table) - width, 0), MIN_NAME_WIDTH)
+    while cut_to < longest:
+        table = build(short_names(names, cut_to))
+        if _width(table) <= width or cut_to == MIN_NAME_WIDTH:
+            break
+        cut_to -= 1
+    return table
 
 
 LEADERBOARD_DROPS = ("BSS", "win", "cohorts")

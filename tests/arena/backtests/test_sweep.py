@@ -6,6 +6,7 @@ is deterministic, so a setting equal to a comparison agent must give exactly its
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
 from arena.backtests.backtest import plan_backtest
 from arena.backtests.sweep import (
@@ -28,6 +30,7 @@ from arena.backtests.sweep import (
     selection_warning,
     settings_of,
 )
+from arena.commands.sweep import settings_table
 from arena.engines.base import TapeSource
 from arena.engines.recorded import CohortDone
 from arena.run.settings import RunOptions
@@ -251,6 +254,25 @@ def test_the_table_and_warning_are_printed(arena: Arena, workdir: Path) -> None:
     assert "best mean return of 2 setting(s) tried" in out
     assert "cannot confirm it" in out
     assert "9 cohort-run(s) (0 run now, 9 already in the log)" in out  # the module's log
+
+
+def test_the_table_cuts_long_settings_in_the_middle_so_none_read_alike(
+    data: dict[str, Any],
+) -> None:
+    """Settings that differ only at the end ("… min_edge=0.02" and "… min_edge=0.05", 45
+    characters each) in 100 columns: cut at the end both read "forecaster=extr…"; cut in the
+    middle, as the report cuts names, each keeps its end."""
+    long = copy.deepcopy(data)
+    for row, edge in zip(long["settings"], ("0.02", "0.05"), strict=True):
+        row["values"] = {"forecaster": "extremized", "stake": row["values"]["stake"],
+                         "min_edge": edge}  # fmt: skip
+    console = Console(width=100, record=True, color_system=None)
+    console.print(settings_table(long, 100))
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 100
+    rows = [line.split("│")[1].strip() for line in lines if line.startswith("│ forec")]
+    assert [r.removesuffix(" ★") for r in rows] == ["foreca…=0.02", "foreca…=0.05"]
+    assert "…" not in "".join(line.split("│", 2)[2] for line in lines if line.startswith("│"))
 
 
 def test_a_sweep_file_gives_the_same_sweep(
