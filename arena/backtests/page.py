@@ -108,17 +108,28 @@ def summary_table(data: dict[str, Any]) -> str:
     return html_table(header, rows)
 
 
+_GAP = "padding-left:1.2em"
+"""Where an agent's columns begin in the per-cohort table: a wider gap sets each agent apart."""
+
+
 def cohort_table(data: dict[str, Any]) -> str:
+    """Each cohort by its id (which begins with its start date), agent by agent: an agent's
+    name once over its three columns (return, Brier (impl.), win rate), not in each column's
+    header. With a start column and the names in every header, four agents' twelve columns
+    were wider than the page and scrolled at 1400 px."""
     names = list(data["settings"]["agents"])
-    header = ["start", "cohort", "markets"]
-    for name in names:
-        header += [f"{name} return", "Brier (impl.)", "win rate"]
+    top = '<th class="l" rowspan="2">cohort</th><th rowspan="2">markets</th>' + "".join(
+        f'<th colspan="3" style="{_GAP}; text-align:center">{escape(n)}</th>' for n in names
+    )
+    sub = f'<th style="{_GAP}">return</th><th>Brier (impl.)</th><th>win rate</th>' * len(names)
     rows = []
     for cohort in data["cohorts"]:
-        row = [escape(cohort["start"][:10]), escape(cohort["cohort"]), str(cohort["markets"])]
+        cells = [f'<td class="l">{escape(cohort["cohort"])}</td>', f"<td>{cohort['markets']}</td>"]
         for name in names:
             a = cohort["agents"][name]
-            row += [pct(a["return_pct"]), fmt(a["brier"], "{:.3f}"),
-                    fmt(a["win_rate"], "{:.0%}")]  # fmt: skip
-        rows.append(row)
-    return html_table(header, rows, left=2)
+            cells += [f'<td style="{_GAP}">{pct(a["return_pct"])}</td>',
+                      f"<td>{fmt(a['brier'], '{:.3f}')}</td>",
+                      f"<td>{fmt(a['win_rate'], '{:.0%}')}</td>"]  # fmt: skip
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = f"<thead><tr>{top}</tr><tr>{sub}</tr></thead>"
+    return f'<div class="scroll"><table>{head}<tbody>{"".join(rows)}</tbody></table></div>'
