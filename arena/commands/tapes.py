@@ -7,12 +7,16 @@ as one line, so a bad file never shows a traceback; ``validate`` reports each fi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 from rich import box
+from rich.live import Live
+from rich.markup import escape
+from rich.spinner import Spinner
 from rich.table import Table
 
 from arena.commands.tapes_columns import columns as price_columns
@@ -29,6 +33,8 @@ from arena.commands.tapes_view import (
     sparkline,
     validate_books,
 )
+from arena.console import make_console
+from arena.progress import on_a_terminal
 from replays.bookfile import SUFFIX as BOOKS_SUFFIX
 from replays.bookfile import is_books_file, load_books, save_books
 from replays.errors import TapeError
@@ -115,10 +121,32 @@ def import_() -> None:
     """
 
 
-def _finish_import(run: Any, out: str, as_json: bool) -> None:
+@contextmanager
+def working(as_json: bool) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr saying what an import is doing (reading what, writing where), on a
+    terminal only: a large archive imported for minutes with nothing shown. Under ``--json``
+    or piped, nothing (``arena.progress.on_a_terminal``)."""
+    if not on_a_terminal(as_json=as_json):
+        yield lambda _: None
+        return
+    spinner = Spinner("dots")
+    with Live(spinner, console=make_console(stderr=True), transient=True) as live:
+
+        def say(doing: str) -> None:
+            spinner.update(text=f"{escape(doing)} …")
+            live.refresh()  # each step drawn as it starts, however quick
+
+        yield say
+
+
+def _finish_import(run: Any, source: str, out: str, as_json: bool) -> None:
+    """Run an import (``run`` reads ``source``), write its tape to ``out``, print the summary."""
     tape_kind(Path(out))
-    result: ImportResult = run()
-    save_tape(result.tape, out)
+    with working(as_json) as say:
+        say(f"reading {source}")
+        result: ImportResult = run()
+        say(f"writing {out}")
+        save_tape(result.tape, out)
     summary = {
         "out": out,
         **tape_summary(result.tape),
@@ -157,7 +185,8 @@ def import_polymarket_cmd(markets_path: str, prices_path: str, out: str, as_json
       arena tapes import polymarket --markets markets.json \\
           --prices prices_history.jsonl.gz --out btc.tape
     """
-    _finish_import(lambda: import_polymarket(markets_path, prices_path), out, as_json)
+    _finish_import(lambda: import_polymarket(markets_path, prices_path),
+                   f"{markets_path} and {prices_path}", out, as_json)  # fmt: skip
 
 
 @import_.command("election2024")
@@ -172,7 +201,7 @@ def import_election2024_cmd(directory: str, out: str, as_json: bool) -> None:
     Example:
       arena tapes import election2024 --out election.tape
     """
-    _finish_import(lambda: import_election2024(directory), out, as_json)
+    _finish_import(lambda: import_election2024(directory), directory, out, as_json)
 
 
 @import_.command("books")
@@ -213,13 +242,17 @@ def import_books_cmd(
     if tape_out:
         tape_kind(Path(tape_out))
     result: BooksImport
-    if form == "resolvedkit":
-        result = import_resolvedkit(source, markets_path)
-    else:
-        result = import_columns(source, ts_unit=ts_unit, depth=depth)
-    save_books(result.books, out, compress=compress)
-    if tape_out and result.tape is not None:
-        save_tape(result.tape, tape_out)
+    with working(as_json) as say:
+        say(f"reading {source}")
+        if form == "resolvedkit":
+            result = import_resolvedkit(source, markets_path)
+        else:
+            result = import_columns(source, ts_unit=ts_unit, depth=depth)
+        say(f"writing {out}")
+        save_books(result.books, out, compress=compress)
+        if tape_out and result.tape is not None:
+            say(f"writing {tape_out}")
+            save_tape(result.tape, tape_out)
     summary: dict[str, Any] = {
         "out": out, **books_summary(result.books), "rows": result.rows,
         "collapsed": result.collapsed, "replaced": result.replaced, "notes": result.notes,

@@ -25,4 +25,5 @@ def columns(prices_path: str, markets_path: str, out: str, as_json: bool) -> Non
     """
     from arena.commands.tapes import _finish_import  # the summary every import prints
 
-    _finish_import(lambda: import_price_columns(prices_path, markets_path), out, as_json)
+    _finish_import(lambda: import_price_columns(prices_path, markets_path),
+                   f"{prices_path} and {markets_path}", out, as_json)  # fmt: skip

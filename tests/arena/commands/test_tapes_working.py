@@ -1,0 +1,46 @@
+"""``arena tapes import`` says what it is doing on a terminal (a spinner on stderr: reading
+what, writing where), and nothing of it when piped or under ``--json``, where the output is the
+summary alone."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import arena.commands.tapes as tapes
+from replays.importers.election2024 import DEFAULT_DIR
+from tests.conftest import Arena
+
+ARENA = str(Path(sys.executable).with_name("arena"))
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_a_piped_import_shows_no_status(tmp_path: Path, json_flag: tuple[str, ...]) -> None:
+    out = tmp_path / "e.tape"
+    done = subprocess.run([ARENA, "tapes", "import", "election2024", "--out", str(out),
+                           *json_flag], capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert f"reading {DEFAULT_DIR}" not in done.stdout and "writing" not in done.stdout
+    assert out.exists()
+
+
+def test_on_a_terminal_the_import_says_what_it_reads_and_writes(
+    arena: Arena, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drawn = io.StringIO()
+    terminal = Console(file=drawn, force_terminal=True, width=200)
+    monkeypatch.setattr(tapes, "on_a_terminal", lambda as_json=False: not as_json)
+    monkeypatch.setattr(tapes, "make_console", lambda stderr=False: terminal)
+    out = tmp_path / "e.tape"
+    assert arena("tapes", "import", "election2024", "--out", out).exit_code == 0
+    assert f"reading {DEFAULT_DIR} …" in drawn.getvalue()
+    assert f"writing {out} …" in drawn.getvalue()
+    drawn.truncate(0)
+    assert arena("tapes", "import", "election2024", "--out", out, "--json").exit_code == 0
+    assert drawn.getvalue() == ""  # --json: the summary alone, even on a terminal
