@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from arena.console import make_console
+from arena.errors import domain_errors
 from arena.verify.fills import verify_fills
 from arena.verify.log import verify_store, write_snapshots
 from ledger.errors import IntegrityError
@@ -72,17 +73,19 @@ def verify(
         books_path = Path(SAMPLE_BOOKS)
     if books_path is not None and tape_path is None:
         raise click.UsageError("--books goes with --tape")
-    books = load_books(books_file(books_path)) if books_path is not None else None
     try:
+        books = load_books(books_file(books_path)) if books_path is not None else None
         with EventStore.open(db, readonly=not write_snapshots_) as store:
             result = verify_store(store, head)
             tape = load_tape(tape_file(tape_path)) if tape_path else None
             fills = verify_fills(store, tape, books) if tape is not None else None
             written = write_snapshots(store, result) if write_snapshots_ else 0
-    except IntegrityError as exc:  # as text it is the CLI edge's one line, which names the seq
+    except domain_errors() as exc:  # as text it is the CLI edge's one line
         if not as_json:
             raise
-        click.echo(json.dumps({"ok": False, "first_bad_seq": exc.seq, "error": str(exc)}))
+        # a log that will not open, a missing tape, as an altered log: an object, exit 1
+        seq = {"first_bad_seq": exc.seq} if isinstance(exc, IntegrityError) else {}
+        click.echo(json.dumps({"ok": False, **seq, "error": str(exc)}))
         raise SystemExit(1) from None
     if as_json:
         click.echo(json.dumps({
