@@ -20,6 +20,7 @@ at 13:32 and Gamma closed it only on 11-20: it resolves at the settlement.
 from __future__ import annotations
 
 import csv
+import io
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import numpy as np
 from replays.errors import TapeError
 from replays.importers.parsing import clean_series, json_list
 from replays.importers.polymarket import ImportResult, Series, assemble, read_json
+from replays.untrusted import Budget, read_file
 from replays.validate import Instant
 
 DEFAULT_DIR = (
@@ -81,16 +83,16 @@ COLUMNS = ("race", "region", "gamma_market_id", "yes_token_id", "tape_file")
 
 
 def _index_rows(index_path: Path) -> list[dict[str, str]]:
+    """The index's rows, read within the size limit a tape file has (``Budget``): it is as
+    untrusted as the tapes it names, and was read whole with no limit."""
     try:
-        with open(index_path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
-            if missing:
-                raise TapeError(f"{index_path}: missing columns {', '.join(missing)}")
-            # a short row has None for its missing cells; an empty cell means the same
-            return [{c: row.get(c) or "" for c in reader.fieldnames or ()} for row in reader]
-    except OSError as exc:
-        raise TapeError(f"{index_path}: cannot read: {exc.strerror or exc}") from None
+        text = read_file(index_path, Budget(str(index_path))).decode("utf-8")
+        reader = csv.DictReader(io.StringIO(text))
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise TapeError(f"{index_path}: missing columns {', '.join(missing)}")
+        # a short row has None for its missing cells; an empty cell means the same
+        return [{c: row.get(c) or "" for c in reader.fieldnames or ()} for row in reader]
     except (UnicodeDecodeError, csv.Error) as exc:
         raise TapeError(f"{index_path}: not a readable CSV: {exc}") from None
 

@@ -354,6 +354,25 @@ def test_an_election_index_without_its_columns(tmp_path: Path) -> None:
         import_election2024(tmp_path)
 
 
+def test_the_election_index_is_read_within_a_tapes_size_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index was read whole with no limit: 2 MiB of rows, or a gzip of them under its
+    .csv name, is refused at a 1 MiB limit before any of it is parsed."""
+    index = tmp_path / "election2024_market_index.csv"
+    rows = "race,region,gamma_market_id,yes_token_id,tape_file\n" + "p,r,1,2,t.json\n" * 150_000
+    monkeypatch.setenv("ARENA_TAPE_MAX_BYTES", str(1 << 20))
+    for data in (rows.encode(), gzip.compress(rows.encode())):
+        index.write_bytes(data)
+        with pytest.raises(
+            TapeError, match=r"market_index\.csv: decompresses to more than 1\.0 MiB"
+        ):
+            import_election2024(tmp_path)
+    index.unlink()
+    with pytest.raises(TapeError, match=r"market_index\.csv: cannot read: No such file"):
+        import_election2024(tmp_path)
+
+
 def test_an_empty_clob_history_is_a_market_without_prices(tmp_path: Path) -> None:
     """CLOB answers {"history": []} for a token that never traded; that was an IndexError."""
     markets = [gamma(), gamma(id="2", clobTokenIds='["333", "444"]')]
