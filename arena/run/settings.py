@@ -6,8 +6,8 @@ Two kinds of setting, kept apart because only one of them may change the log:
   cadences, seed). Its hash, with the tape's, is the cohort id, so the same settings give the
   same id and the same log from the CLI and from Python alike.
 - :class:`RunOptions`: *how* cohorts run (the per-decision time limit, agents in worker
-  processes, how many cohorts at once, on which engine). None of them enters a cohort id: an
-  honest agent logs the same bytes whatever they are.
+  processes, how often events are committed, how many cohorts at once, on which engine).
+  None of them enters a cohort id: an honest agent logs the same bytes whatever they are.
 
 :class:`RunSettings` carries one cohort's pair to ``arena.run.runner.CohortRunner``, whole, in this
 process or in a spawned worker. Every default lives on these models, once; the CLI's options
@@ -42,6 +42,11 @@ MAX_DECISION_TIMEOUT = 7 * 86_400.0
 (``--timeout inf`` or ``1e308`` overflowed it, and every agent sat the cohort out)."""
 
 
+COMMIT_EVERY = 2.0
+"""A model-backed agent's decision takes longer than this, so each is committed as it is made;
+a fast run commits every two seconds, a few transactions more than its batches."""
+
+
 class SettingsError(ArenaError, ValueError):
     """Cohort settings that do not validate; the message names the field, on one line."""
 
@@ -62,6 +67,13 @@ class RunOptions(pydantic.BaseModel):
         default=False,
         description="run each agent's code in a worker process of its own (for plugins you do "
         "not trust; the same log for honest ones, slower per decision)",
+    )
+    commit_every: float = pydantic.Field(
+        default=COMMIT_EVERY,
+        ge=0,
+        allow_inf_nan=False,
+        description="seconds of wall clock a run's events may wait before they are committed "
+        "to the log (0: after every decision); a killed run resumes from what was committed",
     )
     jobs: int = pydantic.Field(
         default=0, ge=0, description="cohorts replayed at once (0: one per CPU core)"
@@ -100,6 +112,9 @@ class RunSettings(pydantic.BaseModel):
 
     cohort: CohortConfig
     options: RunOptions = DEFAULT_OPTIONS
+    journal: str | None = None
+    """A folder where a worker keeps what its cohort committed until the driver appends the
+    cohort to the log (``arena.engines.recorded``); None: in memory only."""
 
 
 def cohort_configs(

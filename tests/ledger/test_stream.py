@@ -7,6 +7,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ledger.stream
 from ledger.errors import LedgerError
@@ -102,6 +104,7 @@ def test_snapshots_follow_the_flush_after_each_interval(
 ) -> None:
     monkeypatch.setattr(ledger.stream, "FLUSH_EVERY", 2)
     monkeypatch.setattr(ledger.stream, "SNAPSHOT_EVERY", 4)
+    monkeypatch.setattr(ledger.stream, "SNAPSHOT_BYTES_PER_EVENT", 10**9)  # images too small
     with EventStore.open(tmp_path / "log.db") as store:
         state = CohortState("c")
         writer = StreamWriter(store, state)
@@ -114,6 +117,67 @@ def test_snapshots_follow_the_flush_after_each_interval(
     # due at the first flush 4 or more events after the last: versions 4 and 8, then the close
     assert [(s.version, s.closing) for s in taken] == [(4, False), (8, False), (10, True)]
     assert decode_state(taken[0].state).marks == {"m": [0.3, 0.7]}  # the fold up to version 4
+
+
+def test_a_big_image_spaces_the_next_snapshot_by_its_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FLUSH_EVERY 2, SNAPSHOT_EVERY 4, 10 bytes an event, images of 10 × version bytes (so
+    the spacing after version v is max(4, v)). Flushes at 2, 4, 6, …: snapshots at 4 (4 past
+    0), 8 (4 past 4), 16 (8 past 8), 32, then the close at 40: 600 + 400 bytes. With a fixed
+    spacing of 4 the 40 events would hold 9 periodic snapshots and the close: 1,800 + 400."""
+    monkeypatch.setattr(ledger.stream, "FLUSH_EVERY", 2)
+    monkeypatch.setattr(ledger.stream, "SNAPSHOT_EVERY", 4)
+    monkeypatch.setattr(ledger.stream, "SNAPSHOT_BYTES_PER_EVENT", 10)
+    sink, state = MemorySink(), CohortState("c")
+    writer = StreamWriter(sink, state)
+    monkeypatch.setattr(ledger.stream, "encode_state", lambda _: b"x" * 10 * writer.version)
+    state.record(opened())
+    for ts in range(1, 40):
+        state.record(mark(ts))
+        writer.save()
+    writer.close()
+    taken = [(s.version, s.closing, len(s.state)) for s in sink.images["c"]]
+    assert taken == [(4, False, 40), (8, False, 80), (16, False, 160), (32, False, 320),
+                     (40, True, 400)]  # fmt: skip
+
+
+def _written_with_growing_images(steps: list[tuple[int, bool]]) -> MemorySink:
+    """Steps of ``(marks recorded, commit after)`` written with images of 10 × version bytes."""
+    sink, state = MemorySink(), CohortState("c")
+    writer = StreamWriter(sink, state)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ledger.stream, "encode_state", lambda _: b"x" * 10 * writer.version)
+        state.record(opened())
+        ts = 0
+        for n, commit in steps:
+            for _ in range(n):
+                ts += 1
+                state.record(mark(ts))
+            writer.save()
+            if commit:
+                writer.commit()
+        writer.close()
+    return sink
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.booleans()), max_size=40))
+def test_spacing_by_size_keeps_snapshots_where_a_run_without_commits_puts_them(
+    steps: list[tuple[int, bool]],
+) -> None:
+    """The spacing is a function of the images, which a commit does not change: a run that
+    commits anywhere writes the same events and the same snapshots, at the same versions."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ledger.stream, "FLUSH_EVERY", 3)
+        patch.setattr(ledger.stream, "SNAPSHOT_EVERY", 5)
+        patch.setattr(ledger.stream, "SNAPSHOT_BYTES_PER_EVENT", 20)
+        plain = _written_with_growing_images([(n, False) for n, _ in steps])
+        committed = _written_with_growing_images(steps)
+    assert committed.streams == plain.streams
+    assert committed.images == plain.images
+    periodic = [i.version for i in plain.images["c"] if not i.closing]
+    gaps = [b - a for a, b in zip([0, *periodic], periodic, strict=False)]
+    floors = [max(5, 10 * a // 20) for a in [0, *periodic]]
+    assert all(gap >= floor for gap, floor in zip(gaps, floors, strict=False))
 
 
 def test_the_closing_snapshot_takes_the_place_of_a_periodic_one_due_with_it(

@@ -1,0 +1,74 @@
+"""How a run keeps pace with the wall clock: committing a slow run's events as they happen, and
+telling a watcher (the progress display) about each decision.
+
+A replay of rule-based agents takes seconds and is written in large batches (one transaction
+per ``ledger.stream.FLUSH_EVERY`` events); a model-backed agent takes seconds to minutes per
+decision, and a batch written only at the close loses every paid call when the run is killed.
+``Pace`` commits what the run recorded once ``every`` seconds of wall clock have passed since
+the last commit: each decision of a slow agent, a fast run's events every few seconds. The
+batches and snapshots fall where they always do (``StreamWriter.commit``), so the log is the
+same bytes however often it was committed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ledger.events import ModelCall
+from ledger.stream import StreamWriter
+
+
+@dataclass(frozen=True)
+class DecisionSeen:
+    """One agent's decision as the run made it, for a watcher (never logged)."""
+
+    cohort: str
+    agent: str
+    week: int
+    seconds: float
+    """Wall-clock seconds the decision took."""
+    calls: int
+    """Model calls it made."""
+    failures: tuple[str, ...]
+    """Why each of its failed calls failed, and why the decision did, one short line each."""
+
+
+Watcher = Callable[[DecisionSeen], None]
+
+
+def failures(calls: tuple[ModelCall, ...], error: str | None) -> tuple[str, ...]:
+    """The reasons a decision's calls and the decision itself failed, one short line each."""
+    reasons = [c.error or c.rejected for c in calls if c.error or c.rejected]
+    if error:
+        reasons.append(error)
+    return tuple(" ".join(str(r).split())[:80] for r in reasons)
+
+
+def most_common(counts: Counter[str]) -> str | None:
+    """The reason seen most often (the first seen among equals), or None."""
+    return counts.most_common(1)[0][0] if counts else None
+
+
+class Pace:
+    """Commits a writer's events once ``every`` seconds have passed since the last commit.
+
+    ``clock`` is bound at import: the replay runs under freezegun's frozen clock, and the
+    wall clock must still move."""
+
+    def __init__(
+        self, writer: StreamWriter, every: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.writer = writer
+        self.every = every
+        self.clock = clock
+        self.last = clock()
+
+    def tick(self) -> None:
+        """Commit if it is time."""
+        now = self.clock()
+        if now - self.last >= self.every:
+            self.writer.commit()
+            self.last = self.clock()
