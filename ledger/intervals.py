@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from ledger.errors import LedgerError
+
+if TYPE_CHECKING:  # numpy loads with the first bootstrap: a report with none starts faster
+    import numpy as np
 
 Method = Literal["markets", "cohorts"]
 MethodChoice = Literal["auto", "markets", "cohorts"]
@@ -142,6 +143,8 @@ def market_weights(n_markets: int, draws: int = DRAWS, seed: int = 0) -> np.ndar
     a report, so paired differences resample both agents alike."""
     if n_markets < 1 or draws < 1:
         raise LedgerError("a bootstrap needs at least one market and one draw")
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     return rng.multinomial(n_markets, np.full(n_markets, 1.0 / n_markets), size=draws).astype(
         np.float64
@@ -155,6 +158,8 @@ def cohort_mean_draws(
     sums: ``numerators`` / ``denominators``, e.g. summed Brier / bets). ``numerators`` is
     ``cohorts × markets``; a cohort whose ratio has nothing under it in a draw is left out of
     that draw's mean, as a cohort without resolved bets is left out of the plain mean."""
+    import numpy as np
+
     top = weights @ numerators.T
     if denominators is None:
         return np.asarray(top.mean(axis=1))
@@ -181,6 +186,8 @@ def bootstrap_interval(
     """
     if clusters == 0:
         return estimate, estimate
+    import numpy as np
+
     finite = draws[np.isfinite(draws)]
     if clusters < 2 or finite.size < 2:
         return None, None

@@ -17,23 +17,17 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
-import numpy as np
 
 from ledger.intervals import (
     DRAWS,
     Method,
     MethodChoice,
     PairedDifference,
-    bootstrap_difference,
-    bootstrap_interval,
     choose_method,
-    cohort_mean_draws,
-    market_weights,
     mean_ci,
     paired_difference,
 )
-from ledger.metrics import brier, ece, log_loss, murphy
-from ledger.projection import BrierRow, CohortState, Ledger
+from ledger.projection import BrierRow, CohortState, Ledger, implied_briers
 
 RANDOM_BRIER = 0.25
 """The Brier of always saying 0.5: the baseline of Forecaster Arena's skill score."""
@@ -122,17 +116,7 @@ def mean_brier(rows: Sequence[BrierRow]) -> float | None:
     """The mean implied-confidence Brier of scored buys, summed exactly (``math.fsum``), so
     every view of the same rows (the report, ``arena step``'s portfolio) gives the same
     float."""
-    return math.fsum(r.brier for r in rows) / len(rows) if rows else None
-
-
-def _win_rate(rows: Sequence[BrierRow]) -> float | None:
-    return sum(r.won for r in rows) / len(rows) if rows else None
-
-
-def _skill(brier: float | None, reference: float | None) -> float | None:
-    if brier is None or reference is None or reference <= 0:
-        return None
-    return 1.0 - brier / reference
+    return math.fsum(implied_briers(rows)) / len(rows) if rows else None
 
 
 def paid_brier(rows: Sequence[BrierRow]) -> float | None:
@@ -140,17 +124,37 @@ def paid_brier(rows: Sequence[BrierRow]) -> float | None:
     money at, against whether its side won (0.60 on a winner scores 0.16, 0.30 on a loser
     0.09). A proper score of what was risked, where the implied Brier scores only the stake's
     size; and the market's own score on the bets the agent chose."""
-    return math.fsum((r.price - r.won) ** 2 for r in rows) / len(rows) if rows else None
+    return math.fsum([(r.price - r.won) ** 2 for r in rows]) / len(rows) if rows else None
 
 
-def _market_skill(brier: float | None, rows: Sequence[BrierRow]) -> float | None:
-    """``1 − implied Brier / Brier of the prices paid``, only where the reference means
-    something: ``MARKET_SKILL_MIN_BETS`` resolved bets and a reference of at least
-    ``MARKET_SKILL_MIN_REFERENCE`` (so the score is bounded below by −24)."""
-    reference = paid_brier(rows)
-    if len(rows) < MARKET_SKILL_MIN_BETS or reference is None:
+class RowScores(msgspec.Struct, frozen=True):
+    """The scores a standing shows of a list of Brier rows, each figure's pass made once (the
+    paid Brier was walked twice, for itself and for the skill against it): a long cohort
+    holds hundreds of thousands of rows, 5–15 ms a pass at 209 k."""
+
+    n: int
+    brier: float | None
+    paid: float | None
+    win_rate: float | None
+
+    @classmethod
+    def of(cls, rows: Sequence[BrierRow]) -> RowScores:
+        win_rate = sum([r.won for r in rows]) / len(rows) if rows else None
+        return cls(len(rows), mean_brier(rows), paid_brier(rows), win_rate)
+
+    def market_skill(self) -> float | None:
+        """``1 − implied Brier / Brier of the prices paid``, only where the reference means
+        something: ``MARKET_SKILL_MIN_BETS`` resolved bets and a reference of at least
+        ``MARKET_SKILL_MIN_REFERENCE`` (so the score is bounded below by −24)."""
+        if self.n < MARKET_SKILL_MIN_BETS or self.paid is None:
+            return None
+        return _skill(self.brier, self.paid) if self.paid >= MARKET_SKILL_MIN_REFERENCE else None
+
+
+def _skill(brier: float | None, reference: float | None) -> float | None:
+    if brier is None or reference is None or reference <= 0:
         return None
-    return _skill(brier, reference) if reference >= MARKET_SKILL_MIN_REFERENCE else None
+    return 1.0 - brier / reference
 
 
 # -- standings ----------------------------------------------------------------------------------
@@ -164,7 +168,7 @@ def cohort_standings(state: CohortState) -> list[AgentStanding]:
         open_cost = math.fsum(p.cost for p in book.positions.values())
         total_value = book.cash + positions_value
         pnl = total_value - book.initial_cash
-        brier = mean_brier(book.brier_rows)
+        scores = RowScores.of(book.brier_rows)
         rows.append(
             AgentStanding(
                 cohort=state.cohort,
@@ -176,12 +180,12 @@ def cohort_standings(state: CohortState) -> list[AgentStanding]:
                 return_pct=pnl / book.initial_cash * 100.0 if book.initial_cash else 0.0,
                 realized_pnl=book.realized,
                 unrealized_pnl=positions_value - open_cost,
-                brier=brier,
-                brier_paid=paid_brier(book.brier_rows),
-                bss=_skill(brier, RANDOM_BRIER),
-                bss_market=_market_skill(brier, book.brier_rows),
-                n_resolved=len(book.brier_rows),
-                win_rate=_win_rate(book.brier_rows),
+                brier=scores.brier,
+                brier_paid=scores.paid,
+                bss=_skill(scores.brier, RANDOM_BRIER),
+                bss_market=scores.market_skill(),
+                n_resolved=scores.n,
+                win_rate=scores.win_rate,
                 n_bets=book.n_bets,
                 n_sells=book.n_sells,
                 n_rejected=book.n_rejected,
@@ -205,62 +209,6 @@ def standings(source: Ledger | Iterable[CohortState]) -> dict[str, list[AgentSta
     return {state.cohort: cohort_standings(state) for state in _states(source)}
 
 
-class MarketResample:
-    """The bootstrap over markets for a set of cohorts: one weight matrix over the union of
-    their universes, applied alike to every agent, so paired differences stay paired."""
-
-    def __init__(self, states: Sequence[CohortState], draws: int = DRAWS, seed: int = 0) -> None:
-        self.states = list(states)
-        self.markets = sorted({m for s in self.states for m in s.markets})
-        self.index = {m: j for j, m in enumerate(self.markets)}
-        self.draws = draws
-        self.seed = seed
-        self.weights = market_weights(max(len(self.markets), 1), draws, seed)
-        self._matrices: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-    def matrices(self, agent: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per cohort the agent traded in (rows), by market (columns): its return in percent
-        of starting cash, its summed implied Brier and its resolved bets."""
-        if agent in self._matrices:
-            return self._matrices[agent]
-        states = [s for s in self.states if agent in s.books]
-        shape = (len(states), self.weights.shape[1])
-        ret, brier_sum, resolved = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-        for k, state in enumerate(states):
-            cash = state.books[agent].initial_cash
-            for market, pnl in state.market_pnl(agent).items():
-                ret[k, self.index[market]] += pnl / cash * 100.0 if cash else 0.0
-            for row in state.books[agent].brier_rows:
-                j = self.index[row.market]
-                brier_sum[k, j] += row.brier
-                resolved[k, j] += 1
-        self._matrices[agent] = (ret, brier_sum, resolved)
-        return ret, brier_sum, resolved
-
-    def return_interval(self, agent: str, mean: float) -> tuple[float | None, float | None]:
-        """The interval of the agent's mean return over its cohorts."""
-        ret = self.matrices(agent)[0]
-        draws = cohort_mean_draws(self.weights, ret)
-        return bootstrap_interval(draws, mean, _carrying(ret))
-
-    def brier_interval(self, agent: str, mean: float) -> tuple[float | None, float | None]:
-        """The interval of the mean over cohorts of each cohort's mean implied Brier."""
-        _, brier_sum, resolved = self.matrices(agent)
-        draws = cohort_mean_draws(self.weights, brier_sum, resolved)
-        return bootstrap_interval(draws, mean, _carrying(resolved))
-
-    def paired(self, a: str, b: str, mean: float) -> PairedDifference:
-        """``a``'s mean return minus ``b``'s; both must be in every cohort."""
-        diff = self.matrices(a)[0] - self.matrices(b)[0]
-        draws = cohort_mean_draws(self.weights, diff)
-        return bootstrap_difference(draws, np.zeros_like(draws), mean, _carrying(diff))
-
-
-def _carrying(matrix: np.ndarray) -> int:
-    """How many markets (columns) carry any of the figure."""
-    return int(np.count_nonzero(np.abs(matrix).sum(axis=0)))
-
-
 def leaderboard(
     source: Ledger | Iterable[CohortState],
     *,
@@ -277,7 +225,11 @@ def leaderboard(
     """
     states = _states(source)
     method = interval_method(states, interval)
-    resample = MarketResample(states, draws, seed) if method == "markets" else None
+    resample = None
+    if method == "markets":
+        from ledger.resample import MarketResample  # numpy, loaded only for a bootstrap
+
+        resample = MarketResample(states, draws, seed)
     per_agent: dict[str, list[AgentStanding]] = {}
     rows_of: dict[str, list[BrierRow]] = {}
     for state in states:
@@ -296,20 +248,20 @@ def leaderboard(
             return_low, return_high = resample.return_interval(agent, return_mean)
             if brier_mean is not None:
                 brier_low, brier_high = resample.brier_interval(agent, brier_mean)
-        pooled = mean_brier(rows)
+        scores = RowScores.of(rows)
         board.append(
             LeaderboardRow(
                 agent=agent,
                 cohorts=len(results),
                 total_pnl=total_pnl,
                 pnl_pct=total_pnl / capital * 100.0 if capital else 0.0,
-                brier=pooled,
-                brier_paid=paid_brier(rows),
-                win_rate=_win_rate(rows),
-                n_resolved=len(rows),
+                brier=scores.brier,
+                brier_paid=scores.paid,
+                win_rate=scores.win_rate,
+                n_resolved=scores.n,
                 n_bets=sum(r.n_bets for r in results),
-                bss=_skill(pooled, RANDOM_BRIER),
-                bss_market=_market_skill(pooled, rows),
+                bss=_skill(scores.brier, RANDOM_BRIER),
+                bss_market=scores.market_skill(),
                 return_mean=return_mean,
                 return_ci_low=return_low,
                 return_ci_high=return_high,
@@ -356,6 +308,8 @@ def paired_returns(
     t = paired_difference(returns[a], returns[b])
     if interval_method(states, interval) == "cohorts":
         return t
+    from ledger.resample import MarketResample  # numpy, loaded only for a bootstrap
+
     return MarketResample(states, draws, seed).paired(a, b, t.mean)
 
 
@@ -371,6 +325,7 @@ def categories(
     markets: dict[tuple[str, str], set[str]] = {}
     label: dict[str, str] = {}
     cohorts: dict[str, int] = {}
+    scored: dict[str, list[tuple[dict[str, str], Sequence[BrierRow]]]] = {}
     for state in states:
         label |= {m: listed.category or "—" for m, listed in state.markets.items()}
         category = label
@@ -384,10 +339,9 @@ def categories(
                 cell["pp"] += pnl / book.initial_cash * 100.0 if book.initial_cash else 0.0
             for market, n in book.bets_by_market.items():
                 _cell(cells, markets, agent, category[market], market)["bets"] += n
-            for row in book.brier_rows:
-                cell = _cell(cells, markets, agent, category[row.market], row.market)
-                cell["resolved"] += 1
-                cell["brier"] += row.brier
+            scored.setdefault(agent, []).append((category, book.brier_rows))
+    for agent, books in scored.items():
+        _add_briers(cells, markets, agent, books)
     return [
         CategoryRow(
             agent=agent,
@@ -402,6 +356,37 @@ def categories(
         )
         for (agent, category), c in sorted(cells.items())
     ]
+
+
+def _add_briers(
+    cells: dict[tuple[str, str], dict[str, float]],
+    markets: dict[tuple[str, str], set[str]],
+    agent: str,
+    books: list[tuple[dict[str, str], Sequence[BrierRow]]],
+) -> None:
+    """An agent's Brier rows, every cohort's in turn, summed into their categories' cells in
+    the rows' order (so each sum is the float a row-by-row fold gives), with the cell found
+    once per market rather than once per row."""
+    index: dict[str, int] = {}
+    summed: list[float] = []
+    resolved: list[int] = []
+    for category, rows in books:
+        code = {}
+        for market in {r.market for r in rows}:
+            name = category[market]
+            if name not in index:
+                index[name] = len(index)
+                summed.append(0.0)
+                resolved.append(0)
+            code[market] = index[name]
+            _cell(cells, markets, agent, name, market)
+        for k, brier in zip([code[r.market] for r in rows], implied_briers(rows), strict=True):
+            summed[k] += brier
+            resolved[k] += 1
+    for name, k in index.items():
+        cell = cells[agent, name]
+        cell["resolved"] += resolved[k]
+        cell["brier"] += summed[k]
 
 
 def _cell(
@@ -429,6 +414,11 @@ def belief_scores(rows: Sequence[BrierRow]) -> dict[str, object] | None:
     stated = [r for r in given if 0.0 <= r.belief <= 1.0]  # type: ignore[operator]
     if not stated:
         return None
+    # imported here: a report whose agents state no beliefs need not load numpy or the metrics
+    import numpy as np
+
+    from ledger.metrics import brier, ece, log_loss, murphy
+
     p = np.array([r.belief for r in stated], dtype=np.float64)
     won = np.array([r.won for r in stated], dtype=np.float64)
     decomposition = murphy(p, won)

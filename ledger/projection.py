@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from ledger.collector import collector_paused
 from ledger.events import (
     EVENT_TYPES,
     CohortClosed,
@@ -98,6 +99,13 @@ class BrierRow(msgspec.Struct, frozen=True, gc=False, array_like=True):
     @property
     def brier(self) -> float:
         return (self.confidence - self.won) ** 2
+
+
+def implied_briers(rows: Sequence[BrierRow]) -> list[float]:
+    """Each row's ``brier``, the very same floats (Python's ``**``, not numpy's square, which
+    may round otherwise), without a property call per row: reports sum hundreds of
+    thousands."""
+    return [(r.confidence - r.won) ** 2 for r in rows]
 
 
 class PendingBuy(msgspec.Struct, frozen=True, gc=False, array_like=True):
@@ -391,7 +399,8 @@ class CohortState:
 
     def digest(self) -> str:
         """sha256 of ``snapshot()``: floats enter by their exact repr, so equal means equal."""
-        return hashlib.sha256(msgspec.json.encode(self.snapshot())).hexdigest()
+        with collector_paused():  # a tuple per Brier row, none in a cycle
+            return hashlib.sha256(msgspec.json.encode(self.snapshot())).hexdigest()
 
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain data, for exact comparisons between live and rebuilt."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from ledger.collector import collector_paused
 from ledger.errors import LedgerError
 from ledger.events import CohortClosed, CohortOpened, DecisionsStopped, MarketListed
 from ledger.projection import Book, BrierRow, CohortState, PendingBuy, Position
@@ -118,17 +119,17 @@ def encode_state(state: CohortState) -> bytes:
 
 
 def decode_state(data: bytes) -> CohortState:
-    """The state an image describes; SnapshotError if it is not an image of this format."""
+    """The state an image describes; SnapshotError if it is not an image of this format.
+
+    The image is decoded at once, and its header alone only when that fails, to say whether
+    it is of another format: a header read first is a second pass over every byte."""
     try:
-        found = _header_decoder.decode(data).format
+        with collector_paused():
+            image = _image_decoder.decode(data)
     except msgspec.MsgspecError as exc:
+        _check_format(data)
         raise SnapshotError(f"not a readable state image ({exc})") from None
-    if found != FORMAT:
-        raise SnapshotError(f"state image format {found}; this arena reads format {FORMAT}")
-    try:
-        image = _image_decoder.decode(data)
-    except msgspec.MsgspecError as exc:
-        raise SnapshotError(f"not a readable state image ({exc})") from None
+    _check_format(image)
     state = CohortState(image.cohort)
     state.opened, state.closed, state.stopped = image.opened, image.closed, image.stopped
     state.markets = {m.market: m for m in image.markets}
@@ -160,6 +161,18 @@ def decode_state(data: bytes) -> CohortState:
     return state
 
 
+def _check_format(image: StateImage | bytes) -> None:
+    """SnapshotError naming the format of an image that is not of ``FORMAT``."""
+    try:
+        found = (
+            image.format if isinstance(image, StateImage) else _header_decoder.decode(image).format
+        )
+    except msgspec.MsgspecError as exc:
+        raise SnapshotError(f"not a readable state image ({exc})") from None
+    if found != FORMAT:
+        raise SnapshotError(f"state image format {found}; this arena reads format {FORMAT}")
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """One stored snapshot: the image of ``stream`` after its event ``version`` (global
@@ -186,5 +199,9 @@ class Snapshot:
 
 
 def snapshot_hash(chain_hash: bytes, fmt: int, state: bytes) -> bytes:
-    """What a snapshot row's ``hash`` must be: it binds the image to its place in the chain."""
-    return hashlib.sha256(chain_hash + b"%d\x00" % fmt + state).digest()
+    """What a snapshot row's ``hash`` must be: it binds the image to its place in the chain.
+    Hashed in parts, so a big image is not copied to be hashed."""
+    digest = hashlib.sha256(chain_hash)
+    digest.update(b"%d\x00" % fmt)
+    digest.update(state)
+    return digest.digest()

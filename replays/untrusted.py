@@ -20,10 +20,12 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from tokenize import TokenError
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from replays.errors import TapeError
+
+if TYPE_CHECKING:  # numpy loads with the first .npy read: a report's printable() needs none
+    import numpy as np
 
 ENV = "ARENA_TAPE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 2 << 30
@@ -115,6 +117,8 @@ def read_npy(zf: zipfile.ZipFile, name: str, dtype: str, budget: Budget) -> np.n
     numpy's own reader trusts the header's shape and allocates it first; here the claim must
     equal the member's size before anything is allocated, and then no more is read than that.
     """
+    import numpy as np
+
     info = zf.getinfo(name)
     budget.spend(info.file_size, name)
     source = budget.source

@@ -21,7 +21,9 @@ from typing import Any
 
 from arena.bench.replay_bench import bench_replay
 
-_KEPT = ("markets", "ticks", "events", "cpu_seconds", "seconds", "run_peak_rss_mb")
+_KEPT = ("markets", "ticks", "events", "cpu_seconds", "seconds", "run_peak_rss_mb", "log_mb")
+"""Per size; ``log_mb`` is the closed log's file, its snapshots included (they grew with the
+square of a cohort's events before their spacing grew with their size)."""
 
 
 def growth_exponent(small: tuple[float, float], large: tuple[float, float]) -> float:

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.projection import CohortState
-from replays.bookfile import load_books, recorded_hash
 from replays.errors import TapeError
 from replays.samples import SAMPLE_BOOKS_HASH, books_file, sample_books_paths
-from replays.validate_books import MarketLedger, ledger
+
+if TYPE_CHECKING:  # the books' readers load when a cohort met books: most reports never do
+    from replays.validate_books import MarketLedger
 
 GAP_SECONDS = 10.0
 """A gap in the ledger: snapshots of one token further apart than this (``arena tapes
@@ -74,6 +75,9 @@ def _ledger(books: str, states: list[CohortState], given: str | Path | None) -> 
         return Coverage(books, base.cohorts, markets, missing=path)
     if not markets:
         return base
+    from replays.bookfile import load_books
+    from replays.validate_books import ledger
+
     try:
         entries = ledger(load_books(path), GAP_SECONDS, set(markets))
     except (TapeError, OSError) as exc:
@@ -85,6 +89,8 @@ def _path(books: str, given: str | Path | None) -> Path | str:
     """The file with content hash ``books``, or the one line that says why there is none."""
     short = books[:12]
     if given is not None:
+        from replays.bookfile import recorded_hash
+
         path = books_file(given)
         try:
             found = recorded_hash(path)

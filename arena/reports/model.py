@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib.metadata import version
 from typing import Any
 
 import msgspec
@@ -251,6 +250,8 @@ def report_data(
     for summary in cohorts:
         agents = usage.get(summary["cohort"], {})
         summary["model_usage"] = {agent: usage_dict(u) for agent, u in agents.items()}
+    from importlib.metadata import version  # here: only JSON and HTML print it
+
     return {
         "package_version": version("arena"),
         "interval": interval_info(states, settings),

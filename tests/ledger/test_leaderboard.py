@@ -21,7 +21,7 @@ from ledger.leaderboard import (
     paired_returns,
     standings,
 )
-from ledger.projection import CohortState, Ledger
+from ledger.projection import Book, BrierRow, CohortState, Ledger
 from ledger.rules import Broker, rules_for, settle
 
 T_1 = 12.706204736  # t_{0.975, 1}
@@ -451,3 +451,49 @@ def test_the_two_briers_of_docs_reports() -> None:
     assert alice.brier_paid == pytest.approx(0.125)
     assert alice.brier == pytest.approx(0.82)
     assert (alice.n_resolved, alice.bss_market) == (2, None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    cohorts=st.lists(
+        st.lists(
+            st.tuples(st.sampled_from("abcdef"), st.floats(0.0, 1.0), st.booleans()),
+            max_size=30,
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_category_briers_add_up_row_by_row_in_the_rows_order(
+    cohorts: list[list[tuple[str, float, bool]]],
+) -> None:
+    """Each category's Brier is the float a row-by-row fold gives (every cohort's rows in
+    turn, each in its order), not a regrouped sum: floats added in another order can differ
+    in the last place (0.1 + 0.2 + 0.3 is 0.6000000000000001, fsum gives 0.6), and a
+    report prints them whole. Markets a-c are one category, d-f another, so rows of one
+    category interleave with the other's."""
+    category = {m: ("Politics" if m in "abc" else "Sports") for m in "abcdef"}
+    states = []
+    for k, rows in enumerate(cohorts):
+        state = CohortState(f"c{k}")
+        state.markets = {
+            m: MarketListed(cohort=state.cohort, ts=0, market=m, question=m,
+                            outcomes=["Yes", "No"], volume=1.0, category=category[m])
+            for m in "abcdef"
+        }  # fmt: skip
+        book = Book(agent="x", cash=100.0, initial_cash=100.0)
+        book.brier_rows = [
+            BrierRow(order_id=f"o{j}", market=m, side="YES", confidence=c, won=int(w),
+                     price=c, belief=None)
+            for j, (m, c, w) in enumerate(rows)
+        ]  # fmt: skip
+        state.books = {"x": book}
+        states.append(state)
+    summed: dict[str, float] = {}
+    counted: dict[str, int] = {}
+    for rows in cohorts:
+        for m, c, w in rows:
+            summed[category[m]] = summed.get(category[m], 0.0) + (c - int(w)) ** 2
+            counted[category[m]] = counted.get(category[m], 0) + 1
+    found = {r.category: (r.n_resolved, r.brier) for r in categories(states)}
+    assert found == {c: (counted[c], summed[c] / counted[c]) for c in summed}

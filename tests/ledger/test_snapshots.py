@@ -250,19 +250,21 @@ def test_an_old_log_without_snapshots_reads_and_gets_them_from_verify(
     assert json.loads(again.stdout)["snapshots_written"] == 0
 
 
-@settings(max_examples=5, deadline=None)
-@given(every=st.integers(20, 120))
+@settings(max_examples=8, deadline=None)
+@given(every=st.integers(20, 120), per_event=st.sampled_from([10**9, 100]))
 def test_periodic_snapshots_of_a_long_cohort_match_its_fold(
-    tmp_path_factory: pytest.TempPathFactory, synthetic_tape: Tape, every: int
+    tmp_path_factory: pytest.TempPathFactory, synthetic_tape: Tape, every: int, per_event: int
 ) -> None:
-    """With a snapshot every few events, each one checks out against the fold at its place, and
-    a read restored from any of them (as if the cohort were still open) folds the same state."""
+    """With a snapshot every few events (or, at 100 bytes an event, spaced by their images'
+    4–11 KB too), each one checks out against the fold at its place, and a read restored from
+    any of them (as if the cohort were still open) folds the same state."""
     db = tmp_path_factory.mktemp("periodic") / "arena.db"
     config = hand_config({"fav": "favourite", "coin": "random?bets=3"}, universe=6,
                          decision_cadence="daily", mark_cadence="daily")  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("ledger.stream.FLUSH_EVERY", every)
         patch.setattr("ledger.stream.SNAPSHOT_EVERY", every)
+        patch.setattr("ledger.stream.SNAPSHOT_BYTES_PER_EVENT", per_event)
         with EventStore.open(db) as store:
             CohortRunner(synthetic_tape, config).run(store)
     with EventStore.open(db, readonly=True) as store:
