@@ -309,6 +309,33 @@ def test_the_collected_events_fold_into_the_same_live_state(
         assert np.array_equal(shares, expected)
 
 
+@settings(max_examples=100, deadline=None)
+@given(rules=rules, ops=history, kept=st.lists(st.booleans(), min_size=1, max_size=60))
+def test_holdings_handed_out_keep_the_positions_of_their_time(
+    rules: str, ops: list[tuple[object, ...]], kept: list[bool]
+) -> None:
+    """Holdings are built when first read, yet whenever they are read (at once, after later
+    fills and settlements, or never while a fill changes the book) they are the records of
+    the moment they were handed out, in the book's order: what a view read eagerly showed."""
+    run = Run(rules)
+    held = []  # (what was handed out, the records it had to show)
+    for k, op in enumerate(ops):
+        for agent in AGENTS:
+            holdings = run.state.holdings(agent)
+            if kept[k % len(kept)]:
+                book, index = run.state.books[agent], run.state.index
+                then = tuple((p.id, p.market, p.side, p.outcome, p.shares, p.cost, p.last_price,
+                              index[p.market]) for p in book.positions.values())  # fmt: skip
+                held.append((holdings, then))
+            del holdings  # dropped unread: the book changes under no view
+        run.step(op)
+    for holdings, then in held:
+        assert tuple(holdings) == then
+    for agent, book in run.state.books.items():
+        now = [(r[0], r[4], r[5]) for r in run.state.positions_held(agent)]
+        assert now == [(p.id, p.shares, p.cost) for p in book.positions.values()]
+
+
 def test_histories_do_reach_fills_sells_and_settlements() -> None:
     """Guards the generators above: a history that never fills proves nothing."""
     run = Run("v1")
