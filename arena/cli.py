@@ -12,6 +12,7 @@ import contextlib
 import faulthandler
 import importlib
 import importlib.util
+import signal
 import sys
 
 import click
@@ -163,7 +164,9 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except click.Abort:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while the process ends
         click.echo("Aborted.", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.exit(130)

@@ -3,27 +3,44 @@
 In-process defences (``arena.boundary``) stop accidents and the obvious attacks, but code in the
 same interpreter can reach anything (``gc.get_objects()`` finds the tape and the broker). A
 worker started by the forkserver (a clean interpreter, not a copy of this one) holds only what
-it is sent: the strategy, its setup context, and at each decision the view — the prices of the
-instant, the agent's cash, shares and positions, and the price points that arrived since its
-previous decision, which it adds to a ``Past`` of its own. Nothing it could write is read by
-anyone else.
+it is sent: the plugin (its spec, or a ready object as pickled bytes), its setup context, and at
+each decision the view — the prices of the instant, the agent's cash, shares and positions, and
+the price points that arrived since its previous decision, which it adds to a ``Past`` of its
+own. The plugin is imported, built, set up and asked in the worker, never here: its import and
+constructor run under the same guards and limits as its decisions.
+
+Before any plugin code runs the worker leaves the run's session and process group, ties its life
+to the run's (``PR_SET_PDEATHSIG``, and a thread that ends it when its pipe from the run closes),
+and confines itself (``arena.boundary.oslimits``: Landlock where the kernel has it, resource
+limits). So a plugin's ``killpg`` or a Ctrl-C at the terminal cannot stop the run, no worker
+outlives a killed run, and nothing it could write is read by anyone else.
 
 What comes back is bytes in one fixed msgspec schema, never a pickle (unpickling what a hostile
 process sends would run its code here), and it is checked again as an in-process decision is.
-The time limit is enforced from outside: a worker that does not answer in time is killed and
-restarted (and set up again), a worker that dies is restarted; either way the decision is a
-HOLD with the reason recorded.
+In the worker the plugin runs under the run's ``Sandbox`` and ``InProcess`` as it would here, so
+its decision, its error text and the model calls of a decision cut short by the time limit
+(``strategies.llm.calls``) are what an in-process run records. The driver also enforces the
+limit from outside, a little later (``GRACE``): a worker that does not answer by then is killed
+and restarted (and set up again), a worker that dies is restarted; either way the decision is a
+HOLD with the reason recorded (a killed worker's calls die with it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
+import os
+import pickle
 import pkgutil
+import shutil
 import signal
 import sys
+import tempfile
+import threading
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import freezegun
@@ -32,19 +49,36 @@ import numpy as np
 from freezegun import freeze_time
 from freezegun.config import DEFAULT_IGNORE_LIST
 
-from arena.boundary.agents import decide_checked, recorded
-from arena.boundary.checks import checked
+from arena.boundary import oslimits
+from arena.boundary.agents import InProcess
+from arena.boundary.checks import capped, checked
+from arena.boundary.children import forkserver_running
+from arena.boundary.oslimits import Confinement
 from arena.boundary.past import Layout, PastFeed, PastWriter
-from arena.boundary.sandbox import Clock, Sandbox, error_text
+from arena.boundary.sandbox import INTERRUPTED, Clock, RunInterrupted, Sandbox, error_text
 from arena.boundary.views import Views
 from ledger.events import BetIntent, SellIntent
 from ledger.rules import RuleSet
-from strategies.api import Context, Decision, MarketMeta, RunStopped, Strategy, Trace, View
+from strategies.api import (
+    Context,
+    Decision,
+    MarketMeta,
+    RunStopped,
+    Strategy,
+    StrategyError,
+    Trace,
+    View,
+)
+from strategies.llm.calls import stop_current
 from strategies.loader import build_strategy
 
 SETUP_SECONDS = 60.0
 """The least time a worker gets to answer its setup: it starts a fresh interpreter, imports the
 plugin and builds it first, which the per-decision limit is not meant to measure."""
+
+GRACE = 2.0
+"""Seconds the driver waits past the limit before it kills a worker: the worker's own timer
+strikes at the limit and sends the decision cut short, with its model calls."""
 
 MAX_ANSWER = 16 * 2**20
 """Bytes read of one answer: a decision cut to the boundary's limits is a few MB at most."""
@@ -77,13 +111,22 @@ class Answer(msgspec.Struct, kw_only=True):
     note: str | None = None
     error: str | None = None
     stopped: str | None = None
+    interrupted: bool = False
+
+
+_REAL_EXIT = os._exit
+"""Bound before the sandbox's guards replace it: the pipe watch ends the worker with it."""
 
 
 _ANSWER = msgspec.json.Decoder(Answer)
 
 
 class Isolated:
-    """One agent's code in its own worker process; the same interface as ``InProcess``."""
+    """One agent's code in its own worker process; the same interface as ``InProcess``.
+
+    ``plugin``: the agent's spec (imported and built in the worker), or a ready object
+    (benchmarks and tests), sent pickled and unpickled in the worker, under its sandbox.
+    ``confinement``: the OS sandbox every worker of the run applies before any plugin code."""
 
     def __init__(
         self,
@@ -91,31 +134,56 @@ class Isolated:
         past: PastFeed,
         market_facts: tuple[tuple[str, ...], tuple[MarketMeta, ...], RuleSet],
         seconds: float,
+        confinement: Confinement,
     ) -> None:
-        self.plugin = plugin
+        self.plugin: str | bytes = plugin if isinstance(plugin, str) else pickle.dumps(plugin)
+        self.folders = oslimits.plugin_folders(plugin)
         self.past = past
         self.facts = market_facts
         self.seconds = seconds
+        self.confinement = confinement
         self.context: Context | None = None
         self.broken: str | None = None
         self._start()
 
     def _start(self) -> None:
-        context: Any = multiprocessing.get_context(_START)  # typeshed: a BaseContext, no Process
-        if _START == "forkserver":
-            context.set_forkserver_preload(["arena.boundary.isolated"])
+        context = _context()
+        self.scratch = scratch_folder()
         self.conn, child = context.Pipe()
+        watched, self.alive = context.Pipe(duplex=False)
+        limits = (self.seconds, self.setup_seconds, self.confinement, self.folders, self.scratch)
+        ids, meta, rules = self.facts
+        # no market's facts yet: each decision sends those listed since (a rolling cohort's
+        # later markets must not be in the worker before they list)
+        self.shown = 0
         self.process = context.Process(
-            target=serve, args=(child, self.plugin, self.past.layout, self.facts), daemon=False
+            target=serve,
+            args=(
+                child,
+                watched,
+                self.plugin,
+                self.past.layout,
+                (ids[:0], meta[:0], rules),
+                limits,
+            ),
+            daemon=False,
         )
         self.process.start()
         child.close()
+        watched.close()
         self.since = np.zeros(len(self.past.layout.lengths), dtype=np.int64)
+
+    @property
+    def setup_seconds(self) -> float:
+        """The worker's limit on importing and building the plugin (0: none)."""
+        return max(self.seconds, SETUP_SECONDS) if self.seconds > 0 else 0.0
 
     def close(self) -> None:
         self.conn.close()
+        self.alive.close()
         self.process.kill()
         self.process.join()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _restart(self) -> None:
         self.close()
@@ -124,11 +192,17 @@ class Isolated:
     def _exchange(
         self, message: tuple[Any, ...], seconds: float
     ) -> tuple[Answer | None, str | None]:
-        """Send, wait at most ``seconds`` (0: no limit), read the answer; on a timeout or a dead
-        worker, restart it and say what happened."""
+        """Send, wait at most ``seconds`` (0: no limit) and ``GRACE`` more, read the answer; on
+        a timeout or a dead worker, restart it and say what happened."""
         try:
             self.conn.send(message)
-            if not self.conn.poll(seconds if seconds > 0 else None):
+            try:
+                ready = self.conn.poll(seconds + GRACE if seconds > 0 else None)
+            except RunInterrupted as exc:
+                if message[0] == "decide":
+                    exc.recorded = self._cut_short()
+                raise
+            if not ready:
                 self._restart()
                 what = "decision" if message[0] == "decide" else "setup"
                 return None, (
@@ -146,9 +220,24 @@ class Isolated:
         except msgspec.DecodeError as exc:
             return None, f"BadAnswer: the agent's worker sent what is not a decision: {exc}"
 
+    def _cut_short(self) -> tuple[Decision, str | None] | None:
+        """The decision a Ctrl-C cut short, as the worker records it, with the model calls it
+        made (told by SIGUSR1, it stops the decision as a Ctrl-C stops one in process), if it
+        answers within ``GRACE``; None if it does not."""
+        try:
+            os.kill(self.process.pid, signal.SIGUSR1)
+            if not self.conn.poll(GRACE):
+                return None
+            answer = _ANSWER.decode(self.conn.recv_bytes(MAX_ANSWER))
+        except (OSError, EOFError, msgspec.DecodeError):
+            return None
+        if answer.error is not None or answer.stopped is not None:
+            return None
+        return _recheck(answer)
+
     def _setup(self) -> str | None:
-        seconds = max(self.seconds, SETUP_SECONDS) if self.seconds > 0 else 0.0
-        answer, error = self._exchange(("setup", self.context), seconds)
+        wait = self.setup_seconds + self.seconds if self.seconds > 0 else 0.0
+        answer, error = self._exchange(("setup", self.context), wait)
         if answer is not None and answer.stopped is not None:
             raise RunStopped(answer.stopped)
         return error if answer is None else answer.error
@@ -162,9 +251,11 @@ class Isolated:
             return Decision.hold(), self.broken
         delta = self.past.delta(self.since)
         markets = view.markets
+        ids, meta, _ = self.facts
+        listed = (self.shown, ids[self.shown : len(markets)], meta[self.shown : len(markets)])
         message = (
             "decide", delta, view.ts, view.week, view.cash, markets.yes, markets.open,
-            markets.volume, self.past.rows, view.shares, view.positions,
+            markets.volume, self.past.rows, view.shares, view.positions, listed,
         )  # fmt: skip
         answer, error = self._exchange(message, self.seconds)
         if answer is None:  # a fresh worker took its place: set it up for the next decision
@@ -172,16 +263,51 @@ class Isolated:
             self.broken = f"its worker could not be set up again: {failed}" if failed else None
             return Decision.hold(), error
         self.since = delta.until
+        self.shown = max(self.shown, len(markets))
         if answer.stopped is not None:
             raise RunStopped(answer.stopped)
         if answer.error is not None:
-            return Decision.hold(), answer.error
-        outcome, error = _recheck(answer)
-        return recorded(outcome, error)
+            return Decision.hold(), capped(answer.error)[0]
+        return _recheck(answer)
 
 
-def _recheck(answer: Answer) -> tuple[tuple[Decision, str | None] | None, str | None]:
-    """The worker's decision checked again here: a hostile worker may send anything."""
+def _context() -> Any:  # typeshed: a BaseContext, which has no Process
+    """The start method's context, its forkserver (if any) running and preloaded."""
+    context: Any = multiprocessing.get_context(_START)
+    if _START == "forkserver":
+        context.set_forkserver_preload(["arena.boundary.isolated"])
+    forkserver_running(context)
+    return context
+
+
+SCRATCH_PREFIX = "arena-agent-"
+
+
+def scratch_folder() -> str:
+    """A new scratch folder for a worker, named for this process; those left by a process that
+    no longer runs (a run killed before it could remove them) are removed first."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        owner = stale.name.removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
+        if owner.isdigit() and not _running(int(owner)):
+            shutil.rmtree(stale, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: running
+        return True
+    return True
+
+
+def _recheck(answer: Answer) -> tuple[Decision, str | None]:
+    """The worker's decision checked again here (a hostile worker may send anything), with
+    the note or error the worker's ``InProcess`` recorded for it."""
     try:
         decision, note = checked(
             Decision(
@@ -192,32 +318,44 @@ def _recheck(answer: Answer) -> tuple[tuple[Decision, str | None] | None, str | 
             )
         )
     except (TypeError, ValueError) as exc:
-        return None, error_text(exc)
-    return (decision, answer.note or note), None
+        return Decision.hold(), error_text(exc)
+    sent = capped(answer.note)[0] if answer.note else None
+    return decision, "; ".join(x for x in (sent, note) if x) or None
 
 
 # -- the worker ------------------------------------------------------------------------------
 
+Limits = tuple[float, float, Confinement, list[str], str]
+"""A worker's decision limit, its build limit, its sandbox, the plugin's folders, its scratch."""
+
 
 def serve(
     conn: Connection,
-    plugin: str | Strategy,
+    alive: Connection,
+    plugin: str | bytes,
     layout: Layout,
     facts: tuple[tuple[str, ...], tuple[MarketMeta, ...], RuleSet],
+    limits: Limits,
 ) -> None:
-    """The worker's loop: set up, then decide on each view sent, until the pipe closes.
+    """The worker: leave the run's session, confine itself, then set up and decide on each
+    view sent, until the pipe closes.
 
-    Ctrl-C reaches the whole process group; the parent decides what it means, so the worker
-    ignores it. The time limit is the parent's to enforce."""
+    Ctrl-C reaches the run's process group, which the worker has left; the parent decides what
+    it means. The time limit is the worker's own (as in process) and the parent's (past it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    oslimits.own_session()
+    _end_with(alive)
+    seconds, build_seconds, confinement, folders, scratch = limits
+    refused = _confine(confinement, folders, scratch)
     freezegun.configure(default_ignore_list=WORKER_CLOCK_IGNORES)
     ids, meta, rules = facts
     past = PastWriter(layout)
-    sandbox = Sandbox(0.0)
-    strategy: Strategy | None = None
+    sandbox = Sandbox(seconds)
+    agent: InProcess | None = None
     views = Views(ids, meta, layout, past.past.history, ["agent"], rules)
     clock: Clock | None = None
     encoder = msgspec.json.Encoder()
+    deciding = _stops_on_sigusr1(sandbox)
     with sandbox.guarded():
         while True:
             try:
@@ -226,43 +364,109 @@ def serve(
                 return
             if message[0] == "setup":
                 context: Context = message[1]
-                if strategy is None:
+                if refused is not None:
+                    conn.send_bytes(encoder.encode(Answer(error=refused)))
+                    continue
+                if agent is None:
+                    sandbox.seconds = build_seconds
                     built, error = sandbox.call(_build, plugin)
+                    sandbox.seconds = seconds
                     if error is not None:
                         conn.send_bytes(encoder.encode(Answer(error=error)))
                         continue
-                    strategy = built
+                    agent = InProcess(built, sandbox)
                 frozen_time = freeze_time(datetime.fromtimestamp(context.start, UTC)).start()
                 clock = Clock(frozen_time, context.start)
                 try:
-                    answer = Answer(error=sandbox.call(strategy.setup, context)[1])
+                    answer = Answer(error=agent.setup(context))
                 except RunStopped as exc:
                     answer = Answer(stopped=str(exc))
                 conn.send_bytes(encoder.encode(answer))
                 continue
-            _, delta, ts, week, cash, yes, open_mask, volume, rows, shares, positions = message
+            _, delta, ts, week, cash, yes, open_mask, volume, rows, shares, positions, listed = (
+                message
+            )
+            offset, more_ids, more_meta = listed
+            if more_ids:  # markets listed since the last decision (all of them, at the first)
+                ids, meta = ids[:offset] + more_ids, meta[:offset] + more_meta
+                views = Views(ids, meta, layout, past.past.history, ["agent"], rules)
             past.apply(delta)
-            assert clock is not None and strategy is not None
+            assert clock is not None and agent is not None
             clock.move_to(ts)
             views.move_to(ts, yes, open_mask, volume, rows)
             view = views.view(
                 "agent", week, cash, np.asarray(shares), functools.partial(tuple, positions)
             )
             try:
-                answer = _answer(*sandbox.call(decide_checked, strategy, view))
+                deciding.set()
+                try:
+                    answer = _answer(*agent.decide(view))
+                finally:
+                    deciding.clear()
             except RunStopped as exc:
                 answer = Answer(stopped=str(exc))
+            except RunInterrupted as exc:  # the run's Ctrl-C, told by SIGUSR1
+                cut = exc.recorded
+                answer = _answer(*cut) if cut is not None else Answer(error=INTERRUPTED)
+                answer.interrupted = True
             conn.send_bytes(encoder.encode(answer))
 
 
-def _build(plugin: str | Strategy) -> Strategy:
-    return build_strategy(plugin) if isinstance(plugin, str) else plugin
+def _stops_on_sigusr1(sandbox: Sandbox) -> threading.Event:
+    """SIGUSR1, the run's Ctrl-C passed on (the worker is out of the terminal's reach), stops
+    the decision running then as a Ctrl-C stops one in process: its model calls cut short and
+    kept (``InProcess``). Set, the event returned says a decision is running; between
+    decisions the signal is ignored."""
+    deciding = threading.Event()
+
+    def interrupt(signum: int, frame: Any) -> None:
+        if deciding.is_set():
+            sandbox.interrupted = True
+            stop_current(INTERRUPTED)
+            raise RunInterrupted()
+
+    signal.signal(signal.SIGUSR1, interrupt)
+    return deciding
 
 
-def _answer(outcome: tuple[Decision, str | None] | None, error: str | None) -> Answer:
-    if outcome is None:
-        return Answer(error=error)
-    decision, note = outcome
+def _end_with(alive: Connection) -> None:
+    """A thread that ends the worker when the run's end of ``alive`` closes (the run ended,
+    however: a killed run closes it too), whatever the plugin is doing."""
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            alive.poll(None)
+        _REAL_EXIT(0)
+
+    threading.Thread(target=watch, name="arena-run-watch", daemon=True).start()
+
+
+def _confine(confinement: Confinement, folders: list[str], scratch: str) -> str | None:
+    """The worker in its scratch folder and under its OS sandbox; why not, if it cannot be."""
+    with contextlib.suppress(OSError):
+        os.chdir(scratch)
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = scratch
+    try:
+        oslimits.confine(confinement, folders, scratch)
+    except OSError as exc:
+        return (
+            f"ConfinementError: the agent's sandbox could not be put in place "
+            f"({confinement.summary()}): {exc}"
+        )
+    return None
+
+
+def _build(plugin: str | bytes) -> Strategy:
+    if isinstance(plugin, str):
+        return build_strategy(plugin)
+    built = pickle.loads(plugin)  # the run's own bytes (a ready object), never the worker's
+    if not isinstance(built, Strategy):
+        raise TypeError(f"{type(built).__name__} is not a Strategy")
+    return built
+
+
+def _answer(decision: Decision, note: str | None) -> Answer:
     return Answer(
         bets=list(decision.bets),
         sells=list(decision.sells),
@@ -270,3 +474,73 @@ def _answer(outcome: tuple[Decision, str | None] | None, error: str | None) -> A
         trace=decision.trace,
         note=note,
     )
+
+
+# -- a spec checked before a run, where its code runs --------------------------------------------
+
+
+def check_spec(spec: str, isolate: bool) -> None:
+    """Fail fast on a spec that does not build, before any cohort starts: with ``isolate`` in
+    a worker confined as the run's will be, so the plugin's import and constructor never run
+    in this process; else here, under the sandbox's guards and a time limit of
+    ``SETUP_SECONDS`` (an ``os._exit`` or an endless loop at import is then an error, not the
+    end or the hang of the command). ``StrategyError`` in one line if it fails."""
+    if isolate:
+        error = _probe(spec)
+    else:
+        sandbox = Sandbox(SETUP_SECONDS)
+        with sandbox.guarded():
+            error = sandbox.call(build_strategy, spec)[1]
+    if error is not None:
+        raise StrategyError(error.splitlines()[0].removeprefix("StrategyError: "))
+
+
+def _probe(spec: str) -> str | None:
+    """What building ``spec`` in an isolated worker says: None, or its error."""
+    context = _context()
+    scratch = scratch_folder()
+    conn, child = context.Pipe()
+    watched, alive = context.Pipe(duplex=False)
+    limits = (SETUP_SECONDS, SETUP_SECONDS, oslimits.plan(), oslimits.plugin_folders(spec), scratch)
+    process = context.Process(target=_try, args=(child, watched, spec, limits), daemon=False)
+    process.start()
+    child.close()
+    watched.close()
+    try:
+        if not conn.poll(SETUP_SECONDS + GRACE):
+            return f"{spec}: it took longer than {SETUP_SECONDS:g} s to load"
+        error: str | None = conn.recv()
+        return error
+    except (EOFError, OSError):
+        process.join(5)
+        return f"{spec}: its worker process ended while loading it (exit code {process.exitcode})"
+    finally:
+        conn.close()
+        alive.close()
+        process.kill()
+        process.join()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _try(conn: Connection, alive: Connection, spec: str, limits: Limits) -> None:
+    """The probe's worker: as ``serve`` starts, then builds the plugin once and says how."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    oslimits.own_session()
+    _end_with(alive)
+    seconds, _, confinement, folders, scratch = limits
+    refused = _confine(confinement, folders, scratch)
+    if refused is not None:
+        conn.send(refused)
+        return
+    sandbox = Sandbox(seconds)
+    with sandbox.guarded():
+        conn.send(sandbox.call(build_strategy, spec)[1])
+
+
+def isolation_notice(isolate: bool) -> str | None:
+    """One line saying what ``--isolate`` cannot enforce on this machine (the same words its
+    cohorts' openings record), or None when it enforces everything or is not asked for."""
+    confinement = oslimits.plan()
+    if not isolate or confinement.complete:
+        return None
+    return f"--isolate on this machine: {confinement.summary()}"

@@ -52,6 +52,12 @@ class RunInterrupted(KeyboardInterrupt):
     recorded: tuple[Decision, str | None] | None = None
 
 
+ALARM_POLL = 0.1
+"""How often the time limit's thread wakes (see ``_alarm_taker``)."""
+
+TEXT_SECONDS = 1.0
+"""The time an error's text may take to make, per part (message, traceback)."""
+
 TIMED_OUT = "DecisionTimeout: decision took longer than {seconds:g} s"
 INTERRUPTED = "RunInterrupted: the run was interrupted (Ctrl-C)"
 
@@ -227,6 +233,8 @@ class Sandbox:
         handlers = []
         if self.timed:
             handlers.append((signal.SIGALRM, _signal(signal.SIGALRM, expire)))
+            done = threading.Event()
+            _alarm_taker(done)
         if self.main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             handlers.append((signal.SIGINT, _signal(signal.SIGINT, interrupt)))
         patched = _modules_to_guard()
@@ -242,6 +250,8 @@ class Sandbox:
         try:
             yield
         finally:
+            if self.timed:
+                done.set()
             for module, attr, value in saved:
                 setattr(module, attr, value)
             if self.timed and _setitimer is not None:
@@ -263,19 +273,32 @@ class Sandbox:
             except (RunInterrupted, RunStopped):
                 raise
             except BaseException as exc:
-                error = error_text(exc)
+                self._stop()
+                error = self._text(exc)
             finally:
                 self._stop()
         except (RunInterrupted, RunStopped):
             raise
         except BaseException as exc:
-            result, error = None, error_text(exc)
+            result, error = None, self._text(exc)
         finally:
             if _restore_clock(clock) and error is None:
                 result, error = None, CLOCK_CHANGED
         if self.interrupted:
             raise RunInterrupted()
         return result, error
+
+    def _text(self, exc: BaseException) -> str:
+        """``error_text(exc)`` within a bound: the plugin's exception is plugin code too (its
+        ``__str__`` may never return), so each step of the text has ``TEXT_SECONDS``, the
+        timer striking again until the text is made (each strike gives up one part of it)."""
+        if not (self.timed and _setitimer is not None):
+            return error_text(exc)
+        _setitimer(signal.ITIMER_REAL, TEXT_SECONDS, TEXT_SECONDS)
+        try:
+            return error_text(exc)
+        finally:
+            _setitimer(signal.ITIMER_REAL, 0)
 
     def _start(self) -> None:
         if self.timed and _setitimer is not None:
@@ -284,6 +307,24 @@ class Sandbox:
     def _stop(self) -> None:
         if self.timed and _setitimer is not None:
             _setitimer(signal.ITIMER_REAL, 0)
+
+
+def _alarm_taker(done: threading.Event) -> None:
+    """A thread, until ``done``, that leaves SIGALRM unblocked: a plugin that blocks it on the
+    main thread (``signal.pthread_sigmask``, or through ``ctypes``) no longer holds the time
+    limit off, since the kernel hands the timer's signal to a thread that takes it. Python runs
+    the handler on the main thread, but notices a signal taken by another thread only when the
+    main thread next waits for the GIL: the thread wakes every ``ALARM_POLL`` seconds to ask
+    for it. (A plugin blocked in one long system call with the signal blocked is only stopped
+    by ``--isolate``'s kill.)"""
+
+    def wait() -> None:
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+        while not done.wait(ALARM_POLL):
+            pass
+
+    threading.Thread(target=wait, name="arena-time-limit", daemon=True).start()
 
 
 def error_text(exc: BaseException) -> str:

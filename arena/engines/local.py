@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from arena.boundary.children import interrupts_held, tracker_running
+from arena.boundary.oslimits import die_with_parent
 from arena.engines.base import CohortWork, EngineError, Finished
 from arena.engines.recorded import RecordedCohort, record_cohort
 from arena.run.cohort import CohortConfig
@@ -36,8 +39,17 @@ _BOOKS: Books | None = None
 """Its order books, if the run has any, loaded once beside it."""
 
 
-def _load_worker_tape(path: str, books: str | None) -> None:
+def _start_worker(parent: int, path: str, books: str | None) -> None:
+    """A pool worker's start: Ctrl-C is the driver's to handle (the worker began with it
+    blocked, see ``arena.boundary.children``; ignored now, one pressed meanwhile is dropped), the
+    worker dies with the driver, and it loads the tape once."""
     global _TAPE, _BOOKS
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    die_with_parent()
+    if os.getppid() != parent:  # the driver died before the line above took effect
+        os._exit(1)
     _TAPE = load_tape(path)
     _BOOKS = None if books is None else load_books(books)
 
@@ -60,27 +72,53 @@ class LocalEngine:
         return self.jobs <= 1
 
     def run(self, work: CohortWork, cohorts: Sequence[PlannedCohort]) -> Iterator[Finished]:
+        """The cohorts in a pool of spawned workers. Left early (an error, a Ctrl-C once or
+        twice), the workers are killed at once rather than waited for: their cohorts reach
+        the log only through the driver, so the log stays a resumable prefix."""
         context = multiprocessing.get_context("spawn")
-        with (
-            one_blas_thread_per_worker(),
-            ProcessPoolExecutor(
-                max_workers=min(self.jobs, len(cohorts)),
-                mp_context=context,
-                initializer=_load_worker_tape,
-                initargs=(str(work.source.path), _path(work.source.books_path)),
-            ) as pool,
-        ):
-            futures: dict[Future[RecordedCohort], int] = {
-                pool.submit(_local_worker, work.settings(cohort), cohort.plan): k
-                for k, cohort in enumerate(cohorts)
-            }
-            try:
-                for future in as_completed(futures):
-                    k = futures[future]
-                    yield k, partial(_recording, future, cohorts[k].config)
-            finally:
-                for future in futures:
-                    future.cancel()  # an error or an interrupt: start nothing more
+        pool: ProcessPoolExecutor | None = None
+        done = False
+        try:
+            tracker_running()
+            with one_blas_thread_per_worker(), interrupts_held():
+                pool = ProcessPoolExecutor(
+                    max_workers=min(self.jobs, len(cohorts)),
+                    mp_context=context,
+                    initializer=_start_worker,
+                    initargs=(os.getpid(), str(work.source.path), _path(work.source.books_path)),
+                )
+                futures: dict[Future[RecordedCohort], int] = {
+                    pool.submit(_local_worker, work.settings(cohort), cohort.plan): k
+                    for k, cohort in enumerate(cohorts)
+                }  # every worker is spawned here, with Ctrl-C blocked
+            for future in as_completed(futures):
+                k = futures[future]
+                yield k, partial(_recording, future, cohorts[k].config)
+            done = True
+        finally:
+            if pool is not None:
+                with interrupts_held():
+                    _close(pool, done)
+
+
+def _close(pool: ProcessPoolExecutor, done: bool) -> None:
+    """The pool shut down, its threads ended (none is left for the interpreter's exit to wait
+    on, where a second Ctrl-C printed a traceback). When a cohort is still out its workers are
+    killed, not waited for, and nothing is cancelled (Python 3.11's pool reports a cancelled
+    task of a broken pool with a traceback). A worker killed while it sent its result leaves
+    half a message in the results pipe, which the pool's thread would wait on for ever (5 hangs
+    in 30 Ctrl-Cs): this process's own end for writing to it is closed, so with the workers
+    dead the read ends (EOF), the pool sees itself broken and its thread stops."""
+    if not done:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for process in processes:
+            process.kill()
+        for process in processes:
+            process.join(5)
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None:
+            writer.close()
+    pool.shutdown(wait=True)
 
 
 def _path(path: Path | None) -> str | None:

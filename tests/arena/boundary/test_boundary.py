@@ -699,8 +699,11 @@ def test_a_real_ctrl_c_stops_the_run_cleanly_and_the_log_resumes(
     process.send_signal(signal.SIGINT)  # while the first decision waits: never after the run
     _, err = process.communicate(timeout=120)
     (tmp_path / "go").touch()  # the runs below decide at once
-    assert process.returncode == 1
-    assert err.strip() == "Aborted."
+    assert process.returncode == 130
+    assert err.strip() == (
+        f"interrupted: {interrupted} holds the run up to the decision Ctrl-C cut short; "
+        "the same command resumes it"
+    )
     resumed = subprocess.run(command(interrupted), env=env, capture_output=True, text=True,
                              timeout=120, check=True)  # fmt: skip
     fresh = subprocess.run(command(tmp_path / "fresh.db"), env=env, capture_output=True,
