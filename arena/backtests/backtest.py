@@ -14,6 +14,8 @@ how to reproduce itself.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from arena.boundary.isolated import check_spec
 from arena.engines.base import TapeSource
 from arena.engines.driver import replay_cohorts
 from arena.engines.recorded import CohortDone
@@ -31,6 +34,7 @@ from arena.errors import ArenaError
 from arena.reports.equity import CohortRecord, fold_cohort
 from arena.reports.model import IntervalSettings, interval_info, iso_utc, universe_volume
 from arena.run.cohort import CohortConfig, sundays
+from arena.run.pace import Watcher
 from arena.run.plan import (
     CohortPlan,
     PlannedCohort,
@@ -47,7 +51,7 @@ from ledger.restore import load
 from ledger.store import EventStore
 from replays.tape import Tape
 from strategies.api import StrategyError
-from strategies.loader import build_strategy, name_specs
+from strategies.loader import name_specs
 
 STRATEGY = "strategy"
 """The name the backtested strategy trades under, whatever its spec: paths and query strings
@@ -142,10 +146,13 @@ def plan_backtest(
     against: Sequence[str],
     source: TapeSource,
     starts: Sequence[datetime] | None = None,
+    *,
+    isolate: bool = False,
     **settings: Any,
 ) -> BacktestPlan:
-    """Check every spec loads, the settings (``CohortConfig``'s fields but the start and the
-    agents) validate and some start has something to decide; plan every cohort, once.
+    """Check every spec loads (with ``isolate`` in a confined worker, never here), the
+    settings (``CohortConfig``'s fields but the start and the agents) validate and some start
+    has something to decide; plan every cohort, once.
 
     Raises StrategyError for a spec that does not load, SettingsError for a bad setting,
     BacktestError when nothing can be run; each one line.
@@ -153,7 +160,7 @@ def plan_backtest(
     tape = source.tape
     agents = backtest_agents(strategy, against)
     for spec in agents.values():
-        build_strategy(spec)  # fail fast, before any worker starts
+        check_spec(spec, isolate)  # fail fast, before any worker starts
     first = datetime.fromtimestamp(tape.span()[0], UTC)
     cohort_configs([first], agents, **settings)  # the settings, checked once
     skipped: list[Skipped] = []
@@ -176,6 +183,45 @@ def plan_backtest(
         planned=tuple(planned),
         skipped=tuple(skipped),
     )
+
+
+# -- where the log goes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BacktestLog:
+    """Where a backtest writes its event log, and whether it stays: a log of 26 cohorts is
+    some 13 MB, so one nobody asked for is not left in the system's temporary folder."""
+
+    path: Path
+    kept: bool
+
+    @property
+    def note(self) -> str:
+        """What the output says about the log."""
+        if self.kept:
+            return f"log kept in {self.path}"
+        return "log removed after the run (--db FILE or --report DIR keeps it)"
+
+    def remove(self) -> None:
+        """Delete a log that is not kept, with its folder (WAL files and head beside it)."""
+        if not self.kept:
+            shutil.rmtree(self.path.parent, ignore_errors=True)
+
+
+def backtest_log(db: Path | None, report_dir: Path | None) -> BacktestLog:
+    """The log a backtest writes: ``db`` where given; else ``backtest.db`` in the report's
+    folder, beside the page it was drawn from; else a temporary file, removed after the run
+    (``BacktestLog.remove``). A report folder that cannot be made is a BacktestError."""
+    if db is not None:
+        return BacktestLog(db, kept=True)
+    if report_dir is not None:
+        try:
+            report_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BacktestError(f"{report_dir}: cannot write the report: {exc}") from None
+        return BacktestLog(report_dir / "backtest.db", kept=True)
+    return BacktestLog(Path(tempfile.mkdtemp(prefix="arena-backtest-")) / "backtest.db", False)
 
 
 # -- running and folding -------------------------------------------------------------------------
@@ -215,10 +261,13 @@ def run_backtest(
     options: RunOptions = DEFAULT_OPTIONS,
     *,
     on_done: Callable[[CohortDone], None] | None = None,
+    on_decision: Watcher | None = None,
 ) -> BacktestResult:
     """Replay every cohort of the plan into ``db`` as ``options`` say, then read them back as
     a report does (``ledger.restore.load``: each closing snapshot, checked, and any tail)."""
-    done = replay_cohorts(plan.source, plan.planned, db, options, on_done=on_done)
+    done = replay_cohorts(
+        plan.source, plan.planned, db, options, on_done=on_done, on_decision=on_decision
+    )
     cohorts = [d.cohort for d in done]
     with EventStore.open(db, readonly=True) as store:
         loaded = load(store, cohorts)

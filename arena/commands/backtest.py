@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from arena.backtests.backtest import (
     DEFAULT_AGAINST,
     STRATEGY,
+    backtest_log,
     plan_backtest,
     results_data,
     run_backtest,
@@ -22,6 +21,7 @@ from arena.backtests.page import write_backtest_report
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import skipped_note
 from arena.console import make_console, plugins_print_to_stderr
+from arena.progress import on_a_terminal, progress_of
 from arena.reports.model import BRIER_IMPLIED
 from arena.reports.terminal import beliefs_table
 
@@ -63,16 +63,21 @@ def cohort_table(data: dict[str, Any]) -> Table:
 
 
 def summary_table(data: dict[str, Any]) -> Table:
+    """The strategy, then each agent it is compared with: the legend says so, not "ranked by
+    return" as the leaderboard's does, and both Briers are shown as that legend names them
+    (it explained a Brier (paid) the table did not have)."""
+    legend = BRIER_IMPLIED.removeprefix("ranked by return · ")
     table = Table(
         title=f"Over {len(data['cohorts'])} cohort(s): mean with 95% interval; "
         f"paired = {STRATEGY} − agent, cohort by cohort (✓: interval excludes 0)",
         title_justify="left",
-        caption=f"{data['interval']['text']}. {BRIER_IMPLIED}",
+        caption=f"{data['interval']['text']}. The {STRATEGY} first, then the agents it is "
+        f"compared with · {legend}",
         caption_justify="left",
         header_style="bold",
     )
-    for name in ["agent", "mean return [95% CI]", "Brier (impl.)", "BSS", "BSS mkt", "win rate",
-                 f"{STRATEGY} − agent [95% CI]"]:  # fmt: skip
+    for name in ["agent", "mean return [95% CI]", "Brier (impl.)", "Brier (paid)", "BSS",
+                 "BSS mkt", "win rate", f"{STRATEGY} − agent [95% CI]"]:  # fmt: skip
         table.add_column(name, justify="left" if name == "agent" else "right")
     for name, s in data["summary"].items():
         pair = data["paired"].get(name)
@@ -86,6 +91,7 @@ def summary_table(data: dict[str, Any]) -> Table:
             name,
             f"{pct_cell(s['return_mean'])} {ci}",
             num_cell(s["brier"]),
+            num_cell(s.get("brier_paid")),
             num_cell(s["bss"], "{:+.3f}"),
             num_cell(s["bss_market"], "{:+.3f}"),
             num_cell(s["win_rate"], "{:.1%}"),
@@ -112,7 +118,8 @@ def summary_table(data: dict[str, Any]) -> Table:
 @click.option(
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Event log to write (default: a new temporary file).",
+    help="Event log to write (default: DIR/backtest.db with --report, else a temporary "
+    "file removed after the run).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option(
@@ -147,18 +154,19 @@ def backtest(
     chosen = parse_starts(None, starts) if starts else None
     source = cohort.source
     comparison = [spec.strip() for spec in against.split(",") if spec.strip()]
-    if db is None:
-        db = Path(tempfile.mkdtemp(prefix="arena-backtest-")) / "backtest.db"
-    progress = Progress(
-        TextColumn("[bold]backtesting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=make_console(stderr=True), transient=True, disable=as_json,
-    )  # fmt: skip
+    log = backtest_log(db, report_dir)  # kept where asked, else removed when the command ends
+    click.get_current_context().call_on_close(log.remove)
+    db = log.path
+    shown = on_a_terminal(as_json=as_json)
     with plugins_print_to_stderr():
-        plan = plan_backtest(strategy, comparison, source, chosen, **cohort.settings)
-        with progress:
-            task = progress.add_task("cohorts", total=len(plan.cohorts))
+        plan = plan_backtest(strategy, comparison, source, chosen,
+                             isolate=cohort.options.isolate, **cohort.settings)  # fmt: skip
+        decisions = sum(p.plan.schedule.decisions * len(p.config.agents) for p in plan.planned)
+        with progress_of(
+            "backtesting", len(plan.cohorts), shown=shown, decisions=decisions
+        ) as work:
             result = run_backtest(
-                plan, db, cohort.options, on_done=lambda _: progress.advance(task)
+                plan, db, cohort.options, on_done=work.advance, on_decision=work.decided
             )
     if result.note:
         click.echo(f"note: {result.note}", err=True)
@@ -178,7 +186,7 @@ def backtest(
     if data["beliefs"]:
         console.print(beliefs_table(data["beliefs"]))
     console.print(
-        f"[dim]{STRATEGY} = {plan.strategy} · {len(plan.starts)} cohort(s) in {db} · "
+        f"[dim]{STRATEGY} = {plan.strategy} · {len(plan.starts)} cohort(s), {log.note} · "
         f"tape {plan.source.tape.hash[:12]} · arena {data['package_version']}[/]"
     )
     console.print(f"digest [bold]{data['digest']}[/]")
