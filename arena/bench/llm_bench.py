@@ -15,12 +15,16 @@ markets, as ``llm:MODEL`` and ``sign?forecaster=llm:MODEL``:
   500 markets shown (``strategies.llm.overhead``: prompt, schema, parse, trace), and through
   the whole path of a replay against ``CannedLLM``, an endpoint on 127.0.0.1 that answers at
   once (the above plus the runner, httpx and loopback HTTP), deciding daily. Both against a
-  target of 5 ms a call.
+  target of 5 ms a call;
+- what committing each decision as it is made costs (``RunOptions.commit_every`` 0, what a
+  model-backed agent slower than ``commit_every`` gets): the same daily cohort of rule-based
+  agents written to a log once per decision and in one batch, the difference per decision.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -33,7 +37,9 @@ from arena.bench.canned_llm import CannedLLM
 from arena.llm_server import serve
 from arena.run.cohort import CohortConfig
 from arena.run.runner import CohortRunner
+from arena.run.settings import RunOptions, RunSettings
 from ledger.events import ModelCall
+from ledger.store import EventStore
 from replays.samples import sample_path
 from replays.tapefile import load_tape
 from strategies.api import Context, Decision, Strategy, Trace, View
@@ -176,6 +182,7 @@ def bench_llm(
         _, bare_fc = _agents(name, canned_fc.base_url, markets, max_tokens, None)
         _replay(markets, "daily", bare_agent, bare_fc)
     own = measure_overhead(markets=500, repeats=20)
+    commit_ms = commit_ms_per_decision(markets)
     http = {"agent": _overhead_ms(bare_agent), "forecaster": _overhead_ms(bare_fc)}
     first, after = parse_rates(agent.traces)
     spent = sum(agent.seconds)
@@ -199,11 +206,43 @@ def bench_llm(
         "agent_ms_per_call_with_http": http["agent"],
         "forecaster_ms_per_call_with_http": http["forecaster"],
         "calls_with_http": canned_agent.requests + canned_fc.requests,
+        "commit_ms_per_decision": commit_ms,
         "overhead_target_ms": OVERHEAD_TARGET_MS,
         "within_target": all(
             v <= OVERHEAD_TARGET_MS for v in [own["decision_ms_best"], *http.values()]
         ),
     }
+
+
+def commit_ms_per_decision(markets: int) -> float:
+    """Milliseconds a commit after every decision adds to a decision: a daily cohort of the
+    sample with two rule-based agents, written into a fresh log with ``commit_every`` 0 and
+    with no commit before its close; the best of three each, the difference per decision."""
+    tape = load_tape(sample_path())
+    agents = {"fav": "favourite", "hold": "hold"}
+    config = CohortConfig(
+        start=START, agents=agents, universe=markets, decision_cadence="daily",
+        mark_cadence="weekly",
+    )  # fmt: skip
+
+    def best(every: float) -> tuple[float, int]:
+        times, decisions = [], 0
+        for _ in range(3):
+            options = RunOptions(commit_every=every)
+            runner = CohortRunner(tape, RunSettings(cohort=config, options=options))
+            decisions = runner.schedule.decisions * len(agents)
+            with (
+                tempfile.TemporaryDirectory() as folder,
+                EventStore.open(os.path.join(folder, "bench.db")) as store,
+            ):
+                began = time.perf_counter()
+                runner.run(store)
+                times.append(time.perf_counter() - began)
+        return min(times), decisions
+
+    each, decisions = best(0.0)
+    batched, _ = best(1e9)
+    return round(max(each - batched, 0.0) / decisions * 1e3, 3)
 
 
 def _mean(seconds: list[float], n: int) -> float | None:

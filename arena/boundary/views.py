@@ -110,6 +110,10 @@ class Views:
         self._row = tuple(next(multi) if side < 0 else -1 for side in layout.yes_column)
         self._layout = layout
         self.quotes = self._quotes(np.empty((0, 1)))
+        self.listed = len(ids)
+        """How many markets are listed now (a rolling cohort's universe grows as markets list,
+        in order): an agent's view holds these, and no market not yet listed."""
+        self._listed_index: dict[tuple[str, int], dict[str, int]] = {}
 
     def _quotes(self, rows: np.ndarray) -> Quotes:
         layout = self._layout
@@ -128,18 +132,23 @@ class Views:
         self, name: str, week: int, cash: float, shares: np.ndarray,
         positions: Callable[[], tuple[PositionView, ...]],
     ) -> View:  # fmt: skip
-        markets = MarketsView(
-            ts=self.ts,
-            ids=self.ids,
-            index=self.index[name],
-            meta=self.meta[name],
-            yes=self.yes,
-            open_mask=self.open,
-            volume=self.volume,
-            binary=self.binary,
-            prices=self.quotes.at,
-            history=self.history,
-        )
+        k = self.listed
+        if k == len(self.ids):
+            markets = MarketsView(
+                ts=self.ts, ids=self.ids, index=self.index[name], meta=self.meta[name],
+                yes=self.yes, open_mask=self.open, volume=self.volume, binary=self.binary,
+                prices=self.quotes.at, history=self.history,
+            )  # fmt: skip
+        else:  # the listed prefix only: a market not yet listed is not there to be seen
+            index = self._listed_index.get((name, k))
+            if index is None:
+                index = {m: j for m, j in self.index[name].items() if j < k}
+                self._listed_index[(name, k)] = index
+            markets = MarketsView(
+                ts=self.ts, ids=self.ids[:k], index=index, meta=self.meta[name][:k],
+                yes=self.yes[:k], open_mask=self.open[:k], volume=self.volume[:k],
+                binary=self.binary[:k], prices=self.quotes.at, history=self.history,
+            )  # fmt: skip
         return View(
             ts=self.ts,
             week=week,

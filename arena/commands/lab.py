@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 
@@ -31,6 +37,7 @@ from arena.forecasting.lab.training import (
     run_difftrain,
     run_difftrain_simplex,
 )
+from arena.progress import on_a_terminal
 
 TOP_J_SHOWN = 5
 METRICS = ("brier", "logloss", "sce", "ece", "arb", "gcal_S", "max_other_J", "final_loss")
@@ -53,13 +60,14 @@ class Bar:
 
 def _execute(run: Callable[[Progress], LabResult], as_json: bool, quiet: bool) -> LabResult:
     try:
-        if quiet:
+        if quiet or not on_a_terminal(as_json=as_json):
             return run(Silent())
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
+            TimeRemainingColumn(),
             TextColumn("{task.fields[status]}"),
         )
         with RichProgress(*columns, console=make_console(stderr=True), transient=True) as bar:

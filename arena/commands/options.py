@@ -10,7 +10,8 @@ built from them, so a command declares the cohort settings once and receives the
 - :func:`agent_options`: ``--agent NAME=SPEC`` (repeatable) and ``--agents-file``, as
   ``agents`` (``{name: spec}``, the built-in line-up when neither is given);
 - :func:`start_options`: ``--start`` or ``--starts FROM..TO``, as ``starts`` (a list of
-  instants; the default start when neither is given).
+  instants; when neither is given, the tape's first start with something to decide, or the
+  sample's documented 2024-09-01).
 
 Every default is read off the settings models (``arena.run.cohort.CohortConfig``,
 ``arena.run.settings.RunOptions``), so the CLI and a Python caller that leaves a setting out get
@@ -25,15 +26,17 @@ import os
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from arena.engines.base import TapeSource
-from arena.run.cohort import CohortConfig, parse_instant, sundays
-from arena.run.settings import RunOptions, cohort_configs, run_options
+from arena.run.cohort import CohortConfig, iso_minute, parse_instant, sundays
+from arena.run.execution import latency_settings
+from arena.run.first_start import first_start
+from arena.run.settings import RunOptions, SettingsError, cohort_configs, run_options
 from ledger.rules import RULES
 from replays.samples import SAMPLE, SAMPLE_BOOKS, books_file, sample_path, tape_file
 
@@ -47,7 +50,7 @@ DEFAULT_AGENTS = (
 
 COHORT_SETTINGS = (
     "rules", "cash", "universe", "decision_cadence", "mark_cadence", "seed", "execution", "fees",
-    "latency_ms", "liquidity", "marks_at",
+    "latency_ms", "liquidity", "marks_at", "listing",
 )  # fmt: skip
 """The ``CohortConfig`` fields the options set, by their own names (start and agents come
 from their own options, or from the command)."""
@@ -115,6 +118,11 @@ _COHORT_OPTIONS = (
                  help="Starting cash of every agent (at most $10^12)."),
     click.option("--universe", type=int, default=_default(CohortConfig, "universe"),
                  show_default=True, help="Top N markets by volume open at the start."),
+    click.option("--listing", type=click.Choice(["start", "rolling"]),
+                 default=_default(CohortConfig, "listing"), show_default=True,
+                 help="start: the universe is the top N open at the start; rolling: markets "
+                      "that list in the cohort's first week join as they list (at most N live "
+                      "at once), seen by agents only from then."),
     click.option("--decisions", "decision_cadence",
                  default=_default(CohortConfig, "decision_cadence"), show_default=True,
                  help="Decision cadence: weekly, daily, hourly, tick, or e.g. 6h."),
@@ -131,20 +139,24 @@ _COHORT_OPTIONS = (
     click.option("--books", "books_path", type=click.Path(dir_okay=False, path_type=Path),
                  help=f"Order books the orders meet (a .books file, or '{SAMPLE_BOOKS}'); "
                       f"--tape {SAMPLE_BOOKS} brings its own."),
-    click.option("--latency", "latency_ms", type=click.IntRange(0, 86_400_000),
-                 default=_default(CohortConfig, "latency_ms"), show_default=True,
+    click.option("--latency", "latency_ms", metavar="MS|llm|FILE|llm+MS|llm+FILE",
+                 default=str(_default(CohortConfig, "latency_ms")), show_default=True,
                  help="Milliseconds from a decision to its orders meeting the book (needs "
-                      "books): the book standing when the order arrives, never a later one."),
-    click.option("--marks-at", "marks_at", type=click.Choice(["price", "bid"]),
+                      "books): the book standing when the order arrives, never a later one; "
+                      "llm adds each decision's recorded model time; FILE (.toml/.json) "
+                      "gives milliseconds per agent."),
+    click.option("--marks-at", "marks_at", type=click.Choice(["price", "bid", "liquidation"]),
                  default=_default(CohortConfig, "marks_at"), show_default=True,
                  help="What a mark values a position at: the tape's price, or (with books) "
-                      "the best bid, what it would fetch sold now."),
+                      "the best bid, or liquidation: what each agent's holding would fetch "
+                      "sold now down the bid book."),
     click.option("--liquidity", type=click.Choice(["isolated", "shared"]),
                  default=_default(CohortConfig, "liquidity"), show_default=True,
                  help="With books: isolated, every agent meets the whole book; shared, the "
                       "cohort's agents take from one book in the order they decide."),
-    click.option("--fees", type=click.Choice(["auto", "none"]),
-                 help="Taker fees: auto (Polymarket's schedule by date and category) or none. "
+    click.option("--fees", metavar="auto|none|FILE",
+                 help="Taker fees: auto (Polymarket's schedule by date and category), none, or "
+                      "a fee table file (.toml/.json, the shape of ledger/fee_schedule.toml). "
                       "Default: none for fa and mid, auto for touch and l2."),
     click.option("--jobs", type=int, default=_default(RunOptions, "jobs"),
                  help="Worker processes (default: CPU cores)."),
@@ -152,6 +164,10 @@ _COHORT_OPTIONS = (
                  default=_default(RunOptions, "decision_timeout"), show_default=True,
                  help="Seconds a strategy may take per decision before it is recorded as an "
                       "error and HOLD (0: no limit; at most a week)."),
+    click.option("--commit-every", type=float, default=_default(RunOptions, "commit_every"),
+                 show_default=True,
+                 help="Seconds a run's events may wait before they reach the log (0: every "
+                      "decision); a killed run resumes from there without asking again."),
     click.option("--on-miss", type=click.Choice(["error", "hold"]), expose_value=False,
                  callback=_on_miss,
                  help="A model question missing from a replay's cassette: stop the run with "
@@ -199,6 +215,10 @@ def _cohort_choice(values: dict[str, Any]) -> CohortChoice:
     """The cohort options' values as a ``CohortChoice`` (run options out of range are one
     ``SettingsError``; the cohort settings are checked with the agents and the starts)."""
     options = run_options(**{f: values.pop(f) for f in RunOptions.model_fields})
+    try:
+        values |= latency_settings(values.pop("latency_ms"))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
     return CohortChoice(values.pop("tape_path"), values, options, values.pop("books_path"))
 
 
@@ -313,13 +333,47 @@ def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
 
 
 _START_OPTIONS = (
-    click.option("--start", help=f"Cohort start, ISO-8601 (default {DEFAULT_START}, a Sunday)."),
+    click.option("--start", help=f"Cohort start, ISO-8601 (default: the tape's first start with "
+                 f"something to decide; {DEFAULT_START}, a Sunday, on the sample)."),
     click.option("--starts", help="Every Sunday 00:00 UTC in FROM..TO, one cohort each."),
-)
+)  # fmt: skip
+
+
+def default_start(cohort: CohortChoice) -> datetime:
+    """The start when none is given: the embedded sample's documented one (its README figures
+    are of that cohort), else the tape's first start with something to decide
+    (``arena.run.first_start``); a tape with none is a one-line error naming its range."""
+    if cohort.tape.resolve() == sample_path().resolve():
+        return parse_instant(DEFAULT_START)
+    tape = cohort.source.tape
+    probe = cohort.configs([datetime.fromtimestamp(tape.span()[0], UTC)], {"probe": "hold"})[0]
+    found = first_start(tape, probe)
+    if found is None:
+        first, last = (iso_minute(t) for t in tape.span())
+        raise click.ClickException(
+            f"no instant of tape {tape.hash[:12]} ({first} to {last}) has an open, priced "
+            "market it covers and a decision to make"
+        )
+    return datetime.fromtimestamp(found, UTC)
 
 
 def start_options(command: Callable[..., T]) -> Callable[..., T]:
-    """Add ``--start`` and ``--starts``; the command gets ``starts``, a list of instants."""
-    return _group(_START_OPTIONS, "starts", lambda v: parse_starts(v["start"], v["starts"]))(
-        command
-    )
+    """Add ``--start`` and ``--starts``; the command gets ``starts``, a list of instants (with
+    neither, :func:`default_start` of the tape ``cohort_options``, applied above, chose)."""
+
+    @functools.wraps(command)
+    def defaulted(*, starts: list[datetime] | None, **kwargs: Any) -> T:
+        if starts is None:
+            cohort = kwargs.get("cohort")
+            chosen = default_start(cohort) if isinstance(cohort, CohortChoice) else None
+            starts = [chosen or parse_instant(DEFAULT_START)]
+        return command(starts=starts, **kwargs)
+
+    def given(values: dict[str, Any]) -> list[datetime] | None:
+        return (
+            parse_starts(values["start"], values["starts"])
+            if values["start"] or values["starts"]
+            else None
+        )
+
+    return _group(_START_OPTIONS, "starts", given)(defaulted)

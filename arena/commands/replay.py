@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from arena.boundary.isolated import check_spec, isolation_notice
 from arena.commands.options import CohortChoice, agent_options, cohort_options, start_options
 from arena.console import make_console, plugins_print_to_stderr
 from arena.engines.driver import replay_cohorts
+from arena.progress import on_a_terminal, progress_of
 from arena.reports.model import load_ledger, report_data
 from arena.reports.terminal import print_report, usage_line
 from arena.run.plan import (
@@ -28,12 +30,27 @@ from ledger.anchor import format_head, head_path
 from ledger.store import EventStore
 from ledger.usage import model_usage
 from replays.tape import Tape
-from strategies.loader import build_strategy
 
 
 def skipped_note(skipped: Sequence[Skipped]) -> str:
     """The line that says which asked-for starts had nothing to decide, and why (rich markup)."""
     return f"[dim]skipped {len(skipped)} start(s) with {escape(describe_skipped(skipped))}[/]"
+
+
+@contextmanager
+def resumable(db: Path) -> Iterator[None]:
+    """A Ctrl-C ends the run with one line saying where it stopped and how to go on: the runner
+    has committed every decision made, the one cut short with its calls, and the same command
+    resumes from there without asking a model again (exit status 130, as for any Ctrl-C)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo(
+            f"interrupted: {db} holds the run up to the decision Ctrl-C cut short; "
+            "the same command resumes it",
+            err=True,
+        )
+        raise SystemExit(130) from None
 
 
 def nothing_to_decide(tape: Tape, skipped: Sequence[Skipped]) -> str:
@@ -71,23 +88,24 @@ def replay(
       arena replay --starts 2024-05-12..2024-11-03 --engine ray --address auto
     """
     console = make_console(stderr=as_json)
+    shown = on_a_terminal(as_json=as_json)
     with plugins_print_to_stderr():
-        for spec in agents.values():
-            build_strategy(spec)  # fail fast, before any worker starts
+        for spec in agents.values():  # fail fast, before any worker starts
+            check_spec(spec, cohort.options.isolate)  # under --isolate, never built here
+        if (notice := isolation_notice(cohort.options.isolate)) is not None:
+            click.echo(notice, err=True)
         source = cohort.source
         tape = source.tape
         planned, skipped = plan_cohorts(tape, cohort.configs(starts, agents))
         if not planned:
             raise click.ClickException(nothing_to_decide(tape, skipped))
-        progress = Progress(
-            TextColumn("[bold]replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=make_console(stderr=True), transient=True,
-            disable=as_json or len(planned) == 1,
-        )  # fmt: skip
-        with progress:
-            task = progress.add_task("cohorts", total=len(planned))
+        decisions = sum(p.plan.schedule.decisions * len(p.config.agents) for p in planned)
+        with (
+            progress_of("replaying", len(planned), shown=shown, decisions=decisions) as work,
+            resumable(db),
+        ):
             done = replay_cohorts(
-                source, planned, db, cohort.options, on_done=lambda _: progress.advance(task)
+                source, planned, db, cohort.options, on_done=work.advance, on_decision=work.decided
             )
     with EventStore.open(db, readonly=True) as store:
         cohorts = [d.cohort for d in done]

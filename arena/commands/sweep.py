@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from arena.backtests.backtest import DEFAULT_AGAINST
@@ -22,8 +21,10 @@ from arena.backtests.sweep import (
 )
 from arena.commands.backtest import num_cell
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
-from arena.commands.replay import skipped_note
+from arena.commands.replay import resumable, skipped_note
 from arena.console import make_console, plugins_print_to_stderr
+from arena.progress import on_a_terminal, progress_of
+from arena.reports.terminal import fit_names
 
 _FILE_TO_OPTION = {"decisions": "decision_cadence", "marks": "mark_cadence"}
 
@@ -44,9 +45,18 @@ def _paired(pair: dict[str, Any]) -> str:
     return f"{_plus_minus(pair['mean'], pair['ci_low'], pair['ci_high'], '{:+.2f}')} {mark}"
 
 
-def settings_table(data: dict[str, Any]) -> Table:
+def settings_table(data: dict[str, Any], width: int | None = None) -> Table:
     """One row per setting (and per comparison agent): mean return, Brier, win rate, and the
-    paired difference to each comparison agent."""
+    paired difference to each comparison agent; in ``width`` cells, the settings cut in the
+    middle as the report cuts names (``fit_names``), since they differ at the end."""
+    labels = {r["agent"]: " ".join(f"{k}={v}" for k, v in r["values"].items())
+              for r in data["settings"]}  # fmt: skip
+    return fit_names(list(labels.values()),
+                     lambda cut: _settings_table(data, {a: cut[x] for a, x in labels.items()}),
+                     width)  # fmt: skip
+
+
+def _settings_table(data: dict[str, Any], labels: dict[str, str]) -> Table:
     against = list(data["plan"]["against"])
     best = data["selection"]["best"]
     table = Table(
@@ -76,7 +86,7 @@ def settings_table(data: dict[str, Any]) -> Table:
         ]  # fmt: skip
 
     for row in data["settings"]:
-        label = " ".join(f"{k}={v}" for k, v in row["values"].items())
+        label = labels[row["agent"]]
         star = " [bold]★[/]" if row["agent"] == best else ""
         paired = [_paired(row["paired"][a]) for a in against]
         table.add_row(escape(label) + star, *cells(row), *paired)
@@ -161,22 +171,22 @@ def sweep(
         vs = list(DEFAULT_AGAINST)
     source = cohort.source
     chosen = parse_starts(None, starts) if starts else None
-    progress = Progress(
-        TextColumn("[bold]sweeping"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=make_console(stderr=True), transient=True, disable=as_json,
-    )  # fmt: skip
+    shown = on_a_terminal(as_json=as_json)
     with plugins_print_to_stderr():
         plan = plan_sweep(strategy, grid_of, vs, source, chosen, **settings)
-        with progress:
-            task = progress.add_task("cohort-runs", total=len(plan.cohorts()))
-            result = run_sweep(plan, db, cohort.options, on_done=lambda _: progress.advance(task))
+        runs = len(plan.cohorts())
+        with (
+            progress_of("sweeping", runs, unit="cohort-runs", shown=shown) as work,
+            resumable(db),
+        ):
+            result = run_sweep(plan, db, cohort.options, on_done=work.advance)
     data = results_data(result)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     if plan.skipped:
         console.print(skipped_note(plan.skipped))
-    console.print(settings_table(data))
+    console.print(settings_table(data, console.width))
     console.print(f"[yellow]{escape(selection_warning(data))}[/]")
     ran = data["cohort_runs"] - data["reused"]
     console.print(

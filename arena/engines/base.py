@@ -54,9 +54,12 @@ class CohortWork:
 
     source: TapeSource
     options: RunOptions = DEFAULT_OPTIONS
+    journal: Path | None = None
+    """Where workers keep what their cohorts committed (``arena.engines.recorded``)."""
 
     def settings(self, cohort: PlannedCohort) -> RunSettings:
-        return RunSettings(cohort=cohort.config, options=self.options)
+        journal = None if self.journal is None else str(self.journal)
+        return RunSettings(cohort=cohort.config, options=self.options, journal=journal)
 
 
 class Engine(Protocol):

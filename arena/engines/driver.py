@@ -18,8 +18,9 @@ from pathlib import Path
 
 from arena.engines.base import CohortWork, Engine, TapeSource
 from arena.engines.local import LocalEngine
-from arena.engines.recorded import CohortDone, RecordedCohort, deliver, finished
+from arena.engines.recorded import CohortDone, RecordedCohort, deliver, finished, journal_folder
 from arena.run.cohort import CohortConfig
+from arena.run.pace import Watcher
 from arena.run.plan import PlannedCohort, plan_cohort
 from arena.run.runner import CohortRunner
 from arena.run.settings import DEFAULT_OPTIONS, RunOptions, RunSettings
@@ -46,13 +47,15 @@ def replay_cohorts(
     *,
     skip_finished: bool = False,
     on_done: Callable[[CohortDone], None] | None = None,
+    on_decision: Watcher | None = None,
 ) -> list[CohortDone]:
     """Replay every cohort, each run as ``options`` say (on ``options.engine``, with
     ``options.jobs`` workers); results come back in the order of ``cohorts``. A cohort given
     as a bare config is planned here (a start with nothing to decide is a LedgerError); the
     tape is the one ``source`` already loaded. The head the log is left at is recorded beside
     it (``ledger.anchor``), for ``arena verify`` to check later, also when the run is cut
-    short, so reads check what it did write."""
+    short, so reads check what it did write. ``on_decision`` is told of each decision of a
+    cohort run in this process (a progress display's per-decision lines)."""
     planned = [
         c if isinstance(c, PlannedCohort) else PlannedCohort(c, plan_cohort(source.tape, c))
         for c in cohorts
@@ -60,7 +63,7 @@ def replay_cohorts(
     results: dict[int, CohortDone] = {}
     with EventStore.open(db) as store:  # creates the schema before any worker starts
         try:
-            _replay(source, planned, store, options, skip_finished, on_done, results)
+            _replay(source, planned, store, options, skip_finished, on_done, on_decision, results)
         finally:
             write_head(store)
     return [results[k] for k in range(len(planned))]
@@ -73,6 +76,7 @@ def _replay(
     options: RunOptions,
     skip_finished: bool,
     on_done: Callable[[CohortDone], None] | None,
+    on_decision: Watcher | None,
     results: dict[int, CohortDone],
 ) -> None:
     """``replay_cohorts``' work, each finished cohort's outcome put in ``results`` as the log
@@ -91,6 +95,7 @@ def _replay(
         for k in todo:
             settings = RunSettings(cohort=planned[k].config, options=options)
             runner = CohortRunner(tape, settings, plan=planned[k].plan, books=source.books)
+            runner.watch = on_decision
             run = runner.run(store)
             results[k] = CohortDone(run.cohort, run.events, run.appended)
             if on_done:
@@ -99,7 +104,8 @@ def _replay(
         waiting: dict[int, Callable[[], RecordedCohort]] = {}
         order = iter(todo)
         nxt = next(order, None)
-        work = CohortWork(source, options)
+        journal = journal_folder(Path(store.path)) if isinstance(engine, LocalEngine) else None
+        work = CohortWork(source, options, journal)
         for j, fetch in engine.run(work, [planned[k] for k in todo]):
             waiting[todo[j]] = fetch
             while nxt is not None and nxt in waiting:

@@ -10,12 +10,23 @@ whichever engine ran them.
 Delivering into a log that already holds part of the stream (a run stopped mid-append, or a
 log written by an older arena) checks the stored events against the recording and appends only
 the rest, as the runner itself does when it resumes.
+
+A slow cohort (a model-backed agent's, minutes to hours) must not hold its paid calls only in a
+worker's memory until it closes: once it has run ``RunOptions.commit_every`` seconds, its
+recording also appends each commit to a journal of its own (an event store of one stream in
+the run's journal folder, ``journal_path``). Killed, the run leaves the journal; the same
+command's worker reads it back as the stream's stored prefix, so the runner checks it and
+serves its model answers again instead of asking (``strategies.llm.resume``). The log itself
+is still appended in the cohorts' order, by the driver alone; the journal is removed once the
+log holds its cohort.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from arena.run.cohort import CohortConfig
@@ -41,21 +52,70 @@ class CohortDone:
     appended: int
 
 
+def journal_path(folder: Path, cohort: str) -> Path:
+    """The journal of ``cohort`` in a run's journal ``folder``."""
+    return folder / f"{cohort}.db"
+
+
+def journal_folder(db: Path) -> Path:
+    """The journal folder of the log ``db``: beside it, named after it."""
+    return db.with_name(f"{db.name}.journal")
+
+
 class RecordedCohort(MemorySink):
     """One cohort's stream and snapshots in memory: what a worker returns instead of writing
     the log. It takes the runner's appends and snapshots exactly as the log would (the sink
-    contract, ``ledger.stream.EventSink``), and only for its own cohort."""
+    contract, ``ledger.stream.EventSink``), and only for its own cohort.
 
-    def __init__(self, cohort: str) -> None:
+    With a ``journal`` file, what the file holds is the stream's stored prefix, and appends
+    made ``after`` seconds or more since the recording began go to the file too (with every
+    event before them), each one a transaction."""
+
+    def __init__(
+        self,
+        cohort: str,
+        journal: Path | None = None,
+        after: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__()
         self.cohort = cohort
+        self.journal = journal
+        self._deadline = clock() + after
+        self._clock = clock
+        self._store: EventStore | None = None
+        self._journaled = 0
+        if journal is not None and journal.exists():
+            with EventStore.open(journal, create=False, readonly=True) as stored:
+                self.streams[cohort] = list(stored.read(stream=cohort))
+            self._journaled = len(self.streams[cohort])
 
     def append(
         self, stream: str, events: Sequence[Event], expected_version: int | None = None
     ) -> int:
         if stream != self.cohort:
             raise LedgerError(f"recording of {self.cohort}: unexpected append to {stream!r}")
-        return super().append(stream, events, expected_version)
+        version = super().append(stream, events, expected_version)
+        if self.journal is not None and (self._store or self._clock() >= self._deadline):
+            self._keep()
+        return version
+
+    def _keep(self) -> None:
+        """Append to the journal every event it lacks."""
+        assert self.journal is not None
+        if self._store is None:
+            self.journal.parent.mkdir(parents=True, exist_ok=True)
+            self._store = EventStore.open(self.journal)
+        events = self.events[self._journaled :]
+        if events:
+            self._store.append(self.cohort, events, expected_version=self._journaled)
+            self._journaled += len(events)
+
+    def close(self) -> None:
+        """Let go of the journal file (kept until the log holds the cohort)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     @property
     def events(self) -> list[Event]:
@@ -73,10 +133,18 @@ def record_cohort(
     books: Books | None = None,
 ) -> RecordedCohort:
     """Replay one cohort into a recording (what every parallel worker runs), by its ``plan``
-    where the driver made it."""
+    where the driver made it; journaled where ``settings.journal`` names a folder."""
     runner = CohortRunner(tape, settings, plan=plan, books=books)
-    sink = RecordedCohort(runner.cohort)
-    runner.run(sink)
+    journal = None
+    after = 0.0
+    if isinstance(settings, RunSettings) and settings.journal is not None:
+        journal = journal_path(Path(settings.journal), runner.cohort)
+        after = settings.options.commit_every
+    sink = RecordedCohort(runner.cohort, journal, after)
+    try:
+        runner.run(sink)
+    finally:
+        sink.close()
     return sink
 
 
@@ -104,7 +172,17 @@ def deliver(store: EventStore, recorded: RecordedCohort) -> CohortDone:
         store.append(stream, events[stored:], expected_version=stored)
     for snap in recorded.snapshots:
         store.add_snapshot(stream, snap.version, snap.state, fmt=snap.fmt, closing=snap.closing)
+    if recorded.journal is not None:
+        forget(recorded.journal)
     return CohortDone(stream, len(events), len(events) - stored)
+
+
+def forget(journal: Path) -> None:
+    """Remove a journal the log now holds (its folder too, once empty)."""
+    for path in (journal, *(journal.with_name(journal.name + end) for end in ("-wal", "-shm"))):
+        path.unlink(missing_ok=True)
+    if journal.parent.is_dir() and not any(journal.parent.iterdir()):
+        journal.parent.rmdir()
 
 
 def finished(store: EventStore, cohort: str) -> CohortDone | None:

@@ -10,6 +10,7 @@ that replays it, so no cohort is planned twice. The same inputs always give the 
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,9 +23,13 @@ from ledger.errors import LedgerError
 from replays.tape import Tape
 
 # Instants that coincide are taken in this order: a market that resolves at t can no longer be
-# traded at t, and a decision at t sees the mark taken at t.
+# traded at t, a decision at t sees the mark taken at t and the markets listed at t.
 # Decisions stop (STOP) after the marks of their instant, where no decision is made anyway.
-RESOLUTION, MARK, DECISION, STOP = 0, 1, 2, 3
+RESOLUTION, MARK, LISTING, DECISION, STOP = 0, 1, 2, 3, 4
+
+ROLLING_DAYS = 7
+"""A rolling cohort (``listing="rolling"``) takes in the markets that list during its first
+week: a weekly cohort's own week, as Forecaster Arena's cohorts are weekly."""
 
 VOLUME_AS_OF_START = "volume as of the start"
 VOLUME_FINAL = "final volume"
@@ -70,6 +75,8 @@ def empty_start_detail(tape: Tape, start: int) -> str:
             f": the tape's recording of the {len(uncovered)} market(s) open then ends "
             f"at {iso_minute(reach)}, before it"
         )
+    else:  # nothing open then: where the tape has something (arena.run.first_start)
+        text += ": the tape runs {} to {}".format(*(iso_minute(t) for t in tape.span()))
     return text
 
 
@@ -110,6 +117,52 @@ def choose_universe(tape: Tape, start: int, size: int) -> tuple[list[int], str]:
 
     chosen.sort(key=lambda m: (-volume(m), tape.markets[m].id))
     return chosen[:size], by
+
+
+def listing_instant(tape: Tape, m: int) -> int | None:
+    """When market ``m`` can first be traded: its first price point, or its opening if that is
+    later (a price recorded before the market opened is not a market yet); None if unpriced."""
+    times = tape.times(m)
+    if times.size == 0:
+        return None
+    opens = tape.markets[m].open_ts
+    return int(times[0]) if opens is None else max(int(times[0]), opens)
+
+
+def rolling_listings(
+    tape: Tape, start: int, size: int, first: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """The markets that join a rolling cohort after its start, in the order they list, and
+    their listing instants.
+
+    A market listing in the cohort's first ``ROLLING_DAYS`` joins when fewer than ``size``
+    markets of the cohort are live then (listed, not yet closed, still covered): ``size``
+    bounds what an agent watches at once, as the top-N universe does at the start. Markets
+    listing at the same instant are taken by their volume as of that instant where the tape
+    knows it, then by id: only what is known at the listing decides, never how a market went
+    on to trade."""
+    taken = set(first)
+    live_until = [min(_close(tape, m), tape.coverage(m) + 1) for m in first]
+    horizon = start + ROLLING_DAYS * 86_400
+    candidates = []
+    for m in range(len(tape.markets)):
+        at = listing_instant(tape, m)
+        if m in taken or at is None or not start < at < horizon:
+            continue
+        if _close(tape, m) <= at or tape.coverage(m) < at:
+            continue  # closed, resolved or unrecorded by the time it lists
+        volume = tape.volume_as_of(m, at)
+        known = not math.isnan(volume)
+        candidates.append((at, not known, -volume if known else 0.0, tape.markets[m].id, m))
+    candidates.sort()
+    joined, instants = [], []
+    for at, _, _, _, m in candidates:
+        if sum(1 for until in live_until if until > at) >= size:
+            continue
+        joined.append(m)
+        instants.append(at)
+        live_until.append(min(_close(tape, m), tape.coverage(m) + 1))
+    return joined, instants
 
 
 @dataclass(frozen=True)
@@ -154,7 +207,9 @@ def decision_instants(
     return tape.instants(universe, start, until - 1)
 
 
-def build_schedule(tape: Tape, universe: list[int], config: CohortConfig) -> Schedule:
+def build_schedule(
+    tape: Tape, universe: list[int], config: CohortConfig, listed: Sequence[int] = ()
+) -> Schedule:
     """Merge decision, mark and resolution instants in one deterministic order.
 
     A cohort decides at an instant when at least one universe market is open there (not
@@ -185,6 +240,7 @@ def build_schedule(tape: Tape, universe: list[int], config: CohortConfig) -> Sch
     steps = [(int(t), MARK, row[int(t)]) for t in marks]
     steps += [(int(t), DECISION, row[int(t)]) for t in decisions]
     steps += [(ts, RESOLUTION, j) for ts, j in resolutions]
+    steps += [(ts, LISTING, j) for j, ts in enumerate(listed) if ts > start]
     stop = _early_stop(tape, universe, close, coverage, trading_ends)
     if stop is not None:
         steps.append((stop.ts, STOP, 0))
@@ -223,12 +279,20 @@ def no_decision_detail(tape: Tape, schedule: Schedule, start: int) -> str:
 
 @dataclass(frozen=True)
 class CohortPlan:
-    """A cohort's universe (tape market indices, in ranked order), how it was ranked
-    (``VOLUME_AS_OF_START`` or ``VOLUME_FINAL``) and its schedule."""
+    """A cohort's universe (tape market indices: the start's in ranked order, then a rolling
+    cohort's later markets in the order they list), how the start's were ranked
+    (``VOLUME_AS_OF_START`` or ``VOLUME_FINAL``), its schedule, and when each market is
+    listed (empty: every one at the start)."""
 
     universe: tuple[int, ...]
     universe_by: str
     schedule: Schedule
+    listed: tuple[int, ...] = ()
+
+    def listed_by(self, ts: int) -> int:
+        """How many markets are listed at ``ts``: the universe's first ones (it is in listing
+        order, so the listed markets are always a prefix of it)."""
+        return bisect.bisect_right(self.listed, ts) if self.listed else len(self.universe)
 
 
 def plan_cohort(tape: Tape, config: CohortConfig) -> CohortPlan:
@@ -249,12 +313,17 @@ def try_plan(tape: Tape, config: CohortConfig) -> CohortPlan | str:
     ``NO_INSTANT``)."""
     start = config.start_ts
     universe, by = choose_universe(tape, start, config.universe)
+    listed: list[int] = []
+    if config.listing == "rolling":
+        later, instants = rolling_listings(tape, start, config.universe, universe)
+        listed = [start] * len(universe) + instants
+        universe += later
     if not universe:
         return UNCOVERED if _open_priced(tape, start) else NO_MARKET
-    schedule = build_schedule(tape, universe, config)
+    schedule = build_schedule(tape, universe, config, listed)
     if not schedule.decisions:
         return NO_INSTANT
-    return CohortPlan(tuple(universe), by, schedule)
+    return CohortPlan(tuple(universe), by, schedule, tuple(listed))
 
 
 @dataclass(frozen=True)

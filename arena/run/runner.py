@@ -26,28 +26,41 @@ from typing import Any, TypeVar
 import numpy as np
 from freezegun import freeze_time
 
+from arena.boundary import oslimits
 from arena.boundary.agents import Agent, InProcess
 from arena.boundary.past import PastFeed, frozen
-from arena.boundary.sandbox import Clock, Sandbox
+from arena.boundary.sandbox import Clock, RunInterrupted, Sandbox
 from arena.boundary.views import Views, priced_positions
 from arena.run.cohort import CohortConfig, iso_minute, week_of
 from arena.run.execution import DEFAULT as DEFAULT_EXECUTION
-from arena.run.execution import fees_for, venue
-from arena.run.plan import DECISION, MARK, RESOLUTION, STOP, CohortPlan, plan_cohort
+from arena.run.execution import (
+    agent_latencies,
+    best_bids,
+    fee_table,
+    fees_for,
+    liquidation_marks,
+    venue,
+)
+from arena.run.pace import DecisionSeen, Pace, Watcher, failures
+from arena.run.plan import DECISION, LISTING, MARK, RESOLUTION, STOP, CohortPlan, plan_cohort
 from arena.run.settings import RunSettings
 from arena.run.transcript import Transcript
 from ledger.errors import LedgerError
 from ledger.events import (
+    EVENT_TYPES,
     CohortClosed,
     CohortOpened,
     DecisionMade,
     DecisionsStopped,
     Marked,
     MarketListed,
+    ModelCalled,
+    decode,
 )
 from ledger.live import LiveCohort
 from ledger.projection import CohortState
 from ledger.rules import Broker, rules_for, settle, void
+from ledger.store import EventStore
 from ledger.stream import EventSink, StreamWriter
 from replays.asof import AsOf, UniverseWalk
 from replays.books import Books
@@ -55,12 +68,14 @@ from replays.tape import Tape
 from strategies.api import (
     TRANSCRIPT_FIELDS,
     Context,
+    Decision,
     MarketMeta,
     ResolvedMarket,
     RunStopped,
     Strategy,
     Trace,
 )
+from strategies.llm.resume import answering
 from strategies.loader import build_strategy
 
 T = TypeVar("T")
@@ -74,7 +89,8 @@ class Step:
 
     kind: str
     """``"open"`` (the cohort opened, its markets listed, its agents set up), ``"resolution"``,
-    ``"mark"``, ``"decision"`` (every agent decided at the instant), ``"stop"`` (decisions
+    ``"mark"``, ``"listing"`` (a rolling cohort's market listed), ``"decision"`` (every agent
+    decided at the instant), ``"stop"`` (decisions
     ended early) or ``"close"`` (the cohort closed and its closing snapshot is stored)."""
     ts: int
     """The step's instant (unix seconds)."""
@@ -83,7 +99,9 @@ class Step:
     the store once flushed; with ``flush_each_step``, at once)."""
 
 
-STEP_KINDS = {RESOLUTION: "resolution", MARK: "mark", DECISION: "decision", STOP: "stop"}
+STEP_KINDS = {
+    RESOLUTION: "resolution", MARK: "mark", LISTING: "listing", DECISION: "decision", STOP: "stop",
+}  # fmt: skip
 
 
 def _drain(steps: Generator[Step, None, T]) -> T:
@@ -133,11 +151,20 @@ class CohortRunner:
         self.config = config
         self.rules = rules_for(config.rules)
         self.cohort = config.cohort_id(tape.hash)
-        self.specs: dict[str, str] | None = None if strategies else dict(config.agents)
-        self.strategies = strategies or {
-            name: build_strategy(spec) for name, spec in config.agents.items()
-        }
+        # under --isolate a plugin is imported and built in its worker only, never here
+        self.strategies: dict[str, Strategy | str] = (
+            dict(strategies)
+            if strategies
+            else {
+                name: spec if settings.options.isolate else build_strategy(spec)
+                for name, spec in config.agents.items()
+            }
+        )
+        self.confinement = oslimits.plan()  # what --isolate's workers are held to, logged
         self.decision_timeout = settings.options.decision_timeout
+        self.commit_every = settings.options.commit_every
+        self.watch: Watcher | None = None
+        """Told of each decision as it is made (the progress display); never logged."""
         self.isolate = settings.options.isolate
         if (books.hash if books is not None else None) != config.books:
             given = books.hash[:12] if books is not None else "none"
@@ -149,6 +176,10 @@ class CohortRunner:
         self.universe = list(plan.universe)
         self.universe_by = plan.universe_by
         self.schedule = plan.schedule
+        self.plan = plan
+        self.listed_ts = frozen(np.array(plan.listed or [config.start_ts] * len(plan.universe),
+                                         dtype=np.int64))  # fmt: skip
+        """When each universe market lists: the start, or later in a rolling cohort."""
         self.ids = tuple(tape.markets[m].id for m in self.universe)
         self.index = {mid: j for j, mid in enumerate(self.ids)}
         self.meta = tuple(self._meta(m) for m in self.universe)
@@ -216,11 +247,24 @@ class CohortRunner:
     def _replay(
         self, sink: EventSink | None, *, flush_each_step: bool
     ) -> Generator[Step, None, CohortRun]:
+        """The loop, committing as the run goes (``Pace``); the model answers of a stored
+        prefix served again, not asked (``strategies.llm.resume``). A Ctrl-C commits what
+        was recorded, the decision it cut short with its calls included, and stops the run,
+        which the same command resumes."""
+        with answering(_stored_calls(sink, self.cohort)):
+            return (yield from self._walk_schedule(sink, flush_each_step=flush_each_step))
+
+    def _walk_schedule(
+        self, sink: EventSink | None, *, flush_each_step: bool
+    ) -> Generator[Step, None, CohortRun]:
         state = LiveCohort(self.cohort)
         writer = StreamWriter(sink, state)
+        # a stepped replay commits at each step, never inside one
+        self.pace = Pace(writer, math.inf if flush_each_step else self.commit_every)
         c = self.config
         shared = c.liquidity == "shared"
-        at = venue(self.tape, c.execution, c.fees, self.books, c.latency_ms, shared)
+        at = venue(self.tape, c.execution, c.fees, self.books, c.latency_ms, shared,
+                   think=c.latency == "llm", per_agent=c.latency_by_agent)  # fmt: skip
         broker = Broker(state, self.rules, at)
         self.transcript = Transcript(self.cohort)
 
@@ -230,11 +274,13 @@ class CohortRunner:
             writer.save()
             if flush_each_step:
                 writer.flush()
+            else:
+                self.pace.tick()
             return Step(kind, ts, writer.version)
 
         start = self.config.start_ts
         state.record(self._opened())
-        for j in range(len(self.universe)):
+        for j in range(self.plan.listed_by(start)):
             state.record(self._listed(j))
         settled: set[int] = set()
         past = self._past()
@@ -246,23 +292,31 @@ class CohortRunner:
             self._agents(sandbox, past) as agents,
         ):
             views = Views(self.ids, self.meta, past.layout, history, self.strategies, self.rules)
+            views.listed = self.plan.listed_by(start)
             clock = Clock(frozen_time, start)
-            deciding = self._setup(state, agents, start)
-            yield saved("open", start)
-            for ts, kind, payload in self.schedule.steps:
-                if kind == RESOLUTION:
-                    self._resolve(state, payload, ts)
-                    settled.add(payload)
-                elif kind == MARK:
-                    state.record(self._mark(self._walk.at(ts), ts, settled))
-                elif kind == DECISION:
-                    now = self._walk.at(ts)
-                    past.advance(now)
-                    clock.move_to(ts)
-                    self._decide(state, broker, views, deciding, now, ts)
-                else:
-                    state.record(self._stopped(ts))
-                yield saved(STEP_KINDS[kind], ts)
+            try:
+                deciding = self._setup(state, agents, start)
+                yield saved("open", start)
+                for ts, kind, payload in self.schedule.steps:
+                    if kind == RESOLUTION:
+                        self._resolve(state, payload, ts)
+                        settled.add(payload)
+                    elif kind == MARK:
+                        state.record(self._mark(self._walk.at(ts), ts, settled, state))
+                    elif kind == LISTING:
+                        state.record(self._listed(payload))
+                        views.listed = payload + 1
+                    elif kind == DECISION:
+                        now = self._walk.at(ts)
+                        past.advance(now)
+                        clock.move_to(ts)
+                        self._decide(state, broker, views, deciding, now, ts)
+                    else:
+                        state.record(self._stopped(ts))
+                    yield saved(STEP_KINDS[kind], ts)
+            except RunInterrupted:
+                writer.commit()  # what was recorded is a prefix of the whole run's log
+                raise
         closed = CohortClosed(
             cohort=self.cohort,
             ts=self.schedule.end,
@@ -278,16 +332,17 @@ class CohortRunner:
     def _agents(self, sandbox: Sandbox, past: PastFeed) -> Iterator[dict[str, Agent]]:
         """Each agent's code, in this process or each in a worker of its own."""
         if not self.isolate:
-            yield {name: InProcess(s, sandbox) for name, s in self.strategies.items()}
+            built = self.strategies  # in process, every agent was built in __init__
+            yield {name: InProcess(s, sandbox) for name, s in built.items()}  # type: ignore[arg-type]
             return
         from arena.boundary.isolated import Isolated
 
         agents: dict[str, Agent] = {}
         try:
-            for name, strategy in self.strategies.items():
-                plugin = self.specs[name] if self.specs else strategy
+            for name, plugin in self.strategies.items():
                 facts = (self.ids, self.meta, self.rules)
-                agents[name] = Isolated(plugin, past, facts, self.decision_timeout)
+                seconds = self.decision_timeout
+                agents[name] = Isolated(plugin, past, facts, seconds, self.confinement)
             yield agents
         finally:
             for agent in agents.values():
@@ -325,7 +380,7 @@ class CohortRunner:
             cash=c.cash,
             agents=list(c.agents),
             agent_specs=dict(c.agents),
-            universe=list(self.ids),
+            universe=list(self.ids[: self.plan.listed_by(c.start_ts)]),
             tape=self.tape.hash,
             decision_cadence=c.decision_cadence,
             mark_cadence=c.mark_cadence,
@@ -334,7 +389,9 @@ class CohortRunner:
                 "universe_size": c.universe,
                 "min_bet": self.rules.min_bet,
                 "universe_by": self.universe_by,
+                **({"listing": c.listing} if c.listing != "start" else {}),
                 **self._execution_settings(),
+                **({"isolation": self.confinement.summary()} if self.isolate else {}),
             },
         )
 
@@ -346,16 +403,20 @@ class CohortRunner:
             return {}
         chosen: dict[str, str | int] = {"execution": c.execution}
         chosen["fees"] = fees_for(c.execution, c.fees)
+        chosen |= fee_table(c.fees)  # a user's table, whole
         if c.books is not None:
             chosen |= {"books": c.books, "latency_ms": c.latency_ms, "liquidity": c.liquidity,
                        "marks_at": c.marks_at}  # fmt: skip
+            if c.latency is not None:
+                chosen["latency"] = c.latency
+            chosen |= agent_latencies(c.latency_by_agent)  # --latency FILE, as JSON text
         return chosen
 
     def _listed(self, j: int) -> MarketListed:
         info = self.tape.markets[self.universe[j]]
         return MarketListed(
             cohort=self.cohort,
-            ts=self.config.start_ts,
+            ts=int(self.listed_ts[j]),
             market=info.id,
             question=info.question,
             outcomes=list(info.outcomes),
@@ -384,7 +445,9 @@ class CohortRunner:
                 min_bet=self.rules.min_bet,
                 max_fraction=self.rules.max_fraction,
                 rng=np.random.default_rng(seed),
-                universe=tuple(dataclasses.replace(meta) for meta in self.meta),
+                universe=tuple(
+                    dataclasses.replace(m) for m in self.meta[: self.plan.listed_by(start)]
+                ),
                 resolved_before=self._resolved_before(start),
             )
             error = self._stop_on(name, start, agent.setup, context)
@@ -439,30 +502,31 @@ class CohortRunner:
         else:
             settle(state, self.ids[j], ts, resolution.winner)
 
-    def _mark(self, now: AsOf, ts: int, settled: set[int]) -> Marked:
+    def _mark(self, now: AsOf, ts: int, settled: set[int], state: CohortState) -> Marked:
         """Every unsettled market's outcome prices at ``ts``: the tape's, or with ``marks_at``
         ``bid`` the best bid of each outcome's book then (0 where nobody bids: a position no
-        one would buy is worth nothing sold now)."""
+        one would buy is worth nothing sold now); ``liquidation`` adds what each agent's
+        holding fetches down the bids (``arena.run.execution.liquidation_marks``)."""
         markets, prices = [], []
-        at_bid = self.config.marks_at == "bid"
+        at_bid = self.config.marks_at != "price"
         for j in range(len(self.universe)):
-            if j in settled:
+            if j in settled or self.listed_ts[j] > ts:
                 continue
             quote = self._prices(now, j)
             if quote is not None:
                 markets.append(self.ids[j])
                 prices.append(self._bids(j, ts) if at_bid else list(quote))
-        return Marked(cohort=self.cohort, ts=ts, markets=markets, prices=prices)
+        held = None
+        if self.config.marks_at == "liquidation" and self.books is not None:
+            held = liquidation_marks(self.tape, self.books, state.books,
+                                     dict(zip(markets, prices, strict=True)), ts * 1000,
+                                     self.config.liquidity == "shared")  # fmt: skip
+        return Marked(cohort=self.cohort, ts=ts, markets=markets, prices=prices, held=held)
 
     def _bids(self, j: int, ts: int) -> list[float]:
         """The best bid of each outcome of universe market ``j`` at ``ts``, from the books."""
         assert self.books is not None, "marks at the bid need books (checked by the config)"
-        info = self.tape.markets[self.universe[j]]
-        bids = []
-        for outcome in info.outcomes:
-            snap = self.books.book_at(self.books.token(info.id, outcome), ts * 1000)
-            bids.append(float(snap.bid_px[0]) if snap is not None and snap.bid_px.size else 0.0)
-        return bids
+        return best_bids(self.tape, self.books, self.ids[j], ts * 1000)
 
     def _decide(
         self,
@@ -473,45 +537,89 @@ class CohortRunner:
         now: AsOf,
         ts: int,
     ) -> None:
-        open_mask = (ts < self.schedule.close) & ~np.isnan(now.yes)  # NaN also past coverage
+        listed = self.listed_ts <= ts  # a rolling cohort's markets trade once listed
+        open_mask = (ts < self.schedule.close) & ~np.isnan(now.yes) & listed  # NaN: uncovered
         views.move_to(ts, now.yes, open_mask, now.volume, now.rows)
 
         def quote(market: str) -> tuple[float, ...] | None:
             j = self.index.get(market)
-            return None if j is None else views.quotes.at(j)  # the prices the agents saw
+            if j is None or j >= views.listed:  # not in the universe, or not listed yet
+                return None
+            return views.quotes.at(j)  # the prices the agents saw
 
         week = week_of(self.config.start_ts, ts)
         for name, agent in agents.items():
             book = state.books[name]
             positions = functools.partial(
                 priced_positions,
-                state.positions_held(name),
+                state.holdings(name),  # type: ignore[arg-type]  # iterated: built when read
                 views.yes,
                 views.binary,
                 self.yes_column,
                 views.quotes.at,
             )
             view = views.view(name, week, book.cash, state.shares(name), positions)
-            decision, error = self._stop_on(name, ts, agent.decide, view)
-            # the model's bookkeeping, field for field (Trace mirrors DecisionMade's fields)
-            t = decision.trace
-            trace = {f: getattr(t, f) for f in _TRACE_FIELDS} if t else _NO_TRACE
-            if error:
-                trace = {**trace, "error": error}
-            state.record(
-                DecisionMade(
-                    cohort=self.cohort,
-                    ts=ts,
-                    agent=name,
-                    week=week,
-                    action=decision.action,
-                    reasoning=decision.reasoning,
-                    bets=list(decision.bets),
-                    sells=list(decision.sells),
-                    **trace,
-                )
-            )
-            for event in self.transcript.events(ts, name, week, t):
-                state.record(event)
+            began = self.pace.clock()
+            try:
+                decision, error = self._stop_on(name, ts, agent.decide, view)
+            except RunInterrupted as exc:
+                cut = exc.recorded
+                if cut is not None and cut[0].trace is not None and cut[0].trace.calls:
+                    self._record(state, ts, name, week, *cut)  # its calls are paid for
+                raise
+            self._record(state, ts, name, week, decision, error)
+            del view, positions  # unless the plugin kept them, its fills build no records
             if decision.bets or decision.sells:
+                if broker.venue is not None:  # --latency llm: the think time as recorded
+                    broker.venue.decided(decision.trace.latency_ms if decision.trace else None)
                 broker.execute(name, ts, decision.bets, decision.sells, quote)
+            if self.watch is not None:
+                calls = decision.trace.calls if decision.trace else ()
+                seconds = self.pace.clock() - began
+                seen = DecisionSeen(self.cohort, name, week, seconds, len(calls),
+                                    failures(calls, error))  # fmt: skip
+                self.watch(seen)
+            self.pace.tick()
+
+    def _record(
+        self,
+        state: LiveCohort,
+        ts: int,
+        name: str,
+        week: int,
+        decision: Decision,
+        error: str | None,
+    ) -> None:
+        """An agent's decision as the log holds it, its model calls after it."""
+        # the model's bookkeeping, field for field (Trace mirrors DecisionMade's fields)
+        t = decision.trace
+        trace = {f: getattr(t, f) for f in _TRACE_FIELDS} if t else _NO_TRACE
+        if error:
+            trace = {**trace, "error": error}
+        state.record(
+            DecisionMade(
+                cohort=self.cohort,
+                ts=ts,
+                agent=name,
+                week=week,
+                action=decision.action,
+                reasoning=decision.reasoning,
+                bets=list(decision.bets),
+                sells=list(decision.sells),
+                **trace,
+            )
+        )
+        for event in self.transcript.events(ts, name, week, t):
+            state.record(event)
+
+
+def _stored_calls(sink: EventSink | None, stream: str) -> list[tuple[str, ModelCalled]]:
+    """The model calls the sink already holds of ``stream`` (a killed run's committed prefix),
+    in log order; from a log, the stream's rows of that type alone, nothing else decoded."""
+    if sink is None:
+        return []
+    if isinstance(sink, EventStore):
+        others = [name for name in EVENT_TYPES if name != "ModelCalled"]
+        rows = sink.versioned_payloads(stream, skip=others)
+        return [(stream, e) for _, p in rows if isinstance(e := decode(p), ModelCalled)]
+    return [(stream, e) for e in sink.read(stream) if isinstance(e, ModelCalled)]

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,28 +150,40 @@ def _from_file(path: Path) -> Iterator[Recorded]:
             raise LLMError(f"cassette {path}: line {n} is not a recorded answer") from None
 
 
-def _from_log(path: Path) -> Iterator[tuple[str, tuple[ModelCall, ...], tuple[str, str, int]]]:
-    """``(request, calls, decision)`` of each question asked in a log: a question's attempts
-    follow one another, each asking starts again at attempt 1, and a decision is its cohort,
-    agent and week."""
+def _from_log(path: Path) -> Iterator[tuple[str, tuple[ModelCall, ...], Asked]]:
+    """``(request, calls, decision)`` of each question asked in a log (``questions_of``)."""
     try:
         with EventStore.open(path, create=False, readonly=True) as store:
             verify_chain(store)  # answers from an edited log would replay as the run's own
-            pending: list[ModelCall] = []
-            decision: tuple[str, str, int] | None = None
-            for stream, event in store.read_types(["ModelCalled"]):
-                assert isinstance(event, ModelCalled)
-                this = (stream, event.agent, event.week)
-                if pending and (event.call.attempt == 1 or this != decision):
-                    assert decision is not None
-                    yield pending[0].request, tuple(pending), decision
-                    pending = []
-                pending.append(event.call)
-                decision = this
-            if pending and decision is not None:
-                yield pending[0].request, tuple(pending), decision
+            yield from questions_of(store.read_types(["ModelCalled"]))
     except (LedgerError, sqlite3.Error) as exc:
         raise LLMError(f"cassette {path}: {exc}") from None
+
+
+Asked = tuple[str, str, int, int]
+"""The decision a question was asked in: its cohort, agent, week and instant (a daily agent
+decides seven times a week)."""
+
+
+def questions_of(
+    rows: Iterable[tuple[str, object]],
+) -> Iterator[tuple[str, tuple[ModelCall, ...], Asked]]:
+    """``(request, calls, decision)`` of each question the ``(stream, ModelCalled)`` rows hold,
+    in log order: a question's attempts follow one another, each asking starts again at
+    attempt 1, and a decision is its cohort, agent, week and instant."""
+    pending: list[ModelCall] = []
+    decision: Asked | None = None
+    for stream, event in rows:
+        assert isinstance(event, ModelCalled)
+        this = (stream, event.agent, event.week, event.ts)
+        if pending and (event.call.attempt == 1 or this != decision):
+            assert decision is not None
+            yield pending[0].request, tuple(pending), decision
+            pending = []
+        pending.append(event.call)
+        decision = this
+    if pending and decision is not None:
+        yield pending[0].request, tuple(pending), decision
 
 
 def is_log(path: Path) -> bool:
@@ -189,7 +201,16 @@ class Player:
     served before the end is a race, where the recording says what happened.
     """
 
-    def __init__(self, model: str, path: Path, *, on_miss: str = "error") -> None:
+    def __init__(
+        self,
+        model: str,
+        path: Path,
+        *,
+        on_miss: str = "error",
+        recorded: Iterable[Recorded] | None = None,
+    ) -> None:
+        """Answers from the file or log at ``path``, or from ``recorded`` questions where
+        given (a resumed run's stored prefix; ``path`` then only names them)."""
         self.model = model
         self.path = path
         self.on_miss = on_miss
@@ -198,7 +219,9 @@ class Player:
         self._counting = threading.Lock()
         last: object = None
         group: list[tuple[ModelCall, ...]] = []
-        for key, calls, decision in (_from_log if is_log(path) else _from_file)(path):
+        if recorded is None:
+            recorded = (_from_log if is_log(path) else _from_file)(path)
+        for key, calls, decision in recorded:
             if decision != last or not group:
                 group, last = [], decision
             group.append(calls)
@@ -223,7 +246,24 @@ class Player:
         with self._counting:
             k = self._served.get(key, 0)
             self._served[key] = k + 1
-        calls, decision = answers[min(k, len(answers) - 1)]
+        return self._serve(request, *answers[min(k, len(answers) - 1)])
+
+    def serve(self, request: Request) -> Answer | None:
+        """The next recorded answer to ``request`` not served yet, or None when there is none
+        left (a resumed run then asks the model: the recording ended there)."""
+        log = call_log.current()
+        if log is not None and log.stopped:
+            raise Aborted(log.reason or "the decision has ended")
+        key = request_key(self.model, request.messages)
+        answers = self._answers.get(key, ())
+        with self._counting:
+            k = self._served.get(key, 0)
+            if k >= len(answers):
+                return None
+            self._served[key] = k + 1
+        return self._serve(request, *answers[k])
+
+    def _serve(self, request: Request, calls: tuple[ModelCall, ...], decision: list[Any]) -> Answer:
         served = tuple(
             msgspec.structs.replace(c, question=request.question, reask=request.reask)
             for c in calls

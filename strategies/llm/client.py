@@ -68,6 +68,7 @@ from ledger.events import ModelCall
 from strategies.llm import calls as call_log
 from strategies.llm.calls import Aborted, calls_trace, total
 from strategies.llm.connection import Connection
+from strategies.llm.resume import stored_answer
 
 __all__ = [
     "Aborted", "Answer", "ChatClient", "Completer", "LLMError", "Request", "Secret",
@@ -577,6 +578,9 @@ class ChatClient:
         return f"ChatClient({self.model!r}, url={self.url!r})"  # never the key
 
     def ask(self, request: Request) -> Answer:
+        stored = stored_answer(self.model, request)  # a resumed run's answer, paid for already
+        if stored is not None:
+            return stored
         c = self.connection
         log = call_log.current()
         generation = self._generation

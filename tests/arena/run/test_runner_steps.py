@@ -23,7 +23,7 @@ def test_steps_walk_the_timeline_and_return_the_run(tmp_path: Path, hand_tape: T
     assert steps[0].kind == "open" and steps[-1].kind == "close"
     assert steps[-1].version == run.events == len(events)
     # one step per instant and kind of the timeline, in its order
-    kinds = {0: "resolution", 1: "mark", 2: "decision", 3: "stop"}
+    kinds = {0: "resolution", 1: "mark", 2: "listing", 3: "decision", 4: "stop"}
     middle = [(kinds[kind], ts) for ts, kind, _ in runner.schedule.steps]
     assert [(s.kind, s.ts) for s in steps[1:-1]] == middle
     # each step's version counts the events up to its last one

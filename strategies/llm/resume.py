@@ -1,0 +1,72 @@
+"""Answers a resumed run has already paid for: the model calls of a cohort's stored prefix,
+served again instead of asked.
+
+A run killed or interrupted mid-cohort leaves its log committed up to a decision (the runner
+commits a slow run's decisions as they happen); the same command resumes it by replaying the
+cohort from its start and checking the stored events against the new ones. The decisions in
+that prefix asked a model live: asking again would pay twice, and might be answered otherwise,
+so that the replay diverges from its own log. So while such a cohort runs (``answering``), the
+live client (``strategies.llm.client.ChatClient``) looks here first: a question the prefix
+holds an answer to, not served yet, is answered from it as a cassette player answers (a
+question cut short live, by a time limit or a Ctrl-C, ends its decision the same way); every
+other question goes to the model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ledger.events import ModelCalled
+
+if TYPE_CHECKING:
+    from strategies.llm.cassette import Player, Recorded
+    from strategies.llm.client import Answer, Request
+
+_recorded: list[Recorded] | None = None
+_players: dict[str, Player] = {}
+_lock = threading.Lock()
+PREFIX = Path("the stored log")
+"""What a resumed run's answers are named as (a ``Player`` names its recording)."""
+
+
+@contextmanager
+def answering(rows: Iterable[tuple[str, ModelCalled]]) -> Iterator[int]:
+    """Serve the questions of these ``(stream, ModelCalled)`` rows (a cohort's stored prefix,
+    in log order) while the block runs; yields how many questions they hold."""
+    global _recorded
+    from strategies.llm.cassette import questions_of
+
+    recorded: list[Recorded] = list(questions_of(rows))
+    if not recorded:
+        yield 0
+        return
+    with _lock:
+        before = _recorded, dict(_players)
+        _recorded = recorded
+        _players.clear()
+    try:
+        yield len(recorded)
+    finally:
+        with _lock:  # a run stepped inside another's (a test's) gets its answers back
+            _recorded = before[0]
+            _players.clear()
+            _players.update(before[1])
+
+
+def stored_answer(model: str, request: Request) -> Answer | None:
+    """The stored answer to ``request`` from ``model`` not served yet, or None (ask it)."""
+    if _recorded is None:
+        return None
+    with _lock:
+        if _recorded is None:
+            return None
+        player = _players.get(model)
+        if player is None:
+            from strategies.llm.cassette import Player
+
+            player = _players[model] = Player(model, PREFIX, recorded=_recorded)
+    return player.serve(request)

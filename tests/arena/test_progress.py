@@ -1,0 +1,142 @@
+"""Progress on long work: a bar with an ETA and a line per slow decision on a terminal (agent,
+week, calls, seconds, the most common failure so far), and nothing at all when piped or under
+``--json``."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from arena.bench.pty_terminal import PtyTerminal, TerminalError
+from arena.progress import decision_line, on_a_terminal, progress_of
+from strategies.llm.connection import Connection
+from tests.conftest import Arena
+from tests.llm_server import FakeLLM, Received, Reply
+
+
+@dataclass(frozen=True)
+class Seen:
+    agent: str
+    week: int
+    seconds: float
+    calls: int
+    failures: tuple[str, ...] = ()
+
+
+def plain(text: str) -> list[str]:
+    """The lines a terminal shows, its control sequences taken out."""
+    return [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line).rstrip() for line in text.splitlines()]
+
+
+def terminal() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=True, width=120, color_system=None), out
+
+
+def test_a_slow_or_model_backed_decision_gets_a_line_with_the_commonest_failure() -> None:
+    console, out = terminal()
+    with progress_of("replaying", 1, shown=True, decisions=4, console=console) as work:
+        work.decided(Seen("llm", 1, 2.4, 2, ("HTTP 400: context", "HTTP 400: context")))
+        work.decided(Seen("llm", 2, 0.5, 1, ("no JSON",)))
+        work.decided(Seen("fav", 2, 0.01, 0))  # fast, no calls: counted, no line
+        work.decided(Seen("slow", 2, 1.5, 0))
+        work.advance()
+    lines = plain(out.getvalue())
+    assert "llm week 1 · 2 call(s) · 2.4 s · most common failure: HTTP 400: context (2)" in lines
+    assert "llm week 2 · 1 call(s) · 0.5 s · most common failure: HTTP 400: context (2)" in lines
+    assert "slow week 2 · 0 call(s) · 1.5 s" in lines
+    assert not any(line.startswith("fav") for line in lines)
+    assert work.progress.tasks[1].completed == 4  # the decisions' bar, every one counted
+    assert work.progress.tasks[0].completed == 1
+
+
+def test_the_commonest_failure_is_the_first_seen_among_equals() -> None:
+    from collections import Counter
+
+    line = decision_line(Seen("a", 3, 1.0, 1), Counter(["b", "a", "a", "b"]))
+    assert line.endswith("most common failure: b (2)[/]")
+
+
+def test_not_shown_nothing_is_drawn() -> None:
+    console, out = terminal()
+    with progress_of("replaying", 2, shown=False, decisions=1, console=console) as work:
+        work.decided(Seen("llm", 1, 9.0, 3, ("timeout",)))
+        work.advance()
+    assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("stdout", "stderr", "as_json", "shown"),
+    [(True, True, False, True), (True, True, True, False), (False, True, False, False),
+     (True, False, False, False)],
+)  # fmt: skip
+def test_shown_only_on_a_terminal_and_never_under_json(
+    monkeypatch: pytest.MonkeyPatch, stdout: bool, stderr: bool, as_json: bool, shown: bool
+) -> None:
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: stdout)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: stderr)
+    assert on_a_terminal(as_json=as_json) is shown
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
+    """A model that answers what no parser takes, a little slowly."""
+    for name in Connection.model_fields:
+        monkeypatch.delenv(f"ARENA_LLM_{name.upper()}", raising=False)
+
+    def slow_refusal(_: Received) -> Reply:
+        return Reply("I would rather not say.", stall=0.05)
+
+    with FakeLLM(slow_refusal) as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        monkeypatch.setenv("ARENA_LLM_API_KEY_ENV", "")
+        monkeypatch.setenv("ARENA_LLM_RETRIES", "0")
+        yield fake
+
+
+def replay_args(tape: Path, db: Path) -> list[str]:
+    return [
+        "replay", "--tape", str(tape), "--db", str(db), "--start", "2024-01-07", "--universe",
+        "3", "--marks", "weekly", "--agent", "llm=llm:test/model", "--jobs", "1",
+    ]  # fmt: skip
+
+
+def test_piped_the_replay_shows_no_progress(
+    arena: Arena, tmp_path: Path, server: FakeLLM, hand_tape_file: Path
+) -> None:
+    done = arena(*replay_args(hand_tape_file, tmp_path / "run.db"))
+    assert done.exit_code == 0, done.output
+    assert "replaying" not in done.stderr and "call(s)" not in done.stderr
+
+
+@pytest.mark.slow
+def test_on_a_terminal_the_replay_shows_each_decision(
+    tmp_path: Path, server: FakeLLM, hand_tape_file: Path
+) -> None:
+    """``arena replay`` on a pseudo-terminal: the bar while it runs, and a line per decision
+    of the LLM agent naming its calls and why they failed."""
+    argv = [sys.executable, "-c", "from arena.cli import main; main()"]
+    argv += replay_args(hand_tape_file, tmp_path / "run.db")
+    env = {k: v for k, v in os.environ.items() if k.startswith("ARENA_LLM_")} | {"COLUMNS": "160"}
+    with PtyTerminal(argv, size=(160, 50), env=env) as screen:
+        deadline = time.perf_counter() + 120
+        try:
+            while time.perf_counter() < deadline:
+                screen._read(deadline)
+        except TerminalError:
+            pass  # the program ended
+        assert screen.process.wait(10) == 0
+    text = "\n".join(plain(screen.output.decode(errors="replace")))
+    assert "replaying cohorts" in text and "eta" in text
+    assert "llm week 1 · 2 call(s)" in text
+    assert "most common failure:" in text
+    assert "digest" in text
