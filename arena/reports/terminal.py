@@ -68,7 +68,7 @@ def _signed(x: float | None, suffix: str = "") -> str:
     return f"[{colour}]{x:+,.2f}{suffix}[/]"
 
 
-def _table(title: str, caption: str | None = None) -> Table:
+def house_table(title: str, caption: str | None = None) -> Table:
     """The house style: light rules, so that twelve columns still fit 80 characters."""
     return Table(
         title=title, title_justify="left", caption=caption, caption_justify="left",
@@ -104,7 +104,7 @@ def standings_table(title: str, rows: Sequence[AgentStanding]) -> Table:
         "err.": lambda s: s.n_errors > 0,
     }
     columns_shown = [(n, f) for n, f in columns if n not in optional or any(map(optional[n], rows))]
-    table = _table(title, BRIER_IMPLIED)
+    table = house_table(title, BRIER_IMPLIED)
     table.padding = (0, 0)  # the box's one blank between columns: 11 of them fit 80 characters
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
     for name, _ in columns_shown:
@@ -115,7 +115,7 @@ def standings_table(title: str, rows: Sequence[AgentStanding]) -> Table:
 
 
 def positions_table(rows: Sequence[dict[str, Any]]) -> Table:
-    table = _table("Open positions (marked)")
+    table = house_table("Open positions (marked)")
     for name in ("agent", "market", "side", "shares", "avg entry", "price", "value",
                  "unrealized"):  # fmt: skip
         left = name in ("agent", "market", "side")
@@ -130,7 +130,7 @@ def positions_table(rows: Sequence[dict[str, Any]]) -> Table:
 
 
 def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
-    table = _table(
+    table = house_table(
         "Stated beliefs (P of the bet's side), scored",
         "Brier (stated): the probability the agent gave for its bet's side; ECE, and REL and "
         "RES (the Murphy reliability and resolution), of the same; Brier (impl.) of the same "
@@ -150,7 +150,7 @@ def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
 
 
 def categories_table(title: str, rows: Sequence[CategoryRow]) -> Table:
-    table = _table(
+    table = house_table(
         title,
         "Polymarket's categories; labels: the tape's own · return: the category's P/L in points "
         "of starting cash, mean over cohorts (an agent's rows add up to its mean return); Brier "
@@ -212,10 +212,10 @@ def fit_names(
     if width is None or not names:
         return table
     longest = max(map(len, names))
-    cut_to = max(longest - max(_width(table) - width, 0), MIN_NAME_WIDTH)
+    cut_to = max(longest - max(table_width(table) - width, 0), MIN_NAME_WIDTH)
     while cut_to < longest:
         table = build(short_names(names, cut_to))
-        if _width(table) <= width or cut_to == MIN_NAME_WIDTH:
+        if table_width(table) <= width or cut_to == MIN_NAME_WIDTH:
             break
         cut_to -= 1
     return table
@@ -236,7 +236,7 @@ def leaderboard_table(
     columns: list[tuple[str, Callable[[LeaderboardRow], str]]] = [
         ("agent", lambda r: shown(names[r.agent])),
         ("cohorts", lambda r: str(r.cohorts)),
-        ("bets", lambda r: str(r.n_bets)),
+        ("bets", lambda r: f"{r.n_bets:,}"),
         ("total P/L", lambda r: _signed(r.total_pnl)),
         ("mean\nreturn", lambda r: _signed(r.return_mean, "%")),
         ("95%\ninterval", _interval),
@@ -246,23 +246,31 @@ def leaderboard_table(
         ("BSS\nmkt", lambda r: _num(r.bss_market, "{:+.2f}")),
         ("win", lambda r: _num(r.win_rate, "{:.0%}")),
     ]
-    cohorts = max((r.cohorts for r in rows), default=0)
+    counts = {r.cohorts for r in rows}
     caption = f"mean return: mean of the cohorts' returns · {interval['text']}\n{BRIER_IMPLIED}"
+    title = f"Leaderboard across {max(counts, default=0)} cohort(s), by mean return"
+    drops: tuple[str, ...] = LEADERBOARD_DROPS
+    if len(counts) > 1:
+        # agents that ran in different cohorts (two replays into one log): a mean over one
+        # cohort ranked beside a mean over 26 says so, and the count is the last column to go
+        title = f"Leaderboard, by mean return (agents in {min(counts)} to {max(counts)} cohorts)"
+        drops = ("BSS", "win", "BSS\nmkt", "cohorts")
     left_out: list[str] = []
-    for drop in (None, *LEADERBOARD_DROPS):
+    for drop in (None, *drops):
         if drop is not None:
             left_out.append(drop)
-        table = _table(f"Leaderboard across {cohorts} cohort(s), by mean return", caption)
+        table = house_table(title, caption)
         table.padding = (0, 0)
         shown_columns = [(n, cell) for n, cell in columns if n not in left_out]
         for name, _ in shown_columns:
             table.add_column(name, justify="left" if name == "agent" else "right", no_wrap=True)
         for r in rows:
             table.add_row(*(cell(r) for _, cell in shown_columns))
-        if width is None or _width(table) <= width:
+        if width is None or table_width(table) <= width:
             break
     if left_out:
-        table.caption = f"{caption}\nleft out to fit: {', '.join(left_out)} (see --json)"
+        dropped = ", ".join(name.replace("\n", " ") for name in left_out)
+        table.caption = f"{caption}\nleft out to fit: {dropped} (see --json)"
     return table
 
 
@@ -271,7 +279,7 @@ def _interval(r: LeaderboardRow) -> str:
     return "—" if low is None or high is None else f"{low:+.2f}..{high:+.2f}"
 
 
-def _width(table: Table) -> int:
+def table_width(table: Table) -> int:
     """How wide ``table`` lays out with room to spare."""
     return Console(width=10_000).measure(table).maximum
 
@@ -281,7 +289,7 @@ def usage_table(title: str, rows: dict[str, ModelUsage]) -> Table:
     each failing agent's most common reason."""
     failing = {agent: reason for agent, u in rows.items() if (reason := common_failure(u))}
     caption = "\n".join(f"{agent} failed most with: {r}" for agent, r in failing.items())
-    table = _table(title, shown(caption) if caption else None)
+    table = house_table(title, shown(caption) if caption else None)
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
     for name in ("calls", "re-asks", "failed", "rejected", "tokens in", "tokens out", "USD",
                  "median s", "p95 s"):  # fmt: skip
@@ -314,7 +322,7 @@ def cohort_lines_table(
         caption = "return of each agent in each cohort; the cohort's tables: --cohort ID or --all"
         if more:
             caption += f"; {more} more agent(s) in --all and --json"
-        table = _table(f"{len(states)} cohorts", caption)
+        table = house_table(f"{len(states)} cohorts", caption)
         for name in ("start", "cohort", "markets", "status"):
             table.add_column(name, no_wrap=True, justify="right" if name == "markets" else "left")
         headings = short_names(first, 10)
@@ -322,7 +330,7 @@ def cohort_lines_table(
             table.add_column(shown(headings[agent]), justify="right", no_wrap=True)
         for cells, returns in rows:
             table.add_row(*cells, *(_signed(returns.get(a), "%") for a in first))
-        if width is None or _width(table) <= width:
+        if width is None or table_width(table) <= width:
             break
     return table
 
@@ -374,7 +382,7 @@ def coverage_table(c: Coverage) -> Table | str:
     one line that says why it cannot be shown."""
     if c.missing is not None:
         return f"[dim]{shown(c.missing)}[/]"
-    table = _table(
+    table = house_table(
         f"Books {c.books[:12]}: coverage of the {len(c.markets)} market(s) traded",
         "pairs: snapshots of a market's two tokens at one instant; unmirrored: those where one "
         "book is not the other's mirror",

@@ -7,6 +7,7 @@ import io
 
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec.structs import replace
 from rich.console import Console
 
 from arena.reports.model import cohort_status, common_failure, failure_reason, usage_dict
@@ -168,3 +169,24 @@ def test_a_sweeps_leaderboard_fits_80_columns_leaving_out_what_it_must() -> None
     wide = io.StringIO()
     Console(file=wide, width=200, color_system=None).print(leaderboard_table(rows, info, 200))
     assert "left out" not in wide.getvalue() and "77%" in wide.getvalue()
+
+
+def test_agents_of_different_cohorts_keep_their_count_at_80_columns() -> None:
+    """Two replays into one log (the tour's first and second): agents of one cohort ranked
+    beside agents of 26. The title said "across 26 cohort(s)" and the cohorts column was left
+    out at 80 columns, so a mean over one cohort read like a mean over 26."""
+    one = replace(board_row("extremized", 9.94), cohorts=1, n_bets=26)
+    many = replace(board_row("coin", -17.23), cohorts=26, n_bets=1131)
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(
+        leaderboard_table([one, many], {"text": "95% interval: bootstrap"}, 80)
+    )
+    text = out.getvalue()
+    assert max(map(len, text.splitlines())) <= 80
+    assert "agents in 1 to 26 cohorts" in text and "across 26" not in text
+    assert next(s for s in text.splitlines() if s.startswith(" extremized")).split()[1] == "1"
+    assert next(s for s in text.splitlines() if s.startswith(" coin")).split()[1:3] == [
+        "26", "1,131",
+    ]  # fmt: skip
+    [dropped] = [s for s in text.splitlines() if s.startswith("left out to fit:")]
+    assert "cohorts" not in dropped
