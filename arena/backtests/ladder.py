@@ -210,6 +210,8 @@ def _config(opening: CohortOpened, rung: Rung, source: TapeSource) -> CohortConf
     if source.books is None and rung.execution == "l2":
         raise LadderError(f"rung {rung.name} needs order books (--books)")
     booked = source.books is not None and rung.execution != "fa"  # mid: the book's midpoint
+    # how the run met the books, where this rung meets them too (an fa rung meets none)
+    met = {k: opening.settings[k] for k in ("liquidity", "marks_at") if k in opening.settings}
     [config] = cohort_configs(
         [datetime.fromtimestamp(opening.start, UTC)],
         {a: opening.agent_specs.get(a, "hold") for a in opening.agents},
@@ -223,6 +225,8 @@ def _config(opening: CohortOpened, rung: Rung, source: TapeSource) -> CohortConf
         fees=rung.fees,
         books=source.books.hash if booked and source.books is not None else None,
         latency_ms=rung.latency_ms,
+        listing=opening.settings.get("listing", "start"),  # markets that joined as they listed
+        **(met if booked else {}),
         **rung.latency,
     )
     return config

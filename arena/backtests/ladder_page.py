@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from arena.backtests.ladder import Ladder, mean_pnl
+from arena.reports.charts import PALETTE
 from arena.reports.html import (
-    agent_colours,
     fmt,
     html_table,
     note,
@@ -36,9 +36,20 @@ def write_ladder_report(directory: Path, ladder: Ladder, about: dict[str, str]) 
     return write_page(directory, "ladder.json", data, render_ladder_html(ladder, data))
 
 
+SIGNED = ("#d62728", "#2ca02c")
+"""The palette's red and green, which a P/L page reads as loss and gain (its tables colour
+figures so, and a step that adds is drawn green): the second agent's +308.77 was a red bar."""
+
+
+def waterfall_colours(names: list[str]) -> dict[str, str]:
+    """Each agent's colour in the waterfall: the report's palette without red and green."""
+    palette = [c for c in PALETTE if c not in SIGNED]
+    return {name: palette[k % len(palette)] for k, name in enumerate(names)}
+
+
 def render_ladder_html(ladder: Ladder, data: dict[str, Any]) -> str:
     means = mean_pnl(ladder.rows)
-    colours = agent_colours(list(means))
+    colours = waterfall_colours(list(means))
     sections = [
         settings_table([(k, f"<code>{escape(v)}</code>") for k, v in data["about"].items()]),
         '<h2 id="rungs">P/L on each rung</h2>',

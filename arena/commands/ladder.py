@@ -14,6 +14,7 @@ from arena.backtests.ladder import Ladder, climb, mean_pnl, rungs
 from arena.backtests.ladder_page import write_ladder_report
 from arena.console import make_console
 from arena.engines.base import TapeSource
+from arena.reports.terminal import house_table, table_width
 from ledger.store import EventStore
 from replays.samples import SAMPLE, SAMPLE_BOOKS, books_file, tape_file
 
@@ -102,7 +103,7 @@ def ladder(
     if as_json:
         click.echo(json.dumps(result.as_data(), indent=2))
         return
-    console.print(_rungs_table(result))
+    console.print(_rungs_table(result, console.width))
     depths = by_agent(result.bets)
     if depths:
         console.print(_depth_table(depths))
@@ -115,29 +116,53 @@ def ladder(
                      "known") + "[/]")  # fmt: skip
 
 
-def _rungs_table(result: Ladder) -> Table:
-    table = Table(
-        title="P/L on each rung, the same decisions (dollars; mean over cohorts)",
-        caption="each rung meets more of the market than the one before; 'took' columns are "
-        "the P/L that step cost: fa → mid the midpoint, → touch the spread, → l2 the depth, "
-        "then the fee and the delay",
+RUNGS_TITLE = "P/L on each rung, the same decisions (dollars; mean over cohorts)"
+
+
+def _rungs_table(result: Ladder, width: int | None = None) -> Table:
+    """An agent a row and a rung a column; where that is wider than ``width`` (ten columns
+    of dollars do not fit 80 cells, and Rich cut every figure to "+198…"), a rung a row and
+    an agent two columns, its P/L and what that rung took."""
+    means = mean_pnl(result.rows)
+    took = {
+        agent: [0.0, *(m[k - 1] - m[k] for k in range(1, len(m)))] for agent, m in means.items()
+    }
+    table = house_table(
+        RUNGS_TITLE,
+        "each rung meets more of the market than the one before; 'took' columns are the P/L "
+        "that step cost: fa → mid the midpoint, → touch the spread, → l2 the depth, then the "
+        "fee and the delay",
     )
-    table.add_column("agent")
+    table.add_column("agent", no_wrap=True)
     for step in result.rungs:
-        table.add_column(step.name, justify="right")
+        table.add_column(step.name.replace(" + ", " +\n"), justify="right", no_wrap=True)
     for step in result.rungs[1:]:
-        table.add_column(f"took: {step.took}", justify="right")
-    for agent, mean in mean_pnl(result.rows).items():
-        took = [mean[k - 1] - mean[k] for k in range(1, len(mean))]
-        table.add_row(agent, *(f"{v:+,.2f}" for v in mean), *(f"{v:,.2f}" for v in took))
+        table.add_column(f"took:\n{step.took}", justify="right", no_wrap=True)
+    for agent, mean in means.items():
+        table.add_row(agent, *(f"{v:+,.2f}" for v in mean), *(f"{v:,.2f}" for v in took[agent][1:]))
+    if width is None or table_width(table) <= width:
+        return table
+    table = house_table(
+        RUNGS_TITLE,
+        "each rung meets more of the market than the one before; took: the P/L going to that "
+        "rung from the one above cost",
+    )
+    table.add_column("rung", no_wrap=True)
+    table.add_column("took", no_wrap=True)
+    for agent in means:
+        table.add_column(f"{agent}\nP/L", justify="right", no_wrap=True)
+        table.add_column(f"{agent}\ntook", justify="right", no_wrap=True)
+    for k, step in enumerate(result.rungs):
+        cells = [(f"{means[a][k]:+,.2f}", f"{took[a][k]:,.2f}" if k else "") for a in means]
+        table.add_row(step.name, step.took, *(c for pair in cells for c in pair))
     return table
 
 
 def _depth_table(depths: list[AgentDepth]) -> Table:
     cents = [f"{c * 100:.0f}¢" for c in CENTS]
-    table = Table(
-        title="Depth near the price shown (each bet, the book at its decision)",
-        caption="dollars the asks offered at most 1¢ / 5¢ over the price the agent was shown; "
+    table = house_table(
+        "Depth near the price shown (each bet, the book at its decision)",
+        "dollars the asks offered at most 1¢ / 5¢ over the price the agent was shown; "
         "'of $ asked': how much of its bets those levels could fill",
     )
     table.add_column("agent")
@@ -153,14 +178,15 @@ def _depth_table(depths: list[AgentDepth]) -> Table:
 
 
 def _edge_table(result: Ladder) -> Table:
-    table = Table(
-        title="Forecasters: the edge that survives execution",
-        caption=f"edge: belief − cost per share, probability points, dollar-weighted; shown at "
+    table = house_table(
+        "Forecasters: the edge that survives execution",
+        f"edge: belief − cost per share, probability points, dollar-weighted; shown at "
         f"the tape's price (fa), after execution on the last rung ({result.rungs[-1].name})",
     )
     for name in ("agent", "cohort", "bets", "Brier (stated)", "edge shown", "edge after",
                  "$ still spent"):  # fmt: skip
-        table.add_column(name, justify="left" if name in ("agent", "cohort") else "right")
+        left = name in ("agent", "cohort")
+        table.add_column(name, justify="left" if left else "right", no_wrap=left)
     for e in result.edges:
         after = "—" if e.executed is None else f"{e.executed * 100:+.2f} pt"
         brier = "—" if e.brier is None else f"{e.brier:.4f}"

@@ -56,3 +56,17 @@ def test_on_books_the_depth_and_the_fee_have_a_price(arena: Arena, tmp_path: Pat
     assert rows["big"]["took"]["the depth"] > rows["small"]["took"]["the depth"] >= 0.0
     assert rows["big"]["took"]["the fee"] > rows["small"]["took"]["the fee"] > 0.0
     assert {a: r["pnl"]["fa"] for a, r in rows.items()} == standings(db)
+
+
+def test_a_rolling_universe_is_climbed_whole(arena: Arena, tmp_path: Path) -> None:
+    """With --listing rolling, markets that list during the cohort join it; the ladder replays
+    the cohort as it ran, so its fa rung is the run's own P/L. It used to replay only the
+    markets open at the start (one of the BTC books' twelve) and printed a fraction of it."""
+    db = tmp_path / "rolling.db"
+    done = arena("replay", "--tape", "sample-books", "--listing", "rolling", "--decisions", "1m",
+                 "--agent", "fav=favourite", "--db", db)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    data = arena.json("ladder", db, "--tape", "sample-books")
+    assert {row["agent"]: row["pnl"]["fa"] for row in data["agents"]} == standings(db)
+    [edge] = data["edge"]
+    assert edge["bets"] == len(data["depth"]["bets"]) > 1  # every bet, on every market

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -129,3 +130,39 @@ def test_the_ladder_page_as_chromium_draws_it(arena: Arena, btc_log: Path, tmp_p
     pixels = screenshot(out / "index.html", tmp_path / "page.png", 1200, 1400)
     assert np.count_nonzero(near(pixels, PALETTE[0], 20)) > 300, "no fav bars"
     assert np.count_nonzero(near(pixels, "#8c959f", 12)) > 20, "no step bars"
+
+
+def test_the_ladder_reads_whole_at_80_columns(arena: Arena, btc_log: Path) -> None:
+    """Ten columns of dollars do not fit 80 cells: Rich cut every P/L to "+2,4…" and every
+    heading to "midp…". At 80 columns the rungs are rows, and every figure is printed whole."""
+    data = arena.json("ladder", btc_log, "--tape", "sample-books", "--latency", "1500")
+    done = arena("ladder", btc_log, "--tape", "sample-books", "--latency", "1500",
+                 env={"COLUMNS": "80"})  # fmt: skip
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    assert "…" not in done.stdout
+    for row in data["agents"]:
+        for figure in row["pnl"].values():
+            assert f"{figure:+,.2f}" in done.stdout
+        for figure in row["took"].values():
+            assert f"{figure:,.2f}" in done.stdout
+    rung_rows = {line.split("  ")[0].strip() for line in lines}
+    assert {r["name"] for r in data["rungs"]} <= rung_rows
+
+
+def test_no_agent_s_bars_are_drawn_in_the_colours_of_loss_and_gain(
+    arena: Arena, btc_log: Path, tmp_path: Path
+) -> None:
+    """The second agent took the palette's red: its first and last bars read as losses
+    whatever their sign, beside green steps that add. Agents' bars are never red or green."""
+    out = tmp_path / "page"
+    assert arena("ladder", btc_log, "--tape", "sample-books", "--html", out).exit_code == 0
+    html = (out / "index.html").read_text()
+    fills = {
+        title.split(",")[0]: fill
+        for fill, title in re.findall(r'fill="(#[0-9a-f]{6})"><title>([^<]*)</title>', html)
+        if ", fa:" in title
+    }
+    assert set(fills) == {"fav", "hold"}
+    assert not set(fills.values()) & {"#d62728", "#2ca02c"}, fills
