@@ -18,7 +18,13 @@ from arena.reports.equity import CohortRecord, mean_equity
 from ledger.metrics import reliability
 from ledger.projection import BrierRow
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+PALETTE = (
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+    "#bcbd22", "#393b79", "#b8860b", "#006d5b", "#a6005a", "#333333",
+)  # fmt: skip
+"""One colour per agent, each unlike the others. With eight, the ninth agent took the first's
+colour: the tour's eleven agents drew random as extremized, contrarian as linear and coin as
+fav, one line for two in the equity chart. No grey: the ladder's step bars are grey."""
 RELIABILITY_BINS = 10
 WIDTH, HEIGHT = 640, 320
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 45

@@ -46,3 +46,16 @@ def test_the_legend_is_above_the_plot_and_inside_the_chart(names: list[str]) -> 
     for x, y in entries:
         assert LEFT <= int(x) < WIDTH - RIGHT
         assert int(y) < plot_top  # a baseline above the plot's frame
+
+
+def test_the_tours_eleven_agents_each_draw_in_a_colour_of_their_own() -> None:
+    """Two replays of the tour into one log name eleven agents; with eight colours the ninth
+    to eleventh (random, contrarian, coin) drew in the first three's (extremized, linear,
+    fav), and the equity chart could not tell them apart."""
+    from arena.reports.html import agent_colours
+
+    names = ["extremized", "linear", "fav", "favourite", "hold", "idle", "sign", "edge",
+             "random", "contrarian", "coin"]  # fmt: skip
+    drawn = agent_colours(names)
+    assert len(set(drawn.values())) == len(names)
+    assert "#8c959f" not in PALETTE  # the ladder's step bars keep their grey
