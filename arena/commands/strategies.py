@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 import pydantic
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -94,9 +95,18 @@ def catalogue() -> list[dict[str, Any]]:
 
 
 def _show(console: Console, entries: list[dict[str, Any]]) -> None:
-    table = Table(title="strategies", show_lines=False)
-    for column in ("strategy", "setting", "type", "default", "description"):
-        table.add_column(column, overflow="fold")
+    table = Table(
+        title="strategies", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+        caption="settings go in an agent spec: --agent NAME=STRATEGY?setting=value&…",
+        caption_justify="left",
+    )  # fmt: skip
+    # names, types and defaults keep their width and the description takes what is left: at
+    # 80 columns five equal columns wrapped every description to 13 cells
+    table.add_column("strategy", no_wrap=True)
+    table.add_column("setting", no_wrap=True)
+    for column in ("type", "default"):  # a long Literal[...] folds
+        table.add_column(column, overflow="fold", max_width=10)
+    table.add_column("description", ratio=1, min_width=16, overflow="fold")
     for entry in entries:
         name = entry["name"] + (":PATH" if entry["argument"] else "")
         if entry["error"]:

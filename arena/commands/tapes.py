@@ -35,6 +35,7 @@ from arena.commands.tapes_view import (
 )
 from arena.console import make_console
 from arena.progress import on_a_terminal
+from arena.reports.terminal import short_names
 from replays.bookfile import SUFFIX as BOOKS_SUFFIX
 from replays.bookfile import is_books_file, load_books, save_books
 from replays.errors import TapeError
@@ -361,28 +362,39 @@ def show(
     if as_json:
         emit_json({"path": path, **summary, "market_rows": rows})
         return
+    console = make_console()  # this terminal's width, not the one at import (tapes_view's)
     console.print(
-        f"[bold]{cell(path)}[/bold]: {summary['markets']} markets, {summary['points']} points, "
+        f"[bold]{cell(path)}[/bold]: {summary['markets']:,} markets, {summary['points']:,} points, "
         f"{summary['first']} → {summary['last']}, resolved {summary['resolved']}, "
         f"voided {summary['voided']}, unresolved {summary['unresolved']}, "
         f"hash {summary['hash'][:12]}"
     )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    # at 80 columns every column shows: a 66-character condition id is cut in the middle (it
+    # hid the question, volume, prices and winner), the trend keeps its 16 cells and the
+    # question wraps in 8 or more
+    ids = short_names([r["id"] for r in rows], ID_WIDTH)
     for name in ("id", "question", "volume", "outcomes", "first", "last", "winner", "trend"):
         table.add_column(
             name,
             justify="right" if name in ("volume", "first", "last") else "left",
             no_wrap=name != "question",
             max_width=48 if name == "question" else None,
-            min_width=20 if name == "question" else len(name),
+            min_width={"question": 8, "trend": 16}.get(name, len(name)),
         )
     for r in rows:
         table.add_row(
-            cell(r["id"]), cell(r["question"]), compact(r["volume"]),
+            cell(ids[r["id"]]), cell(r["question"]), compact(r["volume"]),
             cell("/".join(r["outcomes"])), _price(r["first_price"]), _price(r["last_price"]),
             cell(r["resolution"] or "—"), r["sparkline"],
         )  # fmt: skip
+    if any(ids[r["id"]] != r["id"] for r in rows):
+        table.caption = "ids cut in the middle to fit; --json has each whole"
     console.print(table)
+
+
+ID_WIDTH = 10
+"""The widest a market id is shown in ``tapes show``'s table (``--json`` has each whole)."""
 
 
 def _price(price: float | None) -> str:

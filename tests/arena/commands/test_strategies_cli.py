@@ -72,3 +72,15 @@ def test_a_plugin_cannot_take_a_built_in_name(
     assert loader.strategy_class("favourite").__name__ == "Favourite"
     entries = {e["name"]: e for e in arena.json("strategies")}
     assert entries["favourite"]["error"] is None
+
+
+def test_the_list_reads_at_80_columns(arena: Arena) -> None:
+    """Five columns of equal width left each description 13 cells at 80 columns ("bets per" /
+    "decision", "largest bet" / "in dollars"): names, types and defaults now keep their width
+    and the description takes the rest, and nothing runs past the 80th column."""
+    out = succeeded(arena("strategies", env={"COLUMNS": "80"}))
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for words in ("bets per decision", "largest bet in", "never bets: the"):
+        assert any(words in line for line in lines), words
+    assert "settings go in an agent spec" in out

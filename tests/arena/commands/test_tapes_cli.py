@@ -190,3 +190,24 @@ def test_hostile_import_inputs_are_one_line(arena: Arena, tmp_path: Path) -> Non
     result = arena("tapes", "import", "polymarket", *inputs, *out)
     assert_one_line_error(result, "market 7: outcome 'Yes' is listed twice")
     assert not (tmp_path / "o.tape").exists()
+
+
+@pytest.mark.parametrize("tape", ["sample", "sample-books"])
+def test_show_reads_whole_at_80_columns(arena: Arena, tape: str) -> None:
+    """At 80 columns every column of ``tapes show`` is there: the BTC books' 66-character
+    condition ids took the width and hid question, volume, prices and winner, and the
+    election sample's sparklines were cut to two cells under a header cut to "tr"."""
+    data = arena.json("tapes", "show", tape)
+    rows = data["market_rows"]
+    done = arena("tapes", "show", tape, env={"COLUMNS": "80"})
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    header = next(line for line in lines if line.lstrip().startswith("id"))
+    assert header.split() == ["id", "question", "volume", "outcomes", "first", "last", "winner",
+                              "trend"]  # fmt: skip
+    for row in rows:
+        assert row["sparkline"] in done.stdout  # whole, all 16 cells
+    assert f"{data['points']:,} points" in done.stdout
+    cut = any(len(r["id"]) > 10 for r in rows)
+    assert ("ids cut in the middle to fit" in " ".join(done.stdout.split())) == cut
