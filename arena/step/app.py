@@ -247,11 +247,11 @@ class StepApp(App[None]):
             said.highlight_words([self.search], style="reverse", case_sensitive=False)
         decision.show_text(said)
         portfolio = self.query_one("#portfolio", Lines)
-        portfolio.titled(f"{view.agent}'s portfolio at this instant")
+        portfolio.titled(f"{view.agent}'s portfolio now")  # whole in half of 80 columns
         portfolio.show(None, *panels.portfolio(view))
         board = self.query_one("#board", Lines)
         board.show_fitted(lambda width: panels.leaderboard(view, width))
-        board.titled("leaderboard now (n: resolved bets)")
+        board.titled("leaderboard (Brier, n resolved)")
         transcript = self.query_one("#transcript", Lines)
         transcript.titled("prompt · answer · model calls")
         text = panels.transcript(view)

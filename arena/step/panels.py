@@ -292,7 +292,8 @@ def leaderboard(view: Screen, width: int = 80) -> tuple[Text, list[Text]]:
 
     layouts = [(True, True), (True, False), (False, True), (False, False)]
     for precise, paid in layouts:
-        names = ("agent", "total", "return", "Brier (n)") + (("paid",) if paid else ())
+        # the report's two Briers by its labels: implied (with its count) and paid
+        names = ("agent", "total", "return", "impl. (n)") + (("paid",) if paid else ())
         rows = cells(precise, paid)
         w = widths(names, rows)
         if sum(w) + len(w) - 1 <= width:

@@ -306,7 +306,7 @@ def test_at_80_by_24_every_panel_shows_what_it_is_for(tmp_path: Path) -> None:
                 assert all(len(text) <= width for text in panel.plain()), panel.id
             # the leaderboard: every column of every agent, the long name cut to fit
             rows = app.query_one("#board", Lines).plain()
-            assert rows[0].split() == ["agent", "total", "return", "Brier", "(n)"]
+            assert rows[0].split() == ["agent", "total", "return", "impl.", "(n)"]
             assert any(r.startswith(" a-holder") and "$10,000" in r and "— (0)" in r
                        for r in rows)  # fmt: skip
             assert "? help" in screen[-1] and "q quit" in screen[-1]

@@ -82,6 +82,8 @@ def test_at_80_columns_arena_step_names_the_sample_markets(
     tmux.wait_for("after favourite's decision")
     screen = tmux.wait_for("… = Will a Democrat")  # the heading (cut), once the panel is drawn
     tmux("send-keys", "-t", "step", "q")
+    # the panels' titles whole in 38 cells (it read "favourite's portfolio at this ins…")
+    assert "favourite's portfolio now" in screen and "leaderboard (Brier, n resolved)" in screen
     for state in ("Pennsylvania", "Michigan", "Arizona"):
         assert f"…{state}" in screen, screen
 
@@ -93,13 +95,13 @@ def test_the_leaderboard_panel_shows_the_paid_brier_where_it_has_room() -> None:
     rows = [standing("extremized", 10_993.5, 0.253, -3.71), standing("sign", 9_993.5, 0.237, None)]
     view = SimpleNamespace(standings=rows, agent="sign")
     heading, lines = leaderboard(view, 50)  # type: ignore[arg-type]
-    assert heading.plain.split() == ["agent", "total", "return", "Brier", "(n)", "paid"]
+    assert heading.plain.split() == ["agent", "total", "return", "impl.", "(n)", "paid"]
     assert [line.plain for line in lines] == [
         "  extremized $10,993.50 +9.94% 0.2530 (43) 0.0540",
         "▶ sign        $9,993.50 -0.07% 0.2370 (43) 0.0540",
     ]
     heading, lines = leaderboard(view, 36)  # type: ignore[arg-type]
-    assert heading.plain.split() == ["agent", "total", "return", "Brier", "(n)"]
+    assert heading.plain.split() == ["agent", "total", "return", "impl.", "(n)"]
     assert [line.plain for line in lines] == [
         " extremiz… $10,994 +9.94% 0.253 (43)",
         "▶sign       $9,994 -0.07% 0.237 (43)",
