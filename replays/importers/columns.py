@@ -89,6 +89,19 @@ def _instant(value: Any) -> int | None:
     return ts if 0 <= ts < MAX_INSTANT else None
 
 
+def _units_hint(value: Any) -> str:
+    """What a whole number too big to be unix seconds most likely is: milliseconds (as
+    Polymarket's and most exchanges' feeds give them), microseconds or nanoseconds."""
+    text = _text(value) if not isinstance(value, int) else str(value)
+    if not text.isdigit():
+        return ""
+    for digits, unit, scale in ((13, "milliseconds", 1_000), (16, "microseconds", 10**6),
+                                (19, "nanoseconds", 10**9)):  # fmt: skip
+        if len(text) == digits:
+            return f": it looks like {unit}; divide by {scale:,} for seconds"
+    return ""
+
+
 @dataclass
 class _Market:
     """One line of the markets file, and the prices read for it so far."""
@@ -169,7 +182,8 @@ def read_prices(path: Path, markets: dict[str, _Market], markets_path: Path) -> 
             raise fail(f"market {mid!r} is not in {markets_path}")
         ts = _instant(row["ts"])
         if ts is None:
-            raise fail(f"ts {_text(row['ts'])[:40]!r} is not an instant (unix seconds or ISO)")
+            raise fail(f"ts {_text(row['ts'])[:40]!r} is not an instant (unix seconds or ISO)"
+                       + _units_hint(row["ts"]))  # fmt: skip
         try:
             price = (
                 float(row["price"])

@@ -102,6 +102,11 @@ HOSTILE = [
      f"line 3: rain already has a price for Yes at ts {T}"),
     (f"market,ts,price\nsnow,{T},0.5\n", "line 2: market 'snow' is not in"),
     ("market,ts,price\nrain,yesterday,0.5\n", "line 2: ts 'yesterday' is not an instant"),
+    # an exchange feed's milliseconds (or micro-, nanoseconds) are named as such
+    (f"market,ts,price\nrain,{T * 1000},0.5\n",
+     "is not an instant (unix seconds or ISO): it looks like milliseconds; divide by 1,000"),
+    (f"market,ts,price\nrain,{T * 10**9},0.5\n",
+     "it looks like nanoseconds; divide by 1,000,000,000"),
     (f"market,ts,price\nrace,{T},0.5\n", "line 2: market race has 3 outcomes: give each row"),
     (f"market,ts,price,outcome\nrace,{T},0.5,D\n", "line 2: outcome 'D' is not one of race's"),
     (f"market,ts,price,outcome\nrace,{T},0.5,A\n", f"market race at ts {T}: no price for B"),
