@@ -243,7 +243,8 @@ def replay_settings(data: dict[str, Any]) -> str:
             "arena", "replay", "--tape", tape, *when, "--rules", s["rules"],
             "--cash", f"{s['cash']:g}", "--universe", str(s["universe"]),
             "--decisions", s["decision_cadence"], "--marks", s["mark_cadence"],
-            "--seed", str(s["seed"]), *_execution_options(s, sample),
+            "--seed", str(s["seed"]), *(["--listing", s["listing"]] if "listing" in s else []),
+            *_execution_options(s, sample),
             *(a for name, spec in s["agents"].items() for a in ("--agent", f"{name}={spec}")),
         ]  # fmt: skip
         keys = ("rules", "cash", "universe", "universe_by", "decision_cadence", "mark_cadence",

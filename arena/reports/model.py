@@ -8,6 +8,7 @@ figure says what it is: "Brier (impl.)" is the implied-confidence Brier of the b
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -142,6 +143,7 @@ def cohort_settings(state: CohortState) -> dict[str, Any]:
         "mark_cadence": opened.mark_cadence,
         "seed": opened.seed,
         "agents": dict(opened.agent_specs) or {a: a for a in opened.agents},
+        **({"listing": opened.settings["listing"]} if "listing" in opened.settings else {}),
         **{key: opened.settings[key] for key in EXECUTION_KEYS if key in opened.settings},
     }
 
@@ -159,7 +161,10 @@ def execution_text(state: CohortState) -> str:
     spec = settings.get("execution")
     if not isinstance(spec, str):
         return "fills: fa (the tape's price, whole, no fee)"
-    parts = [f"fills: {spec}", f"fees {settings.get('fees', 'none')}"]
+    fees = str(settings.get("fees", "none"))
+    if fees.startswith("table:"):  # a user's table: its own name, and its hash short
+        fees = f"{_table_name(settings.get('fee_table'))} (table {fees[6:18]})"
+    parts = [f"fills: {spec}", f"fees {fees}"]
     books = settings.get("books")
     parts.append(f"books {str(books)[:12]}" if books else "no books")
     if settings.get("latency_ms"):
@@ -174,6 +179,16 @@ def execution_text(state: CohortState) -> str:
     if "spread_ticks" in spec and not books:
         parts.append("synthetic spread")
     return ", ".join(parts)
+
+
+def _table_name(text: object) -> str:
+    """The name a user's fee table gives itself (recorded whole in the opening), else 'a fee
+    file'."""
+    try:
+        name = json.loads(str(text)).get("name")
+    except (ValueError, AttributeError):
+        name = None
+    return str(name) if isinstance(name, str) and name else "a fee file"
 
 
 EARLY_STOP = "; no decision after "
@@ -309,6 +324,10 @@ def usage_by_agent(usage: Usage) -> dict[str, ModelUsage]:
 
 def universe_size(state: CohortState) -> int:
     """The markets the cohort chose, as its opening names them: a cohort cut short (a replay
-    killed at its first step) has listed fewer of them, and said '0 markets'."""
+    killed at its first step) has listed fewer of them, and said '0 markets'. A rolling
+    cohort's opening names only the start's markets; the others list as they open, so it
+    chose every market it listed."""
     opened = state.opened
+    if opened is not None and opened.settings.get("listing") == "rolling":
+        return len(state.markets)
     return len(opened.universe) if opened and opened.universe else len(state.markets)

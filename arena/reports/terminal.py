@@ -351,6 +351,9 @@ def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:
     start = iso_utc(opened.start)[:10] if opened else "?"
     status = cohort_status(state)
     chosen = f" chosen by {universe_volume(opened)}" if opened else ""
+    if opened is not None and opened.settings.get("listing") == "rolling":
+        first = f"the start's {len(opened.universe)} by {universe_volume(opened)}"
+        chosen = f" listed as they opened ({first})"
     title = (
         f"Cohort {shown(state.cohort)} — start {start}, {universe_size(state)} markets"
         f"{shown(chosen)}; {shown(status)}; {shown(execution_text(state))}"

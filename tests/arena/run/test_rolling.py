@@ -134,3 +134,20 @@ def test_an_isolated_worker_holds_no_market_before_it_lists() -> None:
     for offset, reasoning in seen:
         shown, held = (part.split(",") for part in reasoning.split("|"))
         assert all(listed[m] <= offset for m in shown + held), (offset, reasoning)
+
+
+def test_a_rolling_cohort_reports_every_market_it_listed_and_replays_as_itself() -> None:
+    """The report counts the markets a rolling cohort listed, not only its start's, and the
+    settings it gives back (the HTML page's replay command) name the listing."""
+    from arena.reports.model import cohort_settings, universe_size
+    from ledger.projection import Ledger
+
+    def state(events: list[Any]) -> Any:
+        (only,) = Ledger().apply_all(events).cohorts.values()
+        return only
+
+    rolling = state(_run(listing="rolling")[0])
+    assert universe_size(rolling) == 5  # a, b, c, d, f
+    assert cohort_settings(rolling)["listing"] == "rolling"
+    start_only = state(_run()[0])
+    assert universe_size(start_only) == 1 and "listing" not in cohort_settings(start_only)
