@@ -32,4 +32,4 @@ def test_a_thread_count_the_user_set_is_kept() -> None:
         [sys.executable, "-c", PROBE.format(module="arena.commands.report")],
         env=env, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert out.split() == ["2", "True"]
+    assert out.split()[0] == "2"  # numpy itself loads later, when a report bootstraps

@@ -61,8 +61,9 @@ def test_show_writes_escape_sequences_out(arena: Arena, pointless: Path) -> None
     one = arena("tapes", "show", pointless, "--market", f"b{ESCAPES}").output
     for text in (table, one):
         assert _obeyed(text) == set()
-        assert "b\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m" in text
         assert "Q\\x1b]0;pwned" in text
+        # ids are cut in the middle to fit 80 columns: what is left is written out too
+        assert "b\\x1b]0" in text
 
 
 def test_show_json_keeps_the_text_and_escapes_what_a_terminal_obeys(

@@ -203,8 +203,13 @@ def opened(
 
 
 def shown_totals(app: StepApp) -> dict[str, str]:
-    """Each agent's total value as the app's leaderboard shows it."""
-    return {row[-5]: row[-4] for row in board(app)}
+    """Each agent's total value as the app's leaderboard shows it: the first dollar figure of
+    its row, after its name (the columns after it vary with the screen's width)."""
+    totals = {}
+    for row in board(app):
+        at = next(i for i, word in enumerate(row) if word.startswith("$"))
+        totals[row[at - 1]] = row[at]
+    return totals
 
 
 def report_of(events: list[Event]) -> dict[str, str]:
