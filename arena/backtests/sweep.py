@@ -35,6 +35,7 @@ from urllib.parse import urlencode
 import msgspec
 
 from arena.backtests.backtest import default_plans, plan_backtest, sunday_configs
+from arena.boundary.isolated import check_spec
 from arena.engines.base import TapeSource
 from arena.engines.driver import replay_cohorts
 from arena.engines.recorded import CohortDone
@@ -48,7 +49,7 @@ from ledger.projection import CohortState
 from ledger.store import EventStore
 from replays.samples import sample_path
 from strategies.api import StrategyError
-from strategies.loader import AgentSpec, build_strategy, derived_name, name_specs
+from strategies.loader import AgentSpec, derived_name, name_specs
 
 Grid = tuple[tuple[str, tuple[str, ...]], ...]
 """``((key, (value, ...)), ...)`` in the order given; values as the query string has them."""
@@ -214,19 +215,22 @@ def plan_sweep(
     against: Sequence[str],
     source: TapeSource,
     starts: Sequence[datetime] | None = None,
+    *,
+    isolate: bool = False,
     **cohort: Any,
 ) -> SweepPlan:
     """Check the grid, every spec and the starts (as ``plan_backtest`` does); SweepError or
-    BacktestError with one line otherwise."""
+    BacktestError with one line otherwise. With ``isolate`` every spec is checked in a
+    confined worker (``check_spec``): a plugin's import and constructor never run here."""
     settings = settings_of(strategy, grid)
     try:
         named = name_specs(against, taken=[s.name for s in settings])
         for setting in settings:
-            build_strategy(setting.spec)
+            check_spec(setting.spec, isolate)
     except StrategyError as exc:
         raise SweepError(str(exc).splitlines()[0]) from None
     tape = source.tape
-    base = plan_backtest(strategy, against, source, starts, **cohort)
+    base = plan_backtest(strategy, against, source, starts, isolate=isolate, **cohort)
     shared = base.cohorts[0].model_dump(exclude={"start", "agents"})
     offered = default_plans(tape, sunday_configs(tape, base.agents, **shared))
     independent = _independent_starts(offered, base.planned)

@@ -32,7 +32,6 @@ from arena.step.timeline import LogTimeline
 from ledger.errors import IntegrityError, LedgerError
 from ledger.restore import check_log, check_stream, load
 from ledger.store import EventStore
-from strategies.loader import build_strategy
 
 # The options that make a live replay (by parameter name); with a DB argument they mean nothing.
 LIVE_OPTIONS = (
@@ -118,8 +117,12 @@ def step(
     if len(starts) != 1:
         raise click.UsageError("a live replay is one cohort: give --start, not --starts")
     agents = parse_agents(agent, read_agents_file(agents_file) if agents_file else None)
-    for spec in agents.values():
-        build_strategy(spec)  # fail fast, before the replay's process starts
+    from arena.boundary.isolated import check_spec, isolation_notice  # a live replay's only
+
+    for spec in agents.values():  # fail fast, before the replay's process starts
+        check_spec(spec, cohort.options.isolate)  # under --isolate, never built here
+    if (notice := isolation_notice(cohort.options.isolate)) is not None:
+        click.echo(notice, err=True)
     [config] = cohort.configs(starts, agents)
     interactive = not (no_input or as_json) and _keys_available()
     if interactive:

@@ -19,6 +19,7 @@ from arena.backtests.sweep import (
     run_sweep,
     selection_warning,
 )
+from arena.boundary.isolated import isolation_notice
 from arena.commands.backtest import num_cell
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import resumable, skipped_note
@@ -173,7 +174,10 @@ def sweep(
     chosen = parse_starts(None, starts) if starts else None
     shown = on_a_terminal(as_json=as_json)
     with plugins_print_to_stderr():
-        plan = plan_sweep(strategy, grid_of, vs, source, chosen, **settings)
+        plan = plan_sweep(strategy, grid_of, vs, source, chosen,
+                          isolate=cohort.options.isolate, **settings)  # fmt: skip
+        if (notice := isolation_notice(cohort.options.isolate)) is not None:
+            click.echo(notice, err=True)
         runs = len(plan.cohorts())
         with (
             progress_of("sweeping", runs, unit="cohort-runs", shown=shown) as work,
