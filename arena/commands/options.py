@@ -142,7 +142,8 @@ _COHORT_OPTIONS = (
     click.option("--latency", "latency_ms", metavar="MS|llm|FILE|llm+MS|llm+FILE",
                  default=str(_default(CohortConfig, "latency_ms")), show_default=True,
                  help="Milliseconds from a decision to its orders meeting the book (needs "
-                      "books): the book standing when the order arrives, never a later one; "
+                      "books; 250, 250ms or 1.5s): the book standing when the order arrives, "
+                      "never a later one; "
                       "llm adds each decision's recorded model time; FILE (.toml/.json) "
                       "gives milliseconds per agent."),
     click.option("--marks-at", "marks_at", type=click.Choice(["price", "bid", "liquidation"]),

@@ -30,7 +30,7 @@ import json
 import tomllib
 from bisect import bisect_left
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from itertools import accumulate
 from pathlib import Path
@@ -102,14 +102,32 @@ def latency_settings(value: str) -> dict[str, Any]:
     rest = text.removeprefix("llm+") if text != "llm" else "0"
     chosen: dict[str, Any] = {"latency_ms": 0, "latency": "llm" if think else None,
                               "latency_by_agent": None}  # fmt: skip
-    if rest.isdigit():
-        return chosen | {"latency_ms": int(rest)}
+    ms = _milliseconds(rest)
+    if ms is not None:
+        return chosen | {"latency_ms": ms}
     if rest.endswith((".toml", ".json")):
         return chosen | {"latency_by_agent": read_latencies(Path(rest))}
     raise ValueError(
         f"latency {value!r} is not MS, llm, FILE (.toml or .json), llm+MS or llm+FILE "
-        "(whole milliseconds)"
+        "(whole milliseconds, or with a unit: 250ms, 1.5s)"
     )
+
+
+def _milliseconds(text: str) -> int | None:
+    """``250``, ``250ms`` or ``1.5s`` as whole milliseconds; None if it is none of these (a
+    fraction of a millisecond is refused rather than rounded: the book it meets would move)."""
+    number, scale = (text[:-2], 1) if text.endswith("ms") else (text, 1)
+    if text.endswith("s") and not text.endswith("ms"):
+        number, scale = text[:-1], 1000
+    try:
+        exact = Decimal(number) * scale
+    except InvalidOperation:
+        return None
+    if not exact.is_finite() or not 0 <= exact <= MAX_LATENCY_MS:
+        return None
+    if exact != exact.to_integral_value():
+        return None
+    return int(exact)
 
 
 def read_latencies(path: Path) -> dict[str, int]:

@@ -132,7 +132,7 @@ def test_a_latency_that_is_not_ms_or_llm_is_one_line(
     assert result.exit_code == 1
     [line] = result.stderr.strip().splitlines()
     assert line == (f"Error: latency {value!r} is not MS, llm, FILE (.toml or .json), llm+MS "
-                    "or llm+FILE (whole milliseconds)")  # fmt: skip
+                    "or llm+FILE (whole milliseconds, or with a unit: 250ms, 1.5s)")  # fmt: skip
 
 
 def test_a_latency_file_delays_each_named_agent(tmp_path: Path) -> None:
@@ -203,3 +203,16 @@ def test_the_ladder_s_last_rung_waits_for_each_model_as_recorded(tmp_path: Path)
     took = {row.agent: row.pnl[-2] - row.pnl[-1] for row in ladder.rows}
     assert took["fast"] == 0.0
     assert took["slow"] == pytest.approx(200 - 100 / 0.6)
+
+
+@pytest.mark.parametrize(
+    ("given", "ms"), [("250", 250), ("250ms", 250), ("1.5s", 1500), ("2s", 2000), ("llm+40ms", 40)]
+)
+def test_a_latency_may_carry_its_unit(given: str, ms: int) -> None:
+    assert latency_settings(given)["latency_ms"] == ms
+
+
+@pytest.mark.parametrize("given", ["1.5ms", "-3", "nan", "1e999s", "soon", "90000000"])
+def test_a_latency_that_is_no_whole_millisecond_count_is_refused(given: str) -> None:
+    with pytest.raises(ValueError, match="is not MS"):
+        latency_settings(given)
