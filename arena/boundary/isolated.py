@@ -20,9 +20,16 @@ process sends would run its code here), and it is checked again as an in-process
 In the worker the plugin runs under the run's ``Sandbox`` and ``InProcess`` as it would here, so
 its decision, its error text and the model calls of a decision cut short by the time limit
 (``strategies.llm.calls``) are what an in-process run records. The driver also enforces the
-limit from outside, a little later (``GRACE``): a worker that does not answer by then is killed
-and restarted (and set up again), a worker that dies is restarted; either way the decision is a
-HOLD with the reason recorded (a killed worker's calls die with it).
+limit from outside, a little later (``GRACE``): a worker that does not answer by then (its
+plugin swallowed the limit) is first asked, on a pipe of its own that a thread of the worker
+answers, for the decision cut short with the model calls it made so far (as ``InProcess``
+records a timed-out decision), then killed and restarted (and set up again); a worker that dies
+is restarted. Either way the decision is a HOLD with the reason recorded, and its calls are kept
+whenever that thread answered (``CALLS_WAIT``).
+
+A resumed run's stored model calls (``strategies.llm.resume``) go to each agent's worker with its
+setup, and the worker serves them again as the runner does in process: a resumed isolated run
+asks the model nothing its log already holds.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -50,14 +58,14 @@ from freezegun import freeze_time
 from freezegun.config import DEFAULT_IGNORE_LIST
 
 from arena.boundary import oslimits
-from arena.boundary.agents import InProcess
+from arena.boundary.agents import InProcess, cut_short
 from arena.boundary.checks import capped, checked
 from arena.boundary.children import forkserver_running
 from arena.boundary.oslimits import Confinement
 from arena.boundary.past import Layout, PastFeed, PastWriter
 from arena.boundary.sandbox import INTERRUPTED, Clock, RunInterrupted, Sandbox, error_text
 from arena.boundary.views import Views
-from ledger.events import BetIntent, SellIntent
+from ledger.events import BetIntent, ModelCalled, SellIntent
 from ledger.rules import RuleSet
 from strategies.api import (
     Context,
@@ -69,7 +77,9 @@ from strategies.api import (
     Trace,
     View,
 )
+from strategies.llm.calls import current as current_calls
 from strategies.llm.calls import stop_current
+from strategies.llm.resume import answering
 from strategies.loader import build_strategy
 
 SETUP_SECONDS = 60.0
@@ -79,6 +89,10 @@ plugin and builds it first, which the per-decision limit is not meant to measure
 GRACE = 2.0
 """Seconds the driver waits past the limit before it kills a worker: the worker's own timer
 strikes at the limit and sends the decision cut short, with its model calls."""
+
+CALLS_WAIT = 1.0
+"""Seconds the driver waits, before it kills a worker that has not answered, for the worker's
+call-log thread to send the decision's model calls so far."""
 
 MAX_ANSWER = 16 * 2**20
 """Bytes read of one answer: a decision cut to the boundary's limits is a few MB at most."""
@@ -126,7 +140,10 @@ class Isolated:
 
     ``plugin``: the agent's spec (imported and built in the worker), or a ready object
     (benchmarks and tests), sent pickled and unpickled in the worker, under its sandbox.
-    ``confinement``: the OS sandbox every worker of the run applies before any plugin code."""
+    ``confinement``: the OS sandbox every worker of the run applies before any plugin code.
+    ``stored``: the agent's model calls of a resumed run's stored prefix (``(stream,
+    ModelCalled)`` rows, in log order), sent with the setup: its worker serves them again
+    (``strategies.llm.resume.answering``) instead of asking the model what the log holds."""
 
     def __init__(
         self,
@@ -135,8 +152,10 @@ class Isolated:
         market_facts: tuple[tuple[str, ...], tuple[MarketMeta, ...], RuleSet],
         seconds: float,
         confinement: Confinement,
+        stored: Sequence[tuple[str, ModelCalled]] = (),
     ) -> None:
         self.plugin: str | bytes = plugin if isinstance(plugin, str) else pickle.dumps(plugin)
+        self.stored = list(stored)
         self.folders = oslimits.plugin_folders(plugin)
         self.past = past
         self.facts = market_facts
@@ -144,6 +163,7 @@ class Isolated:
         self.confinement = confinement
         self.context: Context | None = None
         self.broken: str | None = None
+        self.cut: tuple[Decision, str | None] | None = None
         self._start()
 
     def _start(self) -> None:
@@ -151,6 +171,7 @@ class Isolated:
         self.scratch = scratch_folder()
         self.conn, child = context.Pipe()
         watched, self.alive = context.Pipe(duplex=False)
+        self.side, side = context.Pipe()
         limits = (self.seconds, self.setup_seconds, self.confinement, self.folders, self.scratch)
         ids, meta, rules = self.facts
         # no market's facts yet: each decision sends those listed since (a rolling cohort's
@@ -165,12 +186,14 @@ class Isolated:
                 self.past.layout,
                 (ids[:0], meta[:0], rules),
                 limits,
+                side,
             ),
             daemon=False,
         )
         self.process.start()
         child.close()
         watched.close()
+        side.close()
         self.since = np.zeros(len(self.past.layout.lengths), dtype=np.int64)
 
     @property
@@ -181,6 +204,7 @@ class Isolated:
     def close(self) -> None:
         self.conn.close()
         self.alive.close()
+        self.side.close()
         self.process.kill()
         self.process.join()
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -203,12 +227,15 @@ class Isolated:
                     exc.recorded = self._cut_short()
                 raise
             if not ready:
-                self._restart()
                 what = "decision" if message[0] == "decide" else "setup"
-                return None, (
+                error = (
                     f"DecisionTimeout: {what} took longer than {seconds:g} s "
                     "(its worker was stopped and restarted)"
                 )
+                if message[0] == "decide":
+                    self.cut = self._calls_so_far(error)
+                self._restart()
+                return None, error
             raw = self.conn.recv_bytes(MAX_ANSWER)
         except (EOFError, OSError):
             self.process.join(5)
@@ -219,6 +246,22 @@ class Isolated:
             return _ANSWER.decode(raw), None
         except msgspec.DecodeError as exc:
             return None, f"BadAnswer: the agent's worker sent what is not a decision: {exc}"
+
+    def _calls_so_far(self, error: str) -> tuple[Decision, str | None] | None:
+        """The decision a worker that will not answer is about to be killed in, cut short as
+        in process with the model calls it made so far (``CallLog``: those still out kept as
+        aborted for ``error``, or the last one marked), if its call-log thread answers within
+        ``CALLS_WAIT``; None if it does not or the decision made no call."""
+        try:
+            self.side.send(error)
+            if not self.side.poll(CALLS_WAIT):
+                return None
+            answer = _ANSWER.decode(self.side.recv_bytes(MAX_ANSWER))
+        except (OSError, EOFError, msgspec.DecodeError):
+            return None
+        if answer.error is not None or answer.stopped is not None or answer.trace is None:
+            return None
+        return _recheck(answer)
 
     def _cut_short(self) -> tuple[Decision, str | None] | None:
         """The decision a Ctrl-C cut short, as the worker records it, with the model calls it
@@ -237,7 +280,7 @@ class Isolated:
 
     def _setup(self) -> str | None:
         wait = self.setup_seconds + self.seconds if self.seconds > 0 else 0.0
-        answer, error = self._exchange(("setup", self.context), wait)
+        answer, error = self._exchange(("setup", self.context, self.stored), wait)
         if answer is not None and answer.stopped is not None:
             raise RunStopped(answer.stopped)
         return error if answer is None else answer.error
@@ -257,11 +300,13 @@ class Isolated:
             "decide", delta, view.ts, view.week, view.cash, markets.yes, markets.open,
             markets.volume, self.past.rows, view.shares, view.positions, listed,
         )  # fmt: skip
+        self.cut = None
         answer, error = self._exchange(message, self.seconds)
         if answer is None:  # a fresh worker took its place: set it up for the next decision
+            cut = self.cut  # a killed worker's calls, as its call-log thread sent them
             failed = self._setup()
             self.broken = f"its worker could not be set up again: {failed}" if failed else None
-            return Decision.hold(), error
+            return cut if cut is not None else (Decision.hold(), error)
         self.since = delta.until
         self.shown = max(self.shown, len(markets))
         if answer.stopped is not None:
@@ -336,27 +381,33 @@ def serve(
     layout: Layout,
     facts: tuple[tuple[str, ...], tuple[MarketMeta, ...], RuleSet],
     limits: Limits,
+    side: Connection | None = None,
 ) -> None:
     """The worker: leave the run's session, confine itself, then set up and decide on each
-    view sent, until the pipe closes.
+    view sent, until the pipe closes. On ``side`` a thread answers the driver's last request
+    before it kills the worker: the running decision cut short, with its model calls.
 
     Ctrl-C reaches the run's process group, which the worker has left; the parent decides what
     it means. The time limit is the worker's own (as in process) and the parent's (past it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     oslimits.own_session()
     _end_with(alive)
+    if side is not None:
+        _answers_for_calls(side)
     seconds, build_seconds, confinement, folders, scratch = limits
     refused = _confine(confinement, folders, scratch)
-    freezegun.configure(default_ignore_list=WORKER_CLOCK_IGNORES)
+    freezegun.configure(default_ignore_list=[*WORKER_CLOCK_IGNORES, "numpy"])  # SCAN_SKIPS
     ids, meta, rules = facts
     past = PastWriter(layout)
     sandbox = Sandbox(seconds)
     agent: InProcess | None = None
     views = Views(ids, meta, layout, past.past.history, ["agent"], rules)
     clock: Clock | None = None
+    served = False
     encoder = msgspec.json.Encoder()
     deciding = _stops_on_sigusr1(sandbox)
-    with sandbox.guarded():
+    serving = contextlib.ExitStack()  # the stored answers of a resumed run, for good
+    with sandbox.guarded(), serving:
         while True:
             try:
                 message = conn.recv()
@@ -364,6 +415,8 @@ def serve(
                 return
             if message[0] == "setup":
                 context: Context = message[1]
+                if message[2] and not served:  # before any plugin code, so none can see it
+                    served = serving.enter_context(answering(message[2])) > 0
                 if refused is not None:
                     conn.send_bytes(encoder.encode(Answer(error=refused)))
                     continue
@@ -427,6 +480,28 @@ def _stops_on_sigusr1(sandbox: Sandbox) -> threading.Event:
 
     signal.signal(signal.SIGUSR1, interrupt)
     return deciding
+
+
+def _answers_for_calls(side: Connection) -> None:
+    """A thread that, asked on ``side`` (the driver will kill the worker: its decision did
+    not end, its time limit swallowed), stops the running decision's call log and sends the
+    decision cut short with its calls as ``InProcess`` records a timed-out one, so the calls
+    made before the kill are in the run's log; an empty answer when no decision is running.
+    It runs beside the plugin's code (the GIL switches threads), whatever that code catches."""
+    encoder = msgspec.json.Encoder()
+
+    def watch() -> None:
+        with contextlib.suppress(OSError, EOFError):
+            while True:
+                error: str = side.recv()
+                log = current_calls()
+                if log is None or log.closed:
+                    side.send_bytes(encoder.encode(Answer()))
+                    continue
+                log.stop(error)
+                side.send_bytes(encoder.encode(_answer(*cut_short(log, error))))
+
+    threading.Thread(target=watch, name="arena-call-log", daemon=True).start()
 
 
 def _end_with(alive: Connection) -> None:

@@ -166,6 +166,9 @@ class CohortRunner:
         self.watch: Watcher | None = None
         """Told of each decision as it is made (the progress display); never logged."""
         self.isolate = settings.options.isolate
+        self.stored_calls: list[tuple[str, ModelCalled]] = []
+        """The model calls of the stored prefix a run resumes (each isolated agent's go to its
+        worker, which serves them again as ``answering`` does here)."""
         if (books.hash if books is not None else None) != config.books:
             given = books.hash[:12] if books is not None else "none"
             raise LedgerError(
@@ -251,7 +254,8 @@ class CohortRunner:
         prefix served again, not asked (``strategies.llm.resume``). A Ctrl-C commits what
         was recorded, the decision it cut short with its calls included, and stops the run,
         which the same command resumes."""
-        with answering(_stored_calls(sink, self.cohort)):
+        self.stored_calls = _stored_calls(sink, self.cohort)  # isolated workers get theirs
+        with answering(self.stored_calls):
             return (yield from self._walk_schedule(sink, flush_each_step=flush_each_step))
 
     def _walk_schedule(
@@ -342,7 +346,8 @@ class CohortRunner:
             for name, plugin in self.strategies.items():
                 facts = (self.ids, self.meta, self.rules)
                 seconds = self.decision_timeout
-                agents[name] = Isolated(plugin, past, facts, seconds, self.confinement)
+                stored = [row for row in self.stored_calls if row[1].agent == name]
+                agents[name] = Isolated(plugin, past, facts, seconds, self.confinement, stored)
             yield agents
         finally:
             for agent in agents.values():
@@ -537,8 +542,9 @@ class CohortRunner:
         now: AsOf,
         ts: int,
     ) -> None:
-        listed = self.listed_ts <= ts  # a rolling cohort's markets trade once listed
-        open_mask = (ts < self.schedule.close) & ~np.isnan(now.yes) & listed  # NaN: uncovered
+        open_mask = (ts < self.schedule.close) & ~np.isnan(now.yes)  # NaN: uncovered
+        if self.listed_ts.size and ts < self.listed_ts[-1]:  # listed in order
+            open_mask &= self.listed_ts <= ts  # a rolling cohort's markets trade once listed
         views.move_to(ts, now.yes, open_mask, now.volume, now.rows)
 
         def quote(market: str) -> tuple[float, ...] | None:
