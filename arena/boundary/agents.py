@@ -82,8 +82,11 @@ class InProcess:
             log.close("the run stopped")
             raise
         if error is None:
-            log.close("the decision ended")  # its stray threads send nothing more
-            return recorded(with_calls(outcome, log), None)
+            calls = log.close("the decision ended")  # its stray threads send nothing more
+            decision, note = outcome
+            if not calls and decision.trace is None and note is None:
+                return decision, None  # no model asked, nothing noted: as recorded() gives it
+            return recorded(with_calls(outcome, log) if calls else outcome, None)
         return cut_short(log, error or "the decision ended")
 
     def close(self) -> None:

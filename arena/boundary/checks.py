@@ -114,7 +114,20 @@ def _bet(bet: object) -> BetIntent:
     return BetIntent(market=market, side=side, amount=amount, belief=belief)
 
 
+def _plain_key(x: object) -> bool:
+    return x is None or (type(x) is str and x.isascii())
+
+
 def _sell(sell: object) -> SellIntent:
+    if (
+        type(sell) is SellIntent
+        and type(sell.percentage) is float
+        and math.isfinite(sell.percentage)
+        and _plain_key(sell.position_id)
+        and _plain_key(sell.market)
+        and _plain_key(sell.side)
+    ):
+        return sell  # already builtin; frozen, so the plugin cannot change it later
     if not isinstance(sell, SellIntent):
         raise TypeError(f"sells must be Sell, not {type(sell).__name__}")
     percentage = _number(sell.percentage)

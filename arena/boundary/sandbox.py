@@ -11,6 +11,7 @@ too (freezegun leaves it real).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import threading
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import freezegun
 from freezegun import api as freezegun_api
 
 from strategies.api import (
@@ -64,6 +66,18 @@ INTERRUPTED = "RunInterrupted: the run was interrupted (Ctrl-C)"
 
 # -- what a plugin sees ----------------------------------------------------------------------
 
+SCAN_SKIPS = ("numpy",)
+"""Packages freezegun's first ``start()`` does not scan for references to replace. Scanning
+numpy reads its lazy attributes, importing about 100 of its submodules (0.11–0.14 CPU-s in
+every process that replays); none of them holds a reference freezegun replaces (numpy reads
+the clock through ``time.``'s attributes, which freezegun patches, or in C, which no
+configuration of freezegun reaches: ``numpy.datetime64("now")`` is the real date either way).
+freezegun also hands the real time to a call with an ignored package among its nearest frames,
+so ``Clock`` takes these back out of that list: plugin code that numpy calls back
+(``numpy.vectorize``, ``apply_along_axis``) reads the frozen clock as before."""
+
+freezegun.configure(extend_ignore_list=list(SCAN_SKIPS))
+
 
 class Clock:
     """freezegun's frozen clock, moved by whole seconds.
@@ -75,11 +89,19 @@ class Clock:
     def __init__(self, frozen_time: Any, ts: int) -> None:
         self._frozen = frozen_time
         self._ts = ts
+        unscanned_only(freezegun_api.ignore_lists)
 
     def move_to(self, ts: int) -> None:
         if ts != self._ts:
             self._frozen.tick(timedelta(seconds=ts - self._ts))
             self._ts = ts
+
+
+def unscanned_only(ignore_lists: list[tuple[str, ...]]) -> None:
+    """The newest freezegun clock's ignore list without ``SCAN_SKIPS``: they were left out
+    of its scan, not given the real time (see ``SCAN_SKIPS``)."""
+    if ignore_lists:
+        ignore_lists[-1] = tuple(m for m in ignore_lists[-1] if not m.startswith(SCAN_SKIPS))
 
 
 _CLOCK_STACKS: tuple[list[Any], ...] = (
@@ -145,6 +167,12 @@ _CLOCK_READERS: tuple[tuple[str, str, str], ...] = tuple(
 """``time`` functions freezegun leaves real, each with the frozen ones it should read."""
 
 _setitimer = signal.setitimer if hasattr(signal, "setitimer") else None
+_REAL_CLOCK = (freezegun_api.real_monotonic,)
+"""The time limit's clock: freezegun freezes ``time.monotonic`` for the whole run, and replaces
+a module's own reference to the real one as well (not one held in a tuple)."""
+
+MIN_ARM = 1e-5
+"""The shortest the timer is armed for (a zero would disarm it)."""
 _signal = signal.signal
 
 
@@ -207,9 +235,13 @@ class Sandbox:
     """Runs plugin code for one replay: time limit, guards, and a Ctrl-C told apart.
 
     ``guarded`` is entered once for the whole run (installing handlers and guards costs
-    system calls; starting and stopping the timer per call is two). Where there is no interval
-    timer (Windows) or the run is not on the main thread, plugin code runs without a time limit
-    and Ctrl-C keeps Python's own handling.
+    system calls). Inside it the timer is not disarmed after each call: a call notes its
+    deadline (one read of the clock) and arms the timer only if it is not armed to go off by
+    then, so a run of quick decisions arms it once per ``seconds``, not twice a call. When it
+    goes off early (armed for an earlier call) it is armed again for the rest of the running
+    call's time; between calls it does nothing. Where there is no interval timer (Windows) or
+    the run is not on the main thread, plugin code runs without a time limit and Ctrl-C keeps
+    Python's own handling.
     """
 
     def __init__(self, seconds: float) -> None:
@@ -218,10 +250,27 @@ class Sandbox:
         self.main = main
         self.timed = seconds > 0 and _setitimer is not None and main
         self.interrupted = False
+        self._deadline: float | None = None
+        """When the running call's time is up (``_REAL_CLOCK``); None between calls."""
+        self._armed: float | None = None
+        """When the timer is armed to go off, or None if it is not."""
+        self._guarding = False
+        self._clock = _REAL_CLOCK[0]
 
     @contextlib.contextmanager
     def guarded(self) -> Iterator[None]:
         def expire(signum: int, frame: Any) -> None:
+            deadline = self._deadline
+            if deadline is None:  # between calls: the timer a call left armed went off
+                self._armed = None
+                return
+            left = deadline - self._clock()
+            if left > 0:  # armed for an earlier call: on for the rest of this one's time
+                assert _setitimer is not None
+                _setitimer(signal.ITIMER_REAL, max(left, MIN_ARM))
+                self._armed = deadline
+                return
+            self._armed = None
             stop_current(TIMED_OUT.format(seconds=self.seconds))  # no model call sent after
             raise DecisionTimeout(f"decision took longer than {self.seconds:g} s")
 
@@ -247,15 +296,18 @@ class Sandbox:
         for attr, wall, monotonic in _CLOCK_READERS:
             saved.append((time, attr, getattr(time, attr)))
             setattr(time, attr, _frozen_clock_reader(getattr(time, attr), wall, monotonic))
+        self._guarding = self.timed
         try:
             yield
         finally:
+            self._guarding = False
             if self.timed:
                 done.set()
             for module, attr, value in saved:
                 setattr(module, attr, value)
             if self.timed and _setitimer is not None:
                 _setitimer(signal.ITIMER_REAL, 0)
+                self._armed = self._deadline = None
             for signum, previous in handlers:
                 _signal(signum, previous)
 
@@ -294,19 +346,29 @@ class Sandbox:
         timer striking again until the text is made (each strike gives up one part of it)."""
         if not (self.timed and _setitimer is not None):
             return error_text(exc)
+        self._deadline = -math.inf  # every strike is past it
         _setitimer(signal.ITIMER_REAL, TEXT_SECONDS, TEXT_SECONDS)
         try:
             return error_text(exc)
         finally:
             _setitimer(signal.ITIMER_REAL, 0)
+            self._armed = self._deadline = None
 
     def _start(self) -> None:
         if self.timed and _setitimer is not None:
-            _setitimer(signal.ITIMER_REAL, self.seconds)
+            deadline = self._clock() + self.seconds
+            self._deadline = deadline  # before the test: the timer may go off in between
+            armed = self._armed
+            if armed is None or armed > deadline or not self._guarding:
+                _setitimer(signal.ITIMER_REAL, self.seconds)
+                self._armed = deadline
 
     def _stop(self) -> None:
         if self.timed and _setitimer is not None:
-            _setitimer(signal.ITIMER_REAL, 0)
+            self._deadline = None
+            if not self._guarding:  # no handler of ours: the timer must not outlive the call
+                _setitimer(signal.ITIMER_REAL, 0)
+                self._armed = None
 
 
 def _alarm_taker(done: threading.Event) -> None:

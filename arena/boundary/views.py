@@ -106,6 +106,7 @@ class Views:
         self.binary = frozen(np.array([m.is_binary for m in meta], dtype=bool))
         self.ts = 0
         self.yes = self.open = self.volume = self.binary
+        self._volume_given: np.ndarray | None = None
         multi = itertools.count()
         self._row = tuple(next(multi) if side < 0 else -1 for side in layout.yes_column)
         self._layout = layout
@@ -125,8 +126,14 @@ class Views:
         """Prices, open markets and volumes of the instant every agent now decides at;
         ``rows``: every outcome's price of the markets that are not binary (``AsOf.rows``)."""
         self.ts, self.yes, self.open = ts, frozen(yes), frozen(open_mask)
-        self.volume = frozen(volume)
-        self.quotes = self._quotes(rows)
+        if volume is not self._volume_given or volume.flags.writeable:
+            self.volume = frozen(volume)  # else the same read-only array as last instant's
+            self._volume_given = volume
+        if rows.size or rows.shape != self.quotes.rows.shape:
+            self.quotes = self._quotes(rows)
+        else:  # binary markets only: the same empty rows as last instant's (no data to change)
+            q = self.quotes
+            self.quotes = Quotes(self.yes, q.rows, q.row, q.widths, q.yes_column)
 
     def view(
         self, name: str, week: int, cash: float, shares: np.ndarray,

@@ -186,13 +186,14 @@ class CallLog:
         with self._lock:
             if not self.closed:
                 self.closed = True
-                self._cut(self.reason or first_line(reason), mark_last)
+                if self._entries:  # a decision that asked nothing has nothing to cut
+                    self._cut(self.reason or first_line(reason), mark_last)
             callbacks, self._when_closed = self._when_closed, []
         if callbacks:
             questions = self.questions()
             for then in callbacks:
                 then(questions)
-        return self.calls()
+        return self.calls() if self._entries else ()
 
     def _cut(self, reason: str, mark_last: bool) -> None:
         now, cut = self._clock(), False

@@ -566,6 +566,54 @@ def test_clock_gettime_reads_the_simulated_instant_in_and_out_of_process() -> No
         assert read == {"0 0 True"}, isolate
 
 
+class ReadsTheClockThroughNumpy(Strategy):
+    """Reads every clock freezegun replaces straight from ``decide`` and from code numpy calls
+    back, where numpy's frames are the nearest: freezegun gives the real time to a call with an
+    ignored package among its nearest frames, and numpy is left out of its scan."""
+
+    def decide(self, view: View) -> Decision:
+        def clocks(_: object = None) -> str:
+            wall = time.clock_gettime(time.CLOCK_REALTIME)
+            read = (time.time(), time.monotonic(), time.perf_counter(), time.time_ns() / 1e9,
+                    datetime.now(UTC).timestamp(), wall)  # fmt: skip
+            return " ".join(f"{c - view.ts:.0f}" for c in read)
+
+        direct = clocks()
+        vectorized = np.vectorize(clocks, otypes=[object])(np.zeros(1))[0]
+        along = np.apply_along_axis(lambda row: np.array([clocks()], object), 0, np.zeros(1))[0]
+        today = date.today() == datetime.fromtimestamp(view.ts, UTC).date()
+        return Decision.hold(f"{direct}|{vectorized}|{along}|{today}")
+
+
+def test_a_plugin_reads_only_the_frozen_clock_directly_and_through_numpy() -> None:
+    """numpy skipped by freezegun's scan (``SCAN_SKIPS``) still hands plugin code it calls the
+    frozen clock, in process and in a worker. (``numpy.datetime64("now")`` reads the real
+    clock in C, which freezegun never reaches, with or without the scan.)"""
+    zeros = " ".join(["0"] * 6)
+    for isolate in (False, True):
+        events = replay({"reader": ReadsTheClockThroughNumpy()}, isolate=isolate)
+        read = {e.reasoning for e in events if isinstance(e, DecisionMade) and e.agent == "reader"}
+        assert read == {f"{zeros}|{zeros}|{zeros}|True"}, isolate
+
+
+def test_the_frozen_clock_does_not_import_numpy_to_scan_it() -> None:
+    """freezegun's first ``start()`` read numpy's lazy attributes, importing about 100 of its
+    submodules (0.11–0.14 CPU-s in every process that replays)."""
+    script = (
+        "import sys\n"
+        "from tests.arena.boundary.test_boundary import replay\n"
+        "from strategies.api import Decision, Strategy\n"
+        "class Hold(Strategy):\n"
+        "    def decide(self, view): return Decision.hold()\n"
+        "replay({'h': Hold()})\n"
+        "print(sorted(m for m in ('numpy.f2py', 'numpy.testing', 'numpy.distutils', "
+        "'numpy.ctypeslib') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parents[3])  # fmt: skip
+    assert out.stdout.strip() == "[]"
+
+
 def test_a_plugin_rewriting_prices_changes_nothing_else(alone: list[AnyEvent]) -> None:
     events = replay({"bad": Rewrites()})
     assert of_agent(events, "fav") == alone
@@ -590,6 +638,30 @@ class SleepsAfterIgnoring(Strategy):
             signal.signal(signal.SIGALRM, signal.SIG_IGN)
         time.sleep(1.0)
         return Decision.hold("slept")
+
+
+class SlowThenSlower(Strategy):
+    """Takes most of its time limit at each decision, and three times it at its fourth."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def decide(self, view: View) -> Decision:
+        self.n += 1
+        time.sleep(0.6 if self.n == 4 else 0.12)
+        return Decision.hold(f"took {self.n}")
+
+
+def test_each_decision_has_its_whole_time_limit_though_the_timer_is_armed_once() -> None:
+    """The timer stays armed after a call; it goes off during the second decision (armed at
+    the first) and is armed again for the rest of that decision's time, so no decision under
+    its limit is cut and the slow one is."""
+    events = replay({"slow": SlowThenSlower()}, timeout=0.2)
+    made = [e for e in events if isinstance(e, DecisionMade) and e.agent == "slow"][:6]
+    errors = [(e.error or "").splitlines()[0] if e.error else None for e in made]
+    assert errors == [None, None, None, "DecisionTimeout: decision took longer than 0.2 s",
+                      None, None]  # fmt: skip
+    assert [e.reasoning for e in made] == ["took 1", "took 2", "took 3", "", "took 5", "took 6"]
 
 
 def test_the_time_limit_cannot_be_switched_off(alone: list[AnyEvent]) -> None:
