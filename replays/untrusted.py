@@ -63,16 +63,23 @@ class Budget:
 
 
 def _limit_from_env(source: str) -> int:
-    raw = os.environ.get(ENV)
+    limit = bytes_from_env(ENV, DEFAULT_MAX_BYTES)
+    if limit is None:
+        raise TapeError(f"{source}: {ENV}={os.environ.get(ENV)!r} is not a number of bytes")
+    return limit
+
+
+def bytes_from_env(name: str, default: int) -> int | None:
+    """A byte limit a user set in environment variable ``name`` (``default`` when unset), or
+    None when it is not a positive whole number: the caller names the variable in its error."""
+    raw = os.environ.get(name)
     if raw is None:
-        return DEFAULT_MAX_BYTES
+        return default
     try:
         value = int(raw)
     except ValueError:
-        value = 0
-    if value <= 0:
-        raise TapeError(f"{source}: {ENV}={raw!r} is not a number of bytes")
-    return value
+        return None
+    return value if value > 0 else None
 
 
 def read_file(path: Path, budget: Budget) -> bytes:

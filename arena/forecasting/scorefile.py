@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 
+from replays.untrusted import bytes_from_env
 from strategies.tablefile import Table, TableError, open_table
 
 LABEL_COL = "y"
@@ -179,16 +180,11 @@ def read_forecasts(path: Path, pred_col: str, group_cols: list[str]) -> Forecast
 
 
 def _max_bytes() -> int:
-    raw = os.environ.get(MAX_BYTES_ENV)
-    if raw is None:
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
+    limit = bytes_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)
+    if limit is None:
+        raw = os.environ.get(MAX_BYTES_ENV)
         raise TableError(f"{MAX_BYTES_ENV}={raw!r} is not a number of bytes")
-    return value
+    return limit
 
 
 def _check_size(path: Path, limit: int) -> None:

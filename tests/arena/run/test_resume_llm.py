@@ -128,13 +128,12 @@ def start_and_stop_at_the_held_request(
     return done
 
 
-@pytest.mark.slow
-def test_a_killed_llm_run_resumes_without_asking_again(
-    tmp_path: Path, server: tuple[FakeLLM, Gate], hand_tape_file: Path
-) -> None:
-    """Killed (SIGKILL) while its third question is out: the two decisions before it are in
-    the log, calls and all; the same command finishes the cohort, asking the model only what
-    it never answered, and logs what an uninterrupted run logs."""
+def killed_and_resumed(tmp_path: Path, server: tuple[FakeLLM, Gate], hand_tape_file: Path) -> Path:
+    """Kill the run (SIGKILL) while its third question is out, resume it with the same command,
+    and check what was asked: nothing answered is asked again, the unanswered one once, and
+    the log equals an uninterrupted run's but for latencies. Returns the resumed log and the
+    resumed command's output; the command is this module's ``command`` (a test may make it an
+    isolated one)."""
     fake, gate = server
     db = tmp_path / "run.db"
     killed = start_and_stop_at_the_held_request(hand_tape_file, db, fake, gate, signal.SIGKILL)
@@ -159,6 +158,18 @@ def test_a_killed_llm_run_resumes_without_asking_again(
     assert again.returncode == 0, again.stderr
     assert asked(fake.received)[HELD + len(second) :] == first[: HELD - 1] + second
     assert without_latency(events(db)) == without_latency(events(whole))
+    return db, resumed.stdout
+
+
+@pytest.mark.slow
+def test_a_killed_llm_run_resumes_without_asking_again(
+    tmp_path: Path, server: tuple[FakeLLM, Gate], hand_tape_file: Path
+) -> None:
+    """Killed (SIGKILL) while its third question is out: the two decisions before it are in
+    the log, calls and all; the same command finishes the cohort, asking the model only what
+    it never answered, and logs what an uninterrupted run logs."""
+    fake, _ = server
+    db, resumed = killed_and_resumed(tmp_path, server, hand_tape_file)
 
     from_itself = subprocess.run(
         command(hand_tape_file, tmp_path / "replayed.db"),
@@ -166,7 +177,7 @@ def test_a_killed_llm_run_resumes_without_asking_again(
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert from_itself.returncode == 0, from_itself.stderr
-    assert json.loads(from_itself.stdout)["digest"] == json.loads(resumed.stdout)["digest"]
+    assert json.loads(from_itself.stdout)["digest"] == json.loads(resumed)["digest"]
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ port its confined worker may reach is the one ``ARENA_LLM_BASE_URL`` names).
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 
@@ -17,16 +16,13 @@ import pytest
 
 from ledger.events import DecisionMade, ModelCalled
 from tests.arena.run.test_resume_llm import (
-    HELD,
     MODEL,
     Gate,
-    asked,
     command,
     environment,
     events,
+    killed_and_resumed,
     server,  # noqa: F401 (the fixture)
-    start_and_stop_at_the_held_request,
-    without_latency,
 )
 from tests.llm_server import FakeLLM
 
@@ -40,10 +36,6 @@ def isolated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plain, "command", lambda tape, db: [*base(tape, db), "--isolate"])
 
 
-def isolated_command(tape: Path, db: Path) -> list[str]:
-    return [*command(tape, db), "--isolate"]
-
-
 @pytest.mark.slow
 def test_a_killed_isolated_llm_run_resumes_without_asking_again(
     tmp_path: Path,
@@ -51,30 +43,7 @@ def test_a_killed_isolated_llm_run_resumes_without_asking_again(
     hand_tape_file: Path,
     isolated: None,
 ) -> None:
-    fake, gate = server
-    db = tmp_path / "run.db"
-    killed = start_and_stop_at_the_held_request(hand_tape_file, db, fake, gate, signal.SIGKILL)
-    assert killed.returncode == -signal.SIGKILL
-    committed = events(db)
-    assert sum(isinstance(e, ModelCalled) for e in committed) == HELD - 1
-    assert sum(isinstance(e, DecisionMade) for e in committed) == HELD - 1
-    first = asked(fake.received)
-    assert len(first) == HELD
-
-    resumed = subprocess.run(isolated_command(hand_tape_file, db), env=environment(fake),
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr
-    second = asked(fake.received)[HELD:]
-    assert set(first[: HELD - 1]).isdisjoint(second)  # answered once, never asked again
-    assert second[0] == first[HELD - 1]  # the one never answered is asked again, once
-    assert len(set(second)) == len(second)
-
-    whole = tmp_path / "whole.db"
-    again = subprocess.run(isolated_command(hand_tape_file, whole), env=environment(fake),
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert again.returncode == 0, again.stderr
-    assert asked(fake.received)[HELD + len(second) :] == first[: HELD - 1] + second
-    assert without_latency(events(db)) == without_latency(events(whole))
+    killed_and_resumed(tmp_path, server, hand_tape_file)
 
 
 SWALLOWS = """
