@@ -155,6 +155,16 @@ def main() -> None:
     with contextlib.suppress(OSError, ValueError):  # a stderr with no file (a test's) cannot
         faulthandler.enable()
     try:
+        _run()
+    finally:
+        # the process is ending, however: a Ctrl-C now (a second press) would print a trace
+        # from the interpreter's shutdown (multiprocessing's exit handlers), not stop anything
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run() -> None:
+    """The command, every failure a user causes turned into one line and an exit status."""
+    try:
         cli(standalone_mode=False)
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""

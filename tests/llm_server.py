@@ -65,7 +65,10 @@ class Received:
 
     @property
     def user_prompt(self) -> str:
-        return str(self.body["messages"][-1]["content"])
+        """The question asked; empty for a request cut before its body arrived (a client that
+        gave up at its time limit while sending, as a loaded machine makes happen)."""
+        messages = self.body.get("messages")
+        return str(messages[-1]["content"]) if messages else ""
 
 
 class FakeLLM(LocalServer):

@@ -87,8 +87,11 @@ def test_strategies(arena: Arena) -> None:
         "target",
         "within_target",
         "isolated_us_per_decision",
+        "walk_us_per_decision",
     }
     assert out["universe_sizes"] == [10, 100, 500]
+    assert len(out["walk_us_per_decision"]) == 3
+    assert all(map(is_number, out["walk_us_per_decision"]))
     isolated = out["isolated_us_per_decision"]
     assert len(isolated) == 3 and all(map(is_number, isolated))
     assert len(out["us_per_decision"]) == 3 and all(map(is_number, out["us_per_decision"]))

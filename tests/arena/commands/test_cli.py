@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +31,12 @@ def in_process(
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(sys, "argv", ["arena", *args])
     capsys.readouterr()
-    with pytest.raises(SystemExit) as stopped:
-        main()
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            main()
+    finally:  # main leaves Ctrl-C ignored for the process's end: this process goes on
+        signal.signal(signal.SIGINT, handler)
     out, err = capsys.readouterr()
     assert isinstance(stopped.value.code, int)  # main ends every failure with sys.exit(status)
     return subprocess.CompletedProcess(["arena", *args], stopped.value.code, out, err)

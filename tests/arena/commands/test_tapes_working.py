@@ -13,20 +13,27 @@ import pytest
 from rich.console import Console
 
 import arena.commands.tapes as tapes
-from replays.importers.election2024 import DEFAULT_DIR
 from tests.conftest import Arena
+from tests.replays.importers.test_columns import write
 
 ARENA = str(Path(sys.executable).with_name("arena"))
+
+
+def columns(tmp_path: Path, out: Path) -> list[str]:
+    """A plain-columns import of a small archive written for the test (no data beside it)."""
+    prices, markets = write(tmp_path)
+    return ["tapes", "import", "columns", "--prices", str(prices), "--markets", str(markets),
+            "--out", str(out)]  # fmt: skip
 
 
 @pytest.mark.parametrize("json_flag", [(), ("--json",)])
 def test_a_piped_import_shows_no_status(tmp_path: Path, json_flag: tuple[str, ...]) -> None:
     out = tmp_path / "e.tape"
-    done = subprocess.run([ARENA, "tapes", "import", "election2024", "--out", str(out),
-                           *json_flag], capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run([ARENA, *columns(tmp_path, out), *json_flag], capture_output=True,
+                          text=True, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
-    assert f"reading {DEFAULT_DIR}" not in done.stdout and "writing" not in done.stdout
+    assert "reading" not in done.stdout and "writing" not in done.stdout
     assert out.exists()
 
 
@@ -38,9 +45,11 @@ def test_on_a_terminal_the_import_says_what_it_reads_and_writes(
     monkeypatch.setattr(tapes, "on_a_terminal", lambda as_json=False: not as_json)
     monkeypatch.setattr(tapes, "make_console", lambda stderr=False: terminal)
     out = tmp_path / "e.tape"
-    assert arena("tapes", "import", "election2024", "--out", out).exit_code == 0
-    assert f"reading {DEFAULT_DIR} …" in drawn.getvalue()
+    assert arena(*columns(tmp_path, out)).exit_code == 0
+    assert f"reading {tmp_path / 'prices.csv'} and {tmp_path / 'markets.csv'} …" in (
+        drawn.getvalue()
+    )
     assert f"writing {out} …" in drawn.getvalue()
     drawn.truncate(0)
-    assert arena("tapes", "import", "election2024", "--out", out, "--json").exit_code == 0
+    assert arena(*columns(tmp_path, out), "--json").exit_code == 0
     assert drawn.getvalue() == ""  # --json: the summary alone, even on a terminal
