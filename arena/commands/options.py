@@ -146,11 +146,12 @@ _COHORT_OPTIONS = (
                       "never a later one; "
                       "llm adds each decision's recorded model time; FILE (.toml/.json) "
                       "gives milliseconds per agent."),
-    click.option("--marks-at", "marks_at", type=click.Choice(["price", "bid", "liquidation"]),
+    click.option("--marks-at", "marks_at",
+                 type=click.Choice(["price", "mid", "bid", "liquidation"]),
                  default=_default(CohortConfig, "marks_at"), show_default=True,
                  help="What a mark values a position at: the tape's price, or (with books) "
-                      "the best bid, or liquidation: what each agent's holding would fetch "
-                      "sold now down the bid book."),
+                      "the book's mid, the best bid, or liquidation: what each agent's "
+                      "holding would fetch sold now down the bid book."),
     click.option("--liquidity", type=click.Choice(["isolated", "shared"]),
                  default=_default(CohortConfig, "liquidity"), show_default=True,
                  help="With books: isolated, every agent meets the whole book; shared, the "

@@ -173,7 +173,8 @@ def execution_text(state: CohortState) -> str:
         parts.append("shared liquidity")
     if settings.get("latency") == "llm":
         parts.append("latency + each decision's recorded model time")
-    marks = {"bid": "marked at the bid", "liquidation": "marked by liquidation"}
+    marks = {"mid": "marked at the book's mid", "bid": "marked at the bid",
+             "liquidation": "marked by liquidation"}  # fmt: skip
     if settings.get("marks_at") in marks:
         parts.append(marks[settings["marks_at"]])
     if "spread_ticks" in spec and not books:

@@ -111,10 +111,11 @@ class CohortConfig(pydantic.BaseModel):
         default=None,
         description="milliseconds more for each named agent's orders (--latency FILE)",
     )
-    marks_at: Literal["price", "bid", "liquidation"] = pydantic.Field(
+    marks_at: Literal["price", "mid", "bid", "liquidation"] = pydantic.Field(
         default="price",
         description="what a mark values a position at: the tape's price, or (with books) the "
-        "best bid, or liquidation: what each agent's holding fetches sold now down the bids",
+        "book's midpoint, the best bid, or liquidation: what each agent's holding fetches sold "
+        "now down the bids",
     )
     listing: Literal["start", "rolling"] = pydantic.Field(
         default="start",

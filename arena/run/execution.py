@@ -348,6 +348,22 @@ def best_bids(tape: Tape, books: Books, market: str, ts_ms: int) -> list[float]:
     return bids
 
 
+def book_mids(tape: Tape, books: Books, market: str, ts_ms: int) -> list[float]:
+    """``--marks-at mid``: each outcome of ``market`` at the midpoint of its book standing at
+    ``ts_ms`` (Prophet Arena's mark); a one-sided book at the side it has, an empty one at 0,
+    so a mark is derived from the books alone (``arena verify`` derives it again)."""
+    mids = []
+    for outcome in tape.markets[tape.index[market]].outcomes:
+        snap = books.book_at(books.token(market, outcome), ts_ms)
+        bid = float(snap.bid_px[0]) if snap is not None and snap.bid_px.size else None
+        ask = float(snap.ask_px[0]) if snap is not None and snap.ask_px.size else None
+        if bid is not None and ask is not None:
+            mids.append((bid + ask) / 2)
+        else:
+            mids.append(bid if bid is not None else ask if ask is not None else 0.0)
+    return mids
+
+
 def liquidation_marks(
     tape: Tape,
     books: Books,

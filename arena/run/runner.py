@@ -36,6 +36,7 @@ from arena.run.execution import DEFAULT as DEFAULT_EXECUTION
 from arena.run.execution import (
     agent_latencies,
     best_bids,
+    book_mids,
     fee_table,
     fees_for,
     liquidation_marks,
@@ -509,9 +510,9 @@ class CohortRunner:
 
     def _mark(self, now: AsOf, ts: int, settled: set[int], state: CohortState) -> Marked:
         """Every unsettled market's outcome prices at ``ts``: the tape's, or with ``marks_at``
-        ``bid`` the best bid of each outcome's book then (0 where nobody bids: a position no
-        one would buy is worth nothing sold now); ``liquidation`` adds what each agent's
-        holding fetches down the bids (``arena.run.execution.liquidation_marks``)."""
+        ``mid`` the midpoint of each outcome's book then, ``bid`` its best bid (0 where nobody
+        bids: a position no one would buy is worth nothing sold now); ``liquidation`` adds what
+        each agent's holding fetches down the bids (``arena.run.execution.liquidation_marks``)."""
         markets, prices = [], []
         at_bid = self.config.marks_at != "price"
         for j in range(len(self.universe)):
@@ -520,7 +521,10 @@ class CohortRunner:
             quote = self._prices(now, j)
             if quote is not None:
                 markets.append(self.ids[j])
-                prices.append(self._bids(j, ts) if at_bid else list(quote))
+                if self.config.marks_at == "mid" and self.books is not None:
+                    prices.append(book_mids(self.tape, self.books, self.ids[j], ts * 1000))
+                else:
+                    prices.append(self._bids(j, ts) if at_bid else list(quote))
         held = None
         if self.config.marks_at == "liquidation" and self.books is not None:
             held = liquidation_marks(self.tape, self.books, state.books,

@@ -1,4 +1,5 @@
-"""``arena verify --tape T --books B``: marks at the bid or by liquidation derived again.
+"""``arena verify --tape T --books B``: marks at the mid, the bid or by liquidation derived
+again.
 
 A cohort run with ``--marks-at bid`` or ``liquidation`` values its positions by prices taken
 from the order books, not from the tape. The chain proves those ``Marked`` events were not
@@ -11,13 +12,13 @@ differs.
 
 from __future__ import annotations
 
-from arena.run.execution import best_bids, liquidation_marks
+from arena.run.execution import best_bids, book_mids, liquidation_marks
 from ledger.events import Marked
 from ledger.projection import CohortState
 from replays.books import Books
 from replays.tape import Tape
 
-BOOK_MARKS = ("bid", "liquidation")
+BOOK_MARKS = ("mid", "bid", "liquidation")
 
 
 def mark_problem(mark: Marked, state: CohortState, tape: Tape, books: Books) -> str | None:
@@ -28,10 +29,11 @@ def mark_problem(mark: Marked, state: CohortState, tape: Tape, books: Books) -> 
     if marks_at not in BOOK_MARKS:
         return None
     at = mark.ts * 1000
+    derive, what = (book_mids, "mids") if marks_at == "mid" else (best_bids, "best bids")
     for market, prices in zip(mark.markets, mark.prices, strict=True):
-        want = best_bids(tape, books, market, at)
+        want = derive(tape, books, market, at)
         if prices != want:
-            return f"marks market {market} at {prices!r}, where the books' best bids are {want!r}"
+            return f"marks market {market} at {prices!r}, where the books' {what} are {want!r}"
     if marks_at != "liquidation":
         return None
     marked = dict(zip(mark.markets, mark.prices, strict=True))

@@ -159,3 +159,42 @@ def test_verify_derives_marks_from_the_books_again(
     with EventStore.open(tmp_path / "patched.db") as store, pytest.raises(IntegrityError) as bad:
         verify_fills(store, tape, books)
     assert said in str(bad.value)
+
+
+def test_mid_marks_each_outcome_at_its_book_s_midpoint(tmp_path: Path) -> None:
+    """Worked by hand on the book above: YES bids 0.48 / asks 0.50, mid 0.49; NO bids 0.50 /
+    asks 0.52, mid 0.51. a's 200 YES shares are worth 200 x 0.49 = $98 marked at the mid, and
+    verify derives the same marks from the books again; a mark a cent off is named."""
+    from arena.run import runner as runner_module
+    from arena.run.execution import book_mids
+    from arena.verify.fills import verify_fills
+    from ledger.errors import IntegrityError
+    from ledger.store import EventStore
+
+    tape, books = setting()
+    assert book_mids(tape, books, "m", T0 * 1000) == [0.49, 0.51]
+    (tmp_path / "a.json").write_text(
+        '[{"action": "BET", "bets": [{"market_id": "m", "side": "YES", "amount": 100}]}]'
+    )
+    config = CohortConfig(start=START_AT, agents={"a": f"scripted:{tmp_path / 'a.json'}"},
+                          universe=1, execution="l2", fees="none", books=books.hash,
+                          marks_at="mid")  # fmt: skip
+    with EventStore.open(tmp_path / "mid.db") as store:
+        run = CohortRunner(tape, config, books=books).run(store)
+        verify_fills(store, tape, books)
+        marked = [e for e in store.read() if isinstance(e, Marked)]
+    assert marked[1].prices == [[0.49, 0.51]]
+    state = CohortState(run.cohort)
+    with EventStore.open(tmp_path / "mid.db", readonly=True) as store:
+        for event in store.read():
+            state.apply(event)
+            if event == marked[1]:
+                break
+    assert state.positions_value("a") == pytest.approx(200 * 0.49)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner_module, "book_mids", lambda *a: [0.5, 0.5])
+        with EventStore.open(tmp_path / "off.db") as store:
+            CohortRunner(tape, config, books=books).run(store)
+    with EventStore.open(tmp_path / "off.db") as store, pytest.raises(IntegrityError) as bad:
+        verify_fills(store, tape, books)
+    assert "marks market m at [0.5, 0.5], where the books' mids are [0.49, 0.51]" in str(bad.value)
