@@ -318,6 +318,7 @@ class Sandbox:
         and a ``RunStopped``, which a strategy raises to stop the run on purpose."""
         result, error = None, None
         clock = _clock_stacks()
+        mask = _signal_mask()
         try:
             self._start()
             try:
@@ -336,6 +337,7 @@ class Sandbox:
         finally:
             if _restore_clock(clock) and error is None:
                 result, error = None, CLOCK_CHANGED
+            _restore_signal_mask(mask)
         if self.interrupted:
             raise RunInterrupted()
         return result, error
@@ -369,6 +371,22 @@ class Sandbox:
             if not self._guarding:  # no handler of ours: the timer must not outlive the call
                 _setitimer(signal.ITIMER_REAL, 0)
                 self._armed = None
+
+
+def _signal_mask() -> set[int | signal.Signals] | None:
+    """The calling thread's blocked signals (None where the platform has no such mask)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, ())
+
+
+def _restore_signal_mask(mask: set[int | signal.Signals] | None) -> None:
+    """The blocked signals put back as they were before a plugin's call: a plugin that blocks
+    SIGALRM (or SIGINT) must not leave it blocked for the run after it, nor for every process
+    the run starts afterwards (a child inherits the mask, and its own time limit would never
+    strike while it waits in a system call)."""
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _alarm_taker(done: threading.Event) -> None:

@@ -909,3 +909,21 @@ def test_markets_resolved_before_the_start_show_nothing_recorded_after_it() -> N
     assert old.meta.volume == 400.0
     assert old.history is not None
     assert list(old.history[0]) == [start - 6 * day, start - 3 * day]
+
+
+class BlocksTheAlarm(Strategy):
+    """Blocks SIGALRM on the main thread and returns at once."""
+
+    def decide(self, view: View) -> Decision:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        return Decision.hold("blocked")
+
+
+def test_a_plugin_s_blocked_signals_do_not_outlive_its_call() -> None:
+    """A plugin that blocks SIGALRM leaves it blocked for neither the run nor the processes the
+    run starts afterwards (a child inherits the mask: its time limit would never strike while
+    it waits in a system call, as the model-waiting tests found after such a plugin ran)."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    replay({"b": BlocksTheAlarm()}, timeout=30.0)
+    assert signal.SIGALRM not in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == before
