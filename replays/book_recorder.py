@@ -42,7 +42,7 @@ from replays.book_stream import (
 )
 from replays.errors import TapeError
 from replays.http import FetchError, JsonFetcher, RetryPolicy
-from replays.importers.books import BooksImport, _Rows, assemble
+from replays.importers.books import BooksImport, SnapshotRows, assemble
 
 WS_URL = "wss://ws-subscriptions-clob.polymarket.com/ws/market"
 JOURNAL = "journal.jsonl"
@@ -359,7 +359,7 @@ def build_books(directory: Path, attribution: str = "") -> BooksImport:
     tick = np.asarray(ticks, dtype=np.float64)
     if np.isnan(tick).any():
         tick[:] = np.nan  # one snapshot without a stated tick: infer every one alike
-    rows = _Rows(
+    rows = SnapshotRows(
         source=source,
         market=[outcome[r.token].market for r in records],
         outcome=[outcome[r.token].outcome for r in records],

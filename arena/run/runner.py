@@ -515,8 +515,8 @@ class CohortRunner:
         each agent's holding fetches down the bids (``arena.run.execution.liquidation_marks``)."""
         markets, prices = [], []
         at_bid = self.config.marks_at != "price"
-        for j in range(len(self.universe)):
-            if j in settled or self.listed_ts[j] > ts:
+        for j in range(self.plan.listed_by(ts)):  # the listed markets are the universe's first
+            if j in settled:
                 continue
             quote = self._prices(now, j)
             if quote is not None:

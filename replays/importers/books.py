@@ -56,8 +56,9 @@ class BooksImport:
 
 
 @dataclass
-class _Rows:
-    """Input rows, one snapshot each, in input order: what both forms are read into."""
+class SnapshotRows:
+    """Input rows, one snapshot each, in input order: what every form is read into (the
+    columns and resolvedkit files here, a recorder's journal in ``replays.book_recorder``)."""
 
     source: str
     market: list[str]
@@ -81,7 +82,7 @@ class _Rows:
 
 
 def assemble(
-    rows: _Rows,
+    rows: SnapshotRows,
     *,
     depth: str = "l2",
     candidates: Sequence[float] = TICKS,
@@ -190,7 +191,7 @@ def _pyarrow(source: str) -> Any:
     return pq
 
 
-def _read_parquet(path: Path, columns: Sequence[str] | None, budget: Budget) -> Any:
+def read_parquet(path: Path, columns: Sequence[str] | None, budget: Budget) -> Any:
     """A Parquet file's table, refused before reading if what its metadata declares would
     decode past the budget: each column chunk's encoded size plus eight bytes a value (a
     dictionary- or run-length-encoded column is small on disk and large in memory)."""
@@ -298,13 +299,13 @@ def to_ms(values: np.ndarray, unit: str, source: str) -> np.ndarray:
 
 def _rows_from_parquet(
     path: Path, budget: Budget, unit: str, outcome_of: dict[tuple[str, str], str] | None = None
-) -> tuple[_Rows, str]:
+) -> tuple[SnapshotRows, str]:
     """A Parquet file's snapshots, and which layout it had: ``levels`` (a row per level),
     ``lists`` (a row per snapshot, levels as lists) or ``quotes`` (plain numbers: L1)."""
     import pyarrow as pa
 
     source = str(path)
-    table = _read_parquet(path, None, budget)
+    table = read_parquet(path, None, budget)
     names = set(table.column_names)
     market = _parquet_strings(table, "market" if "market" in names else "market_id", source)
     outcome_col = "outcome" if "outcome" in names else "side"
@@ -332,7 +333,7 @@ def _rows_from_parquet(
                        _parquet_levels(table, "ask_sz", source), "ask")  # fmt: skip
     kind = table.column("bid_px").type
     lists = pa.types.is_list(kind) or pa.types.is_large_list(kind)
-    rows = _Rows(source, market, outcome, token, ts, tick, *bid, *ask)
+    rows = SnapshotRows(source, market, outcome, token, ts, tick, *bid, *ask)
     return rows, "lists" if lists else "quotes"
 
 
@@ -387,7 +388,7 @@ def _csv_int(source: str, line: int, name: str, cell: str) -> int:
                         "number") from None  # fmt: skip
 
 
-def _rows_from_csv(path: Path, budget: Budget, unit: str) -> tuple[_Rows, str]:
+def _rows_from_csv(path: Path, budget: Budget, unit: str) -> tuple[SnapshotRows, str]:
     """A CSV file's snapshots and its layout (as ``_rows_from_parquet``): lists are JSON
     arrays in their cells; a file whose price cells are all plain numbers holds quotes."""
     source = str(path)
@@ -448,7 +449,7 @@ def _rows_from_csv(path: Path, budget: Budget, unit: str) -> tuple[_Rows, str]:
               for k, v in values.items()}  # fmt: skip
     bid = _levels_pair(source, "line", arrays["bid_px"], arrays["bid_sz"], "bid", numbers)
     ask = _levels_pair(source, "line", arrays["ask_px"], arrays["ask_sz"], "ask", numbers)
-    rows = _Rows(source, market, outcome, token, stamps, ticks, *bid, *ask, label="line",
+    rows = SnapshotRows(source, market, outcome, token, stamps, ticks, *bid, *ask, label="line",
                  lines=numbers)  # fmt: skip
     return rows, "lists" if lists else "quotes"
 
@@ -460,7 +461,7 @@ def _long_rows(
     source: str, label: str, market: list[str], outcome: list[str], token: list[str | None],
     ts: np.ndarray, tick: np.ndarray, book: list[str], price: np.ndarray, size: np.ndarray,
     *, first: int = 1, lines: np.ndarray | None = None,
-) -> _Rows:  # fmt: skip
+) -> SnapshotRows:  # fmt: skip
     """Level rows grouped into snapshots (one per token and instant), each side's levels put
     best first by price; a price given twice on one side of one snapshot is an error."""
     n = len(market)
@@ -494,7 +495,7 @@ def _long_rows(
     bid_n = np.bincount(snap[bids], minlength=n_snap).astype(np.int64)
     ask_n = np.bincount(snap[~bids], minlength=n_snap).astype(np.int64)
     px, sz = price[order], size[order]
-    return _Rows(
+    return SnapshotRows(
         source,
         [market[i] for i in heads.tolist()],
         [outcome[i] for i in heads.tolist()],
@@ -559,7 +560,7 @@ def import_resolvedkit(
 def _market_facts(path: Path, budget: Budget) -> dict[str, dict[str, Any]]:
     """markets.parquet by market id: question, slug, category, window (ms), payouts, sides."""
     source = str(path)
-    table = _read_parquet(path, None, budget)
+    table = read_parquet(path, None, budget)
     needed = {"market_id", "question", "start_ts", "end_ts", "outcome_up", "outcome_down",
               "payout_up", "payout_down"}  # fmt: skip
     missing = needed - set(table.column_names)

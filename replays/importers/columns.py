@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from replays.errors import TapeError
-from replays.importers.books import _read_parquet  # the budgeted Parquet read, shared
+from replays.importers.books import read_parquet
 from replays.importers.polymarket import ImportResult
 from replays.instants import parse_instant
 from replays.markets import MarketInfo, Resolution
@@ -47,7 +47,7 @@ def _rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     source = str(path)
     budget = Budget(source)
     if path.name.endswith(".parquet"):
-        for n, row in enumerate(_read_parquet(path, None, budget).to_pylist(), start=1):
+        for n, row in enumerate(read_parquet(path, None, budget).to_pylist(), start=1):
             yield f"row {n}", row
         return
     if not path.name.endswith((".csv", ".csv.gz")):

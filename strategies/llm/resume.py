@@ -38,6 +38,10 @@ def answering(rows: Iterable[tuple[str, ModelCalled]]) -> Iterator[int]:
     """Serve the questions of these ``(stream, ModelCalled)`` rows (a cohort's stored prefix,
     in log order) while the block runs; yields how many questions they hold."""
     global _recorded
+    rows = list(rows)
+    if not rows:  # a fresh run, or one that asked no model: nothing to import or serve
+        yield 0
+        return
     from strategies.llm.cassette import questions_of
 
     recorded: list[Recorded] = list(questions_of(rows))
