@@ -17,10 +17,13 @@ from pathlib import Path
 import click
 import pytest
 
+from arena import open_run
 from arena.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 ARENA = Path(sys.executable).parent / "arena"
+SAMPLE_DIGEST = "c890b6c510ee6c3dffef419d83a2599cddc15f9af968a50396e0f063b89d7c3b"
+"""The first replay's: the embedded sample's one cohort, as ``arena replay`` alone writes it."""
 TOUR = re.compile(r"## A tour\n\n```bash\n(.*?)```", re.S)
 
 NEEDS_MORE = {
@@ -75,6 +78,7 @@ def test_the_tour_runs_on_the_sample(tmp_path: Path) -> None:
     (tmp_path / "arena").mkdir()
     (tmp_path / "arena" / "examples").symlink_to(ROOT / "arena" / "examples")
     ran = []
+    said = {}
     for argv in tour():
         if not runnable(argv):
             continue
@@ -83,8 +87,18 @@ def test_the_tour_runs_on_the_sample(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, f"{shlex.join(argv)}\n{done.stdout}\n{done.stderr}"
         ran.append(argv[1])
-    # replay four times (two on the BTC books, one of them rolling), report twice, verify twice,
-    # export, backtest, strategies, score, tapes show
-    assert ran.count("replay") == 4 and ran.count("report") == 2 and ran.count("verify") == 2
+        said[shlex.join(argv[1:])] = done.stdout
+    # replay four times (two on the BTC books, one of them rolling), report twice, verify three
+    # times, export, backtest, strategies, score, tapes show
+    assert ran.count("replay") == 4 and ran.count("report") == 2 and ran.count("verify") == 3
     assert {"verify", "export", "backtest", "strategies", "score", "tapes", "ladder"} <= set(ran)
     assert (tmp_path / "report" / "index.html").exists()
+    assert (tmp_path / "backtest" / "index.html").exists()
+    # each experiment in a log of its own: the one Sunday of the first replay (the sample's
+    # digest), the 26 Sundays of the second, one cohort on the books, one rolling
+    cohorts = {db: len(open_run(tmp_path / db).cohorts)
+               for db in ("arena.db", "weekly.db", "btc.db", "rolling.db")}  # fmt: skip
+    assert cohorts == {"arena.db": 1, "weekly.db": 26, "btc.db": 1, "rolling.db": 1}
+    assert f"digest {SAMPLE_DIGEST}" in said["replay"]
+    assert "Leaderboard across 26 cohort(s), by mean return" in said["report weekly.db"]
+    assert "26 cohort(s) rebuilt" in said["verify weekly.db --tape sample"]

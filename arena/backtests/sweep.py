@@ -33,6 +33,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import msgspec
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
 
 from arena.backtests.backtest import default_plans, plan_backtest, sunday_configs
 from arena.boundary.isolated import check_spec
@@ -41,7 +44,9 @@ from arena.engines.driver import replay_cohorts
 from arena.engines.recorded import CohortDone
 from arena.errors import ArenaError
 from arena.reports.model import IntervalSettings, interval_info, iso_utc, load_ledger
+from arena.reports.terminal import fit_names, table_width
 from arena.run.cohort import CohortConfig
+from arena.run.pace import Watcher
 from arena.run.plan import CohortPlan, PlannedCohort, Skipped
 from arena.run.settings import DEFAULT_OPTIONS, RunOptions
 from ledger.leaderboard import interval_method, leaderboard, paired_returns
@@ -285,12 +290,14 @@ def run_sweep(
     options: RunOptions = DEFAULT_OPTIONS,
     *,
     on_done: Callable[[CohortDone], None] | None = None,
+    on_decision: Watcher | None = None,
 ) -> SweepResult:
     """Replay what the log lacks of the sweep (as ``options`` say: engine, workers, time
-    limit), then fold every cohort."""
+    limit), then fold every cohort; ``on_decision`` is told of each decision made."""
     done = replay_cohorts(
-        plan.source, plan.cohorts(), db, options, skip_finished=True, on_done=on_done
-    )
+        plan.source, plan.cohorts(), db, options, skip_finished=True, on_done=on_done,
+        on_decision=on_decision,
+    )  # fmt: skip
     cohorts = [d.cohort for d in done]
     with EventStore.open(db, readonly=True) as store:
         ledger = load_ledger(store, cohorts)
@@ -399,3 +406,102 @@ def selection_warning(data: Mapping[str, Any]) -> str:
     return text + (
         ". Every start this tape offers was swept: confirm it on another tape or a later recording"
     )
+
+
+def _plus_minus(mean: float | None, low: float | None, high: float | None, fmt: str) -> str:
+    """``mean ±half``: every interval here is symmetric (the estimate ± a t quantile times
+    a standard error, ``ledger.intervals``), so the half-width says it in half the room."""
+    if mean is None:
+        return "—"
+    text = fmt.format(mean)
+    if low is None or high is None:
+        return text
+    return f"{text} ±{(high - low) / 2:{fmt[2:-1].lstrip('+')}}"
+
+
+def _paired(pair: Mapping[str, Any]) -> str:
+    mark = "[green]✓[/]" if pair["significant"] else "·"
+    return f"{_plus_minus(pair['mean'], pair['ci_low'], pair['ci_high'], '{:+.2f}')} {mark}"
+
+
+def settings_table(data: Mapping[str, Any], width: int | None = None) -> RenderableType:
+    """One row per setting (and per comparison agent): mean return, Brier, win rate, bets, and
+    the paired difference to each comparison agent; in ``width`` cells, the settings cut in the
+    middle as the report cuts names (``fit_names``), since they differ at the end.
+
+    Where even the narrowest names leave one table too wide (80 columns with two comparison
+    agents), the paired differences go under it in tables of their own, as many agents to a
+    table as fit: in one table Rich squeezed every number to "-8.43 ±10…" and the settings to
+    "B=10…e…"."""
+    labels = {r["agent"]: " ".join(f"{k}={v}" for k, v in r["values"].items())
+              for r in data["settings"]}  # fmt: skip
+    against = list(data["plan"]["against"])
+    title = f"{len(data['settings'])} setting(s) × {len(data['plan']['starts'])} start(s): "
+    caption = (
+        f"{data['interval']['text']}. Brier (impl.): the mean over cohorts of each cohort's "
+        "implied-confidence Brier (bet / 25% of cash, against the result, over resolved "
+        "bets); win rate and bets over all cohorts."
+    )
+    paired = "setting − agent in return points, paired start by start (✓: the interval excludes 0)"
+
+    def fitted(metrics: bool, agents: Sequence[str], title: str | None) -> Table:
+        return fit_names(
+            list(labels.values()),
+            lambda cut: _settings_table(
+                data, {a: cut[x] for a, x in labels.items()}, metrics, agents, title,
+                caption if metrics else None,
+            ),
+            width,
+        )  # fmt: skip
+
+    whole = fitted(True, against, title + f"mean ± half its 95% interval; {paired}")
+    if width is None or not against or table_width(whole) <= width:
+        return whole
+    tables = [fitted(True, [], title + "mean ± half its 95% interval")]
+    chunk: list[str] = []
+    for name in against:
+        if chunk and table_width(fitted(False, [*chunk, name], None)) > width:
+            tables.append(fitted(False, chunk, None if len(tables) > 1 else paired))
+            chunk = []
+        chunk.append(name)
+    tables.append(fitted(False, chunk, None if len(tables) > 1 else paired))
+    return Group(tables[0], *(part for table in tables[1:] for part in ("", table)))
+
+
+def _settings_table(
+    data: Mapping[str, Any],
+    labels: Mapping[str, str],
+    metrics: bool,
+    against: Sequence[str],
+    title: str | None,
+    caption: str | None,
+) -> Table:
+    """The settings' rows with their figures (``metrics``) and their paired differences to
+    ``against``; the comparison agents' own rows only beside the figures."""
+    best = data["selection"]["best"]
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left",
+                  header_style="bold")  # fmt: skip
+    table.add_column("setting", no_wrap=True)
+    for name in ["return %", "Brier (impl.)", "win rate", "bets"] if metrics else []:
+        table.add_column(name, justify="right", no_wrap=True)
+    for name in against:
+        table.add_column(f"− {name}", justify="right", no_wrap=True)
+
+    def cells(row: Mapping[str, Any]) -> list[str]:
+        if not metrics:
+            return []
+        return [
+            _plus_minus(row["return_mean"], row["return_ci_low"], row["return_ci_high"],
+                        "{:+.2f}"),
+            _plus_minus(row["brier_mean"], row["brier_ci_low"], row["brier_ci_high"], "{:.3f}"),
+            _plus_minus(row["win_rate"], None, None, "{:.1%}"),
+            str(row["n_bets"]),
+        ]  # fmt: skip
+
+    for row in data["settings"]:
+        star = " [bold]★[/]" if row["agent"] == best else ""
+        table.add_row(escape(labels[row["agent"]]) + star, *cells(row),
+                      *(_paired(row["paired"][a]) for a in against))  # fmt: skip
+    for row in data["comparison"] if metrics else []:
+        table.add_row(f"[dim]{escape(row['agent'])}[/]", *cells(row), *("" for _ in against))
+    return table

@@ -22,6 +22,7 @@ from arena.run.plan import (
     NO_INSTANT,
     NO_MARKET,
     Skipped,
+    cadence_note,
     describe_skipped,
     empty_start_detail,
     plan_cohorts,
@@ -122,6 +123,8 @@ def replay(
         return
     if skipped:
         console.print(skipped_note(skipped))
+    if (note := cadence_note(tape, planned)) is not None:
+        console.print(f"[yellow]{escape(note)}[/]")
     print_report(console, ledger, usage=usage)
     appended = sum(d.appended for d in done)
     console.print(

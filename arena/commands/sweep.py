@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from arena.backtests.backtest import DEFAULT_AGAINST
 from arena.backtests.sweep import (
@@ -18,82 +16,15 @@ from arena.backtests.sweep import (
     results_data,
     run_sweep,
     selection_warning,
+    settings_table,
 )
 from arena.boundary.isolated import isolation_notice
-from arena.commands.backtest import num_cell
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import resumable, skipped_note
 from arena.console import make_console, plugins_print_to_stderr
 from arena.progress import on_a_terminal, progress_of
-from arena.reports.terminal import fit_names
 
 _FILE_TO_OPTION = {"decisions": "decision_cadence", "marks": "mark_cadence"}
-
-
-def _plus_minus(mean: float | None, low: float | None, high: float | None, fmt: str) -> str:
-    """``mean ±half``: every interval here is symmetric (the estimate ± a t quantile times
-    a standard error, ``ledger.intervals``), so the half-width says it in half the room."""
-    if mean is None:
-        return "—"
-    text = fmt.format(mean)
-    if low is None or high is None:
-        return text
-    return f"{text} ±{(high - low) / 2:{fmt[2:-1].lstrip('+')}}"
-
-
-def _paired(pair: dict[str, Any]) -> str:
-    mark = "[green]✓[/]" if pair["significant"] else "·"
-    return f"{_plus_minus(pair['mean'], pair['ci_low'], pair['ci_high'], '{:+.2f}')} {mark}"
-
-
-def settings_table(data: dict[str, Any], width: int | None = None) -> Table:
-    """One row per setting (and per comparison agent): mean return, Brier, win rate, and the
-    paired difference to each comparison agent; in ``width`` cells, the settings cut in the
-    middle as the report cuts names (``fit_names``), since they differ at the end."""
-    labels = {r["agent"]: " ".join(f"{k}={v}" for k, v in r["values"].items())
-              for r in data["settings"]}  # fmt: skip
-    return fit_names(list(labels.values()),
-                     lambda cut: _settings_table(data, {a: cut[x] for a, x in labels.items()}),
-                     width)  # fmt: skip
-
-
-def _settings_table(data: dict[str, Any], labels: dict[str, str]) -> Table:
-    against = list(data["plan"]["against"])
-    best = data["selection"]["best"]
-    table = Table(
-        title=f"{len(data['settings'])} setting(s) × {len(data['plan']['starts'])} start(s): "
-        "mean ± half its 95% interval; setting − agent in return points, paired start by "
-        "start (✓: the interval excludes 0)",
-        title_justify="left",
-        caption=f"{data['interval']['text']}. Brier (impl.): the mean over cohorts of each "
-        "cohort's implied-confidence Brier (bet / 25% of cash, against the result, over "
-        "resolved bets); win rate and bets over all cohorts.",
-        caption_justify="left",
-        header_style="bold",
-    )
-    table.add_column("setting", no_wrap=True)
-    for name in ["return %", "Brier (impl.)", "win rate", "bets"]:
-        table.add_column(name, justify="right", no_wrap=True)
-    for name in against:
-        table.add_column(f"− {name}", justify="right", no_wrap=True)
-
-    def cells(row: dict[str, Any]) -> list[str]:
-        return [
-            _plus_minus(row["return_mean"], row["return_ci_low"], row["return_ci_high"],
-                        "{:+.2f}"),
-            _plus_minus(row["brier_mean"], row["brier_ci_low"], row["brier_ci_high"], "{:.3f}"),
-            num_cell(row["win_rate"], "{:.1%}"),
-            str(row["n_bets"]),
-        ]  # fmt: skip
-
-    for row in data["settings"]:
-        label = labels[row["agent"]]
-        star = " [bold]★[/]" if row["agent"] == best else ""
-        paired = [_paired(row["paired"][a]) for a in against]
-        table.add_row(escape(label) + star, *cells(row), *paired)
-    for row in data["comparison"]:
-        table.add_row(f"[dim]{escape(row['agent'])}[/]", *cells(row), *("" for _ in against))
-    return table
 
 
 @click.command()

@@ -350,3 +350,56 @@ def plan_cohorts(
         else:
             skipped.append(Skipped(config.start, plan))
     return planned, skipped
+
+
+FINER = (("daily", 86_400), ("hourly", 3_600), ("1m", 60))
+"""Cadences ``cadence_note`` may suggest, coarsest first: the first that decides a market ten
+times over its life."""
+
+
+def cadence_note(tape: Tape, planned: Sequence[PlannedCohort]) -> str | None:
+    """One line when every planned cohort's decisions come less often than any of its markets
+    trades (the BTC sample's 15-minute markets under the default weekly cadence): each market is
+    then decided once at most, which reads as an agent that barely trades. It names the longest
+    life, a cadence that decides through it, and ``--listing rolling`` where markets list after
+    the start; None when some market lives across two decisions, as on the election sample."""
+    lives = [_longest_life(cohort) for cohort in planned]
+    steps = [cadence_seconds(cohort.config.decision_cadence) for cohort in planned]
+    if not planned or any(
+        step is None or life >= step for life, step in zip(lives, steps, strict=True)
+    ):
+        return None
+    first = planned[0]
+    finer = next((name for name, seconds in FINER if 10 * seconds <= max(lives)), "tick")
+    cadence = first.config.decision_cadence
+    text = (
+        f"note: decisions come {cadence if cadence.endswith('ly') else 'every ' + cadence}, "
+        f"but no market here trades that long (the longest, {_duration(max(lives))}), so each "
+        f"is decided once at most: --decisions {finer} decides through their lives"
+    )
+    if first.config.listing == "start":
+        later, _ = rolling_listings(
+            tape, first.config.start_ts, first.config.universe, first.plan.universe
+        )
+        if later:
+            text += (
+                f", and --listing rolling takes in the {len(later)} markets listed after the start"
+            )
+    return text
+
+
+def _longest_life(cohort: PlannedCohort) -> int:
+    """Seconds the longest-trading market of the cohort is open and recorded after it lists."""
+    schedule = cohort.plan.schedule
+    listed = cohort.plan.listed or (cohort.config.start_ts,) * len(cohort.plan.universe)
+    live_until = np.minimum(schedule.close, schedule.coverage + 1)
+    return int((live_until - np.array(listed, dtype=np.int64)).max())
+
+
+def _duration(seconds: int) -> str:
+    """``28 min``, ``5 h``, ``3 days``: a market's life, as a person reads it."""
+    if seconds < 2 * 3_600:
+        return f"{seconds // 60} min"
+    if seconds < 2 * 86_400:
+        return f"{seconds // 3_600} h"
+    return f"{seconds // 86_400} days"

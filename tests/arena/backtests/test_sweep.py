@@ -29,8 +29,8 @@ from arena.backtests.sweep import (
     run_sweep,
     selection_warning,
     settings_of,
+    settings_table,
 )
-from arena.commands.sweep import settings_table
 from arena.engines.base import TapeSource
 from arena.engines.recorded import CohortDone
 from arena.run.settings import RunOptions
