@@ -13,8 +13,12 @@ memory (``RLIMIT_AS``), the size of a file written (``RLIMIT_FSIZE``) and core d
 ``RLIMIT_NPROC``: it counts every process of the user (the run and its other workers
 included), and forks are refused by the sandbox's guards and by Landlock's exec rule anyway.
 
-What Landlock does not cover (UDP, or reads where the kernel has no Landlock) is said in the
-one line ``Confinement.summary`` gives, which an isolated cohort's opening records
+What Landlock does not cover (UDP and every other kind of socket, TCP Fast Open, io_uring,
+ptrace, namespaces) a seccomp filter refuses, installed right after it (``seccomp.py``: x86_64
+and AArch64, Linux 4.14+). With no UDP there is no DNS, so the worker looks up the model
+endpoint's name first and answers later lookups of it from that (``_pin``).
+What is not enforced (no Landlock, an older ABI, no filter for this architecture) is said in
+the one line ``Confinement.summary`` gives, which an isolated cohort's opening records
 (``CohortOpened.settings["isolation"]``), so the log says what its plugins were held to.
 """
 
@@ -25,13 +29,18 @@ import ctypes
 import errno
 import functools
 import importlib.util
+import ipaddress
 import os
 import signal
+import socket
 import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from arena.boundary import seccomp
 
 MEMORY_BYTES = 4 * 2**30
 """Address space of a worker: room for numpy, a model client and a forecaster's arrays."""
@@ -44,6 +53,7 @@ _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same on every 
 _VERSION = 1
 _PATH_BENEATH, _NET_PORT = 1, 2
 _NO_NEW_PRIVS, _PDEATHSIG = 38, 1
+_SET_FILTER, _ACTION_AVAIL, _TSYNC = 1, 2, 1  # seccomp(2)'s operations and its one flag used
 
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
@@ -137,6 +147,11 @@ class Confinement:
     """The Landlock ABI used; 0: none."""
     endpoint_port: int | None = None
     """The one TCP port a worker may connect to (the model endpoint), if any."""
+    seccomp_filter: bool = False
+    """Whether the worker installs ``arena.boundary.seccomp``'s filter after Landlock."""
+    endpoint_host: str | None = None
+    """The model endpoint's host, looked up before the filter refuses DNS (``_pin``); never in
+    the line the log records."""
 
     def summary(self) -> str:
         """What is and is not enforced, in one line with no path in it (the same on any
@@ -144,48 +159,73 @@ class Confinement:
         abi = self.landlock
         kept = f"memory {MEMORY_BYTES // 2**30} GiB, files {FILE_BYTES // 2**20} MiB, no core"
         own = "own session, dies with the run"
-        if not abi:
+        if not abi and not self.seccomp_filter:
             return (
-                "no OS sandbox (Landlock unavailable): reads, writes, network and signals are "
-                f"not confined; {kept}; {own}"
+                "no OS sandbox (no Landlock, no seccomp filter): reads, writes, network and "
+                f"signals are not confined; {kept}; {own}"
             )
-        parts = [
-            f"landlock abi {abi}",
-            "reads the libraries and the plugin's folder only",
-            "writes its scratch folder only",
-        ]
+        if abi:
+            parts = [
+                f"landlock abi {abi}",
+                "reads the libraries and the plugin's folder only",
+                "writes its scratch folder only",
+            ]
+        else:
+            parts = ["no Landlock: reads and writes not confined"]
         if abi >= 4:
             but = f" but port {self.endpoint_port}" if self.endpoint_port else ""
-            parts.append(f"TCP refused{but}, UDP not confined")
+            parts.append(f"TCP refused{but}")
         else:
-            parts.append("network not confined (Landlock ABI < 4)")
+            parts.append("TCP not confined (no Landlock ABI 4)")
+        if self.seccomp_filter:
+            parts.append(seccomp.ENFORCED)
+        else:
+            parts.append("UDP and other sockets not confined (no seccomp filter)")
         parts.append("signals its own sandbox only" if abi >= 6 else "signals not confined")
         return "; ".join([*parts, kept, own])
 
     @property
     def complete(self) -> bool:
-        """Whether every confinement Landlock can give is in force."""
-        return self.landlock >= 6
+        """Whether every confinement Landlock and the seccomp filter can give is in force."""
+        return self.landlock >= 6 and self.seccomp_filter
 
 
 def plan(environ: dict[str, str] | None = None) -> Confinement:
     """The confinement this machine can give a worker, and the model endpoint it may reach."""
-    return Confinement(landlock_abi(), _endpoint_port(os.environ if environ is None else environ))
+    host, port = _endpoint(os.environ if environ is None else environ)
+    return Confinement(landlock_abi(), port, seccomp_arch() is not None, host)
 
 
-def _endpoint_port(environ: dict[str, str] | os._Environ[str]) -> int | None:
+def _endpoint(environ: dict[str, str] | os._Environ[str]) -> tuple[str | None, int | None]:
+    """The host and port of the model endpoint the environment names; (None, None) if none."""
     from strategies.llm.connection import PREFIX, Connection
 
     if not environ.get(PREFIX + "BASE_URL"):
-        return None
+        return None, None
     try:
         url = Connection.from_env(environ).base_url
     except ValueError:
-        return None
+        return None, None
     import httpx
 
     parsed = httpx.URL(url)
-    return parsed.port or (443 if parsed.scheme == "https" else 80)
+    return parsed.host or None, parsed.port or (443 if parsed.scheme == "https" else 80)
+
+
+@functools.cache
+def seccomp_arch() -> seccomp.Arch | None:
+    """The architecture whose filter this process can install, None if none: not Linux, a
+    machine the filter is not written for (or a 32-bit Python on a 64-bit kernel, whose calls
+    are another ABI's), or a kernel without seccomp filters that fail a call with an errno."""
+    arch = seccomp.ARCHES.get(os.uname().machine.lower()) if hasattr(os, "uname") else None
+    if arch is None or sys.maxsize <= 2**32:
+        return None
+    action = ctypes.c_uint32(seccomp.RET_ERRNO)
+    try:
+        _syscall(arch.numbers["seccomp"], _ACTION_AVAIL, 0, ctypes.byref(action))
+    except ConfinementError:
+        return None
+    return arch
 
 
 # -- in the worker -----------------------------------------------------------------------------
@@ -228,12 +268,24 @@ def limit_resources() -> None:
 
 
 def confine(confinement: Confinement, plugin_folders: Iterable[str], scratch: str) -> None:
-    """Put ``confinement`` in force on this process, for good: Landlock's rules (when the run
-    has them) and the resource limits. ``ConfinementError`` if the kernel refuses."""
+    """Put ``confinement`` in force on this process, for good: the resource limits, then
+    Landlock's rules and the seccomp filter (when the run has them). ``ConfinementError`` if
+    the kernel refuses."""
     limit_resources()
+    arch = seccomp_arch() if confinement.seccomp_filter else None
+    if confinement.seccomp_filter and arch is None:
+        raise ConfinementError(errno.ENOSYS, "this kernel has no seccomp filter for it")
+    if arch is not None and confinement.endpoint_host and confinement.endpoint_port:
+        # before Landlock too, so the resolver may load whatever modules its lookup needs
+        _pin(confinement.endpoint_host, confinement.endpoint_port)
+    if confinement.landlock:
+        _landlock(confinement, plugin_folders, scratch)
+    if arch is not None:
+        _filter(arch)
+
+
+def _landlock(confinement: Confinement, plugin_folders: Iterable[str], scratch: str) -> None:
     abi = confinement.landlock
-    if not abi:
-        return
     if landlock_abi() < abi:
         raise ConfinementError(errno.ENOSYS, f"this kernel has no Landlock ABI {abi}")
     fs = _fs_rights(abi)
@@ -257,6 +309,62 @@ def confine(confinement: Confinement, plugin_folders: Iterable[str], scratch: st
         _syscall(_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _filter(arch: seccomp.Arch) -> None:
+    """``seccomp.program(arch)`` installed on every thread of this process (``TSYNC``: the
+    worker's watch threads started before it are held to it too), for good."""
+    instructions = seccomp.program(arch)
+    table = (_SockFilter * len(instructions))(*(_SockFilter(*i) for i in instructions))
+    prog = _SockFprog(len(instructions), table)
+    _prctl(_NO_NEW_PRIVS, 1)  # what lets a process without privileges install a filter
+    thread = _syscall(arch.numbers["seccomp"], _SET_FILTER, _TSYNC, ctypes.byref(prog))
+    if thread:
+        raise ConfinementError(errno.EBUSY, f"thread {thread} could not take the filter")
+
+
+def _pin(name: str, service: int) -> None:
+    """``name`` (the model endpoint's host) looked up now, while the resolver's UDP is still
+    allowed, and ``socket.getaddrinfo`` answering the client's lookups of it (a stream socket
+    to port ``service``) from that for the worker's life; a worker started again looks it up
+    again. An address needs no lookup; a name that does not resolve now fails later, as it
+    would have."""
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(name)
+        return
+    try:
+        found = socket.getaddrinfo(name, service, 0, socket.SOCK_STREAM)
+    except OSError:
+        return
+    lookup = socket.getaddrinfo
+
+    def pinned(host: bytes | str | None, port: bytes | str | int | None, family: int = 0,
+               type: int = 0, proto: int = 0, flags: int = 0) -> list[Any]:  # fmt: skip
+        asked = [x.decode("ascii", "replace") if isinstance(x, bytes) else x for x in (host, port)]
+        if (
+            isinstance(asked[0], str)
+            and asked[0].lower() == name.lower()
+            and str(asked[1]) == str(service)
+            and type in (0, socket.SOCK_STREAM)
+            and proto in (0, socket.IPPROTO_TCP)
+        ):
+            return [f for f in found if family in (0, f[0])]
+        return lookup(host, port, family, type, proto, flags)
+
+    socket.getaddrinfo = pinned
 
 
 def _allow(ruleset: int, path: str, rights: int) -> None:

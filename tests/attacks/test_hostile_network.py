@@ -1,0 +1,204 @@
+"""Hostile plugins on the network, under ``--isolate`` (issue #25: no network in the sandbox).
+
+Landlock holds a worker's TCP to the model endpoint's port and nothing else; what it does not see
+(UDP, raw, packet, netlink and unix sockets, a TCP Fast Open ``sendto``, io_uring) the worker's
+seccomp filter refuses (``arena.boundary.seccomp``). Each attack here is a real plugin file in a
+real worker, aimed at a real socket this test listens on: the listener receives nothing, the
+plugin gets an ordinary ``PermissionError`` (EPERM, never a killed worker), its decision is a
+recorded HOLD, and the honest agent beside it logs what it logs alone.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from arena.boundary import seccomp
+from arena.boundary.oslimits import plan
+from ledger.events import AnyEvent, CohortOpened
+from tests.arena.boundary.test_boundary import of_agent
+from tests.attacks.test_hostile_plugins import (  # noqa: F401 (fixtures)
+    WHEN,
+    _quick_builds,
+    alone,
+    listener,
+    made,
+    plugin_source,
+    run,
+)
+
+FILTER = plan().seccomp_filter
+"""Whether this machine's workers install the seccomp filter (x86_64 or AArch64 Linux)."""
+
+REFUSED = "PermissionError: [Errno 1] Operation not permitted"
+"""What a plugin's refused call raises, as its decision's error records it."""
+
+
+@pytest.fixture
+def udp() -> Iterator[tuple[int, socket.socket]]:
+    """A UDP socket on 127.0.0.1 that an escaped datagram would reach."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.setblocking(False)
+        yield server.getsockname()[1], server
+
+
+def received(server: socket.socket) -> list[bytes]:
+    got = []
+    while True:
+        try:
+            got.append(server.recv(1024))
+        except BlockingIOError:
+            return got
+
+
+def isolated(tmp_path: Path, attack: str, when: str) -> list[AnyEvent]:
+    """The plugin attacking at ``when`` beside ``fav=favourite``, under ``--isolate``; the run
+    went on to its end, and its opening records what the workers were held to."""
+    events = run(tmp_path, plugin_source(attack, when), isolate=True)
+    opened = events[0]
+    assert isinstance(opened, CohortOpened)
+    assert opened.settings["isolation"] == plan().summary()
+    assert (seccomp.ENFORCED in opened.settings["isolation"]) == FILTER
+    return events
+
+
+@pytest.mark.slow  # a worker per case
+@pytest.mark.parametrize("when", WHEN)
+def test_under_isolate_a_plugin_cannot_send_a_udp_datagram(
+    tmp_path: Path,
+    alone: list[AnyEvent],  # noqa: F811
+    udp: tuple[int, socket.socket],
+    when: str,
+) -> None:
+    port, server = udp
+    attack = f"""
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+    s.sendto(b"the future, please", ("127.0.0.1", {port}))
+"""
+    events = isolated(tmp_path, attack, when)
+    assert of_agent(events, "fav") == alone
+    decisions = made(events)
+    assert decisions and all(d.action == "HOLD" for d in decisions)
+    if not FILTER:
+        assert received(server) == [b"the future, please"]
+        return
+    assert received(server) == []
+    first = decisions[0].error or ""
+    if when == "decide":  # that decision's error; the next ones decide again
+        assert first.startswith(REFUSED)
+        assert {(d.reasoning, d.error) for d in decisions[1:]} == {("held", None)}
+    else:  # the agent sits the cohort out with the reason
+        assert first.startswith("sat out the cohort: setup failed: ")
+        assert REFUSED in first
+
+
+KINDS = """
+said = []
+for name, family, kind, proto in [
+    ("udp6", socket.AF_INET6, socket.SOCK_DGRAM, 0),
+    ("raw", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
+    ("packet", socket.AF_PACKET, socket.SOCK_RAW, 0),
+    ("netlink", socket.AF_NETLINK, socket.SOCK_RAW, 0),
+    ("sctp", socket.AF_INET, socket.SOCK_STREAM, 132),
+    ("unix", socket.AF_UNIX, socket.SOCK_STREAM, 0),
+    ("tcp", socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK, 0),
+]:
+    try:
+        socket.socket(family, kind, proto).close()
+        said.append(name + " opened")
+    except OSError as exc:
+        said.append(name + " " + type(exc).__name__)
+return "; ".join(said)
+"""
+
+
+@pytest.mark.slow  # a worker
+def test_under_isolate_a_plugin_opens_no_socket_but_tcp(
+    tmp_path: Path,
+    alone: list[AnyEvent],  # noqa: F811
+) -> None:
+    """Raw, packet, netlink, SCTP and unix sockets refused at ``socket()``; a TCP one opens
+    (the model client's), and Landlock decides where it may connect."""
+    events = isolated(tmp_path, KINDS, "decide")
+    assert of_agent(events, "fav") == alone
+    said = made(events)[0].reasoning
+    if FILTER:
+        refused = ("udp6", "raw", "packet", "netlink", "sctp", "unix")
+        assert said == "; ".join([*(f"{k} PermissionError" for k in refused), "tcp opened"])
+    else:
+        assert "netlink opened" in said  # any user may open one
+
+
+@pytest.mark.slow  # a worker
+def test_under_isolate_a_plugin_cannot_reach_a_unix_socket(
+    tmp_path: Path,
+    alone: list[AnyEvent],  # noqa: F811
+) -> None:
+    """A named unix socket (a container runtime's, D-Bus) is not a file Landlock's rules
+    govern: only the filter keeps a plugin from connecting to one."""
+    path = tmp_path / "door.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as door:
+        door.bind(str(path))
+        door.listen()
+        door.setblocking(False)
+        attack = f"""
+try:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect({str(path)!r})
+        s.sendall(b"the future, please")
+    return "connected"
+except OSError as exc:
+    return "refused: " + type(exc).__name__
+"""
+        events = isolated(tmp_path, attack, "decide")
+        with pytest.raises(BlockingIOError):
+            door.accept()  # nobody knocked
+    assert of_agent(events, "fav") == alone
+    assert made(events)[0].reasoning == "refused: PermissionError"
+
+
+@pytest.mark.slow  # a worker and a server
+def test_under_isolate_a_plugin_cannot_connect_by_tcp_fast_open(
+    tmp_path: Path,
+    alone: list[AnyEvent],  # noqa: F811
+    listener: tuple[int, list[bytes]],  # noqa: F811
+) -> None:
+    """``sendto(MSG_FASTOPEN)`` connects without ``connect()``, which is where Landlock looks:
+    without the filter this reached a port Landlock refuses (Linux 6.18, ABI 7)."""
+    port, got = listener
+    attack = f"""
+try:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.sendto(b"the future, please", socket.MSG_FASTOPEN, ("127.0.0.1", {port}))
+    return "sent"
+except OSError as exc:
+    return "refused: " + type(exc).__name__
+"""
+    events = isolated(tmp_path, attack, "decide")
+    assert of_agent(events, "fav") == alone
+    if FILTER:
+        assert made(events)[0].reasoning == "refused: PermissionError"
+        assert got == []
+
+
+@pytest.mark.slow  # a worker
+def test_under_isolate_a_plugin_cannot_set_up_io_uring(
+    tmp_path: Path,
+    alone: list[AnyEvent],  # noqa: F811
+) -> None:
+    """io_uring's socket, connect and send operations are not system calls: refused at its
+    setup, through ``ctypes`` as a plugin would call it."""
+    attack = """
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)  # struct io_uring_params
+fd = libc.syscall(425, 8, params)  # io_uring_setup, the same number on x86_64 and AArch64
+return "io_uring fd" if fd >= 0 else "refused: " + os.strerror(ctypes.get_errno())
+"""
+    events = isolated(tmp_path, attack, "decide")
+    assert of_agent(events, "fav") == alone
+    if FILTER:
+        assert made(events)[0].reasoning == "refused: Operation not permitted"
