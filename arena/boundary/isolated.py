@@ -7,12 +7,15 @@ it is sent: the plugin (its spec, or a ready object as pickled bytes), its setup
 each decision the view — the prices of the instant, the agent's cash, shares and positions, and
 the price points that arrived since its previous decision, which it adds to a ``Past`` of its
 own. The plugin is imported, built, set up and asked in the worker, never here: its import and
-constructor run under the same guards and limits as its decisions.
+constructor run under the same guards and limits as its decisions. The worker learns of a
+market when it lists and of its points as they arrive (``ArrivedPast``): nothing it is sent
+says how many points a market will have, or which markets will list.
 
 Before any plugin code runs the worker leaves the run's session and process group, ties its life
 to the run's (``PR_SET_PDEATHSIG``, and a thread that ends it when its pipe from the run closes),
-and confines itself (``arena.boundary.oslimits``: Landlock where the kernel has it, resource
-limits). So a plugin's ``killpg`` or a Ctrl-C at the terminal cannot stop the run, no worker
+and confines itself (``arena.boundary.oslimits``: Landlock and a seccomp filter where the kernel
+has them, resource limits) before it starts any thread, since Landlock holds only the thread
+that asks for it and those started after. So a plugin's ``killpg`` or a Ctrl-C at the terminal cannot stop the run, no worker
 outlives a killed run, and nothing it could write is read by anyone else.
 
 What comes back is bytes in one fixed msgspec schema, never a pickle (unpickling what a hostile
@@ -29,7 +32,10 @@ whenever that thread answered (``CALLS_WAIT``).
 
 A resumed run's stored model calls (``strategies.llm.resume``) go to each agent's worker with its
 setup, and the worker serves them again as the runner does in process: a resumed isolated run
-asks the model nothing its log already holds.
+asks the model nothing its log already holds. So does a cassette (``ARENA_LLM_MODE=replay``),
+which the worker may not open: the run reads it and hands the worker its answers with the
+setup. A recording (``record``) is written here too, from the calls each decision brings back
+(``strategies.llm.cassette.Handed``).
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import freezegun
 import msgspec
@@ -62,7 +68,7 @@ from arena.boundary.agents import InProcess, cut_short
 from arena.boundary.checks import capped, checked
 from arena.boundary.children import forkserver_running
 from arena.boundary.oslimits import Confinement
-from arena.boundary.past import Layout, PastFeed, PastWriter
+from arena.boundary.past import ArrivedPast, PastFeed
 from arena.boundary.sandbox import INTERRUPTED, Clock, RunInterrupted, Sandbox, error_text
 from arena.boundary.views import Views
 from ledger.events import BetIntent, ModelCalled, SellIntent
@@ -81,6 +87,9 @@ from strategies.llm.calls import current as current_calls
 from strategies.llm.calls import stop_current
 from strategies.llm.resume import answering
 from strategies.loader import build_strategy
+
+if TYPE_CHECKING:
+    from strategies.llm.cassette import CassetteFile, Handed
 
 SETUP_SECONDS = 60.0
 """The least time a worker gets to answer its setup: it starts a fresh interpreter, imports the
@@ -143,7 +152,8 @@ class Isolated:
     ``confinement``: the OS sandbox every worker of the run applies before any plugin code.
     ``stored``: the agent's model calls of a resumed run's stored prefix (``(stream,
     ModelCalled)`` rows, in log order), sent with the setup: its worker serves them again
-    (``strategies.llm.resume.answering``) instead of asking the model what the log holds."""
+    (``strategies.llm.resume.answering``) instead of asking the model what the log holds.
+    The connection's cassette, if any, is handed over with them (``handed_cassette``)."""
 
     def __init__(
         self,
@@ -156,6 +166,7 @@ class Isolated:
     ) -> None:
         self.plugin: str | bytes = plugin if isinstance(plugin, str) else pickle.dumps(plugin)
         self.stored = list(stored)
+        self.cassette, self.recording = _cassette()
         self.folders = oslimits.plugin_folders(plugin)
         self.past = past
         self.facts = market_facts
@@ -164,6 +175,7 @@ class Isolated:
         self.context: Context | None = None
         self.broken: str | None = None
         self.cut: tuple[Decision, str | None] | None = None
+        self.multi = (-1, 0, 1)  # (k, how many of the first k store more than YES, widest)
         self._start()
 
     def _start(self) -> None:
@@ -175,26 +187,18 @@ class Isolated:
         limits = (self.seconds, self.setup_seconds, self.confinement, self.folders, self.scratch)
         ids, meta, rules = self.facts
         # no market's facts yet: each decision sends those listed since (a rolling cohort's
-        # later markets must not be in the worker before they list)
+        # later markets must not be in the worker before they list), and their points since
         self.shown = 0
         self.process = context.Process(
             target=serve,
-            args=(
-                child,
-                watched,
-                self.plugin,
-                self.past.layout,
-                (ids[:0], meta[:0], rules),
-                limits,
-                side,
-            ),
+            args=(child, watched, self.plugin, (ids[:0], meta[:0], rules), limits, side),
             daemon=False,
         )
         self.process.start()
         child.close()
         watched.close()
         side.close()
-        self.since = np.zeros(len(self.past.layout.lengths), dtype=np.int64)
+        self.since = np.zeros(0, dtype=np.int64)
 
     @property
     def setup_seconds(self) -> float:
@@ -276,11 +280,19 @@ class Isolated:
             return None
         if answer.error is not None or answer.stopped is not None:
             return None
-        return _recheck(answer)
+        return self._kept(_recheck(answer))
+
+    def _kept(self, outcome: tuple[Decision, str | None]) -> tuple[Decision, str | None]:
+        """``outcome``, its model calls appended to the cassette first when the run records
+        one (the worker can write no file but its scratch folder's)."""
+        trace = outcome[0].trace
+        if self.recording is not None and trace is not None:
+            self.recording.append_calls(trace.calls)
+        return outcome
 
     def _setup(self) -> str | None:
         wait = self.setup_seconds + self.seconds if self.seconds > 0 else 0.0
-        answer, error = self._exchange(("setup", self.context, self.stored), wait)
+        answer, error = self._exchange(("setup", self.context, self.stored, self.cassette), wait)
         if answer is not None and answer.stopped is not None:
             raise RunStopped(answer.stopped)
         return error if answer is None else answer.error
@@ -292,13 +304,18 @@ class Isolated:
     def decide(self, view: View) -> tuple[Decision, str | None]:
         if self.broken:
             return Decision.hold(), self.broken
-        delta = self.past.delta(self.since)
         markets = view.markets
+        k = len(markets)  # those listed: the worker is sent nothing of the others
+        since = np.zeros(k, dtype=np.int64)
+        since[: self.since.size] = self.since
+        delta = self.past.delta(since)
         ids, meta, _ = self.facts
-        listed = (self.shown, ids[self.shown : len(markets)], meta[self.shown : len(markets)])
+        shape = self.past.layout
+        listed = (self.shown, ids[self.shown : k], meta[self.shown : k],
+                  shape.widths[self.shown : k], shape.yes_column[self.shown : k])  # fmt: skip
         message = (
             "decide", delta, view.ts, view.week, view.cash, markets.yes, markets.open,
-            markets.volume, self.past.rows, view.shares, view.positions, listed,
+            markets.volume, self._rows(k), view.shares, view.positions, listed,
         )  # fmt: skip
         self.cut = None
         answer, error = self._exchange(message, self.seconds)
@@ -306,14 +323,27 @@ class Isolated:
             cut = self.cut  # a killed worker's calls, as its call-log thread sent them
             failed = self._setup()
             self.broken = f"its worker could not be set up again: {failed}" if failed else None
-            return cut if cut is not None else (Decision.hold(), error)
+            return self._kept(cut) if cut is not None else (Decision.hold(), error)
         self.since = delta.until
-        self.shown = max(self.shown, len(markets))
+        self.shown = max(self.shown, k)
         if answer.stopped is not None:
             raise RunStopped(answer.stopped)
         if answer.error is not None:
             return Decision.hold(), capped(answer.error)[0]
-        return _recheck(answer)
+        return self._kept(_recheck(answer))
+
+    def _rows(self, k: int) -> np.ndarray:
+        """Every outcome's price now of the markets that store more than YES among the first
+        ``k`` (``AsOf.rows``), to as many columns as the widest of them: a rolling cohort's
+        rows of markets not listed yet, and their width, stay here."""
+        if self.multi[0] != k:
+            shape = self.past.layout
+            first = zip(shape.widths[:k], shape.yes_column[:k], strict=True)
+            widths = [width for width, side in first if side < 0]
+            self.multi = (k, len(widths), max(widths, default=1))
+        _, count, width = self.multi
+        rows: np.ndarray = self.past.rows
+        return rows if count == rows.shape[0] else rows[:count, :width]
 
 
 def _context() -> Any:  # typeshed: a BaseContext, which has no Process
@@ -378,7 +408,6 @@ def serve(
     conn: Connection,
     alive: Connection,
     plugin: str | bytes,
-    layout: Layout,
     facts: tuple[tuple[str, ...], tuple[MarketMeta, ...], RuleSet],
     limits: Limits,
     side: Connection | None = None,
@@ -391,22 +420,24 @@ def serve(
     it means. The time limit is the worker's own (as in process) and the parent's (past it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     oslimits.own_session()
-    _end_with(alive)
+    seconds, build_seconds, confinement, folders, scratch = limits
+    refused = _confine(confinement, folders, scratch)  # before any thread: Landlock holds
+    _end_with(alive)  # only the thread that asks for it and those started after
     if side is not None:
         _answers_for_calls(side)
-    seconds, build_seconds, confinement, folders, scratch = limits
-    refused = _confine(confinement, folders, scratch)
     freezegun.configure(default_ignore_list=[*WORKER_CLOCK_IGNORES, "numpy"])  # SCAN_SKIPS
     ids, meta, rules = facts
-    past = PastWriter(layout)
+    widths: tuple[int, ...] = ()
+    yes_column: tuple[int, ...] = ()
+    past = ArrivedPast()
     sandbox = Sandbox(seconds)
     agent: InProcess | None = None
-    views = Views(ids, meta, layout, past.past.history, ["agent"], rules)
+    views = Views(ids, meta, past.layout, past.history, ["agent"], rules)
     clock: Clock | None = None
     served = False
     encoder = msgspec.json.Encoder()
     deciding = _stops_on_sigusr1(sandbox)
-    serving = contextlib.ExitStack()  # the stored answers of a resumed run, for good
+    serving = contextlib.ExitStack()  # a resumed run's stored answers and the cassette, for good
     with sandbox.guarded(), serving:
         while True:
             try:
@@ -415,8 +446,10 @@ def serve(
                 return
             if message[0] == "setup":
                 context: Context = message[1]
-                if message[2] and not served:  # before any plugin code, so none can see it
-                    served = serving.enter_context(answering(message[2])) > 0
+                if not served:  # before any plugin code, so none can see them
+                    served = True
+                    serving.enter_context(answering(message[2]))
+                    serving.enter_context(_handing(message[3]))
                 if refused is not None:
                     conn.send_bytes(encoder.encode(Answer(error=refused)))
                     continue
@@ -439,11 +472,13 @@ def serve(
             _, delta, ts, week, cash, yes, open_mask, volume, rows, shares, positions, listed = (
                 message
             )
-            offset, more_ids, more_meta = listed
+            offset, more_ids, more_meta, more_widths, more_yes = listed
             if more_ids:  # markets listed since the last decision (all of them, at the first)
                 ids, meta = ids[:offset] + more_ids, meta[:offset] + more_meta
-                views = Views(ids, meta, layout, past.past.history, ["agent"], rules)
-            past.apply(delta)
+                widths, yes_column = widths[:offset] + more_widths, yes_column[:offset] + more_yes
+            past.apply(delta, widths, yes_column)
+            if more_ids:
+                views = Views(ids, meta, past.layout, past.history, ["agent"], rules)
             assert clock is not None and agent is not None
             clock.move_to(ts)
             views.move_to(ts, yes, open_mask, volume, rows)
@@ -532,6 +567,30 @@ def _confine(confinement: Confinement, folders: list[str], scratch: str) -> str 
     return None
 
 
+def _cassette() -> tuple[Handed | None, CassetteFile | None]:
+    """The cassette a worker is handed (``strategies.llm.cassette.handed_cassette``), and the
+    file this process appends each decision's calls to when the run records one. The
+    cassette machinery (httpx: a seventh of a second) is imported only when the environment
+    names a cassette, as every mode but ``live`` must."""
+    if not os.environ.get("ARENA_LLM_CASSETTE"):
+        return None, None
+    from strategies.llm.cassette import CassetteFile, handed_cassette
+
+    handed = handed_cassette()
+    if handed is None or handed.mode != "record" or handed.error is not None:
+        return handed, None
+    return handed, CassetteFile(Path(handed.path))
+
+
+def _handing(handed: Handed | None) -> contextlib.AbstractContextManager[None]:
+    """In the worker: ``handed`` is the cassette its agents open (``handing``)."""
+    if handed is None:
+        return contextlib.nullcontext()
+    from strategies.llm.cassette import handing
+
+    return handing(handed)
+
+
 def _build(plugin: str | bytes) -> Strategy:
     if isinstance(plugin, str):
         return build_strategy(plugin)
@@ -577,7 +636,10 @@ def _probe(spec: str) -> str | None:
     conn, child = context.Pipe()
     watched, alive = context.Pipe(duplex=False)
     limits = (SETUP_SECONDS, SETUP_SECONDS, oslimits.plan(), oslimits.plugin_folders(spec), scratch)
-    process = context.Process(target=_try, args=(child, watched, spec, limits), daemon=False)
+    handed = _cassette()[0]
+    process = context.Process(
+        target=_try, args=(child, watched, spec, limits, handed), daemon=False
+    )
     process.start()
     child.close()
     watched.close()
@@ -597,18 +659,21 @@ def _probe(spec: str) -> str | None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _try(conn: Connection, alive: Connection, spec: str, limits: Limits) -> None:
-    """The probe's worker: as ``serve`` starts, then builds the plugin once and says how."""
+def _try(
+    conn: Connection, alive: Connection, spec: str, limits: Limits, handed: Handed | None
+) -> None:
+    """The probe's worker: as ``serve`` starts, then builds the plugin once (handed the
+    cassette, as ``serve`` is) and says how."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     oslimits.own_session()
-    _end_with(alive)
     seconds, _, confinement, folders, scratch = limits
-    refused = _confine(confinement, folders, scratch)
+    refused = _confine(confinement, folders, scratch)  # before the thread, as in ``serve``
+    _end_with(alive)
     if refused is not None:
         conn.send(refused)
         return
     sandbox = Sandbox(seconds)
-    with sandbox.guarded():
+    with sandbox.guarded(), _handing(handed):
         conn.send(sandbox.call(build_strategy, spec)[1])
 
 

@@ -35,8 +35,9 @@ def frozen(array: np.ndarray) -> np.ndarray:
 
 class Layout(NamedTuple):
     """The universe's series as the tape stores them: market ``j`` has ``lengths[j]`` points
-    of ``widths[j]`` prices each (YES alone for a binary market, whose NO is 1 − YES) and, if
-    binary, YES in outcome column ``yes_column[j]`` (-1 for any other market)."""
+    (in an ``ArrivedPast``, room for them) of ``widths[j]`` prices each (YES alone for a binary
+    market, whose NO is 1 − YES) and, if binary, YES in outcome column ``yes_column[j]`` (-1
+    for any other market)."""
 
     lengths: tuple[int, ...]
     widths: tuple[int, ...]
@@ -157,6 +158,62 @@ class PastWriter:
         self._prices[spans(first, counts * self._widths)] = delta.prices
         self._visible[:] = delta.until
 
+    def shown(self) -> Delta:
+        """Every point it shows, as the ``Delta`` that moves an empty ``Past`` to them."""
+        visible = self.visible
+        times = self._times[spans(self._starts, visible)]
+        prices = self._prices[spans(self._price_starts, visible * self._widths)]
+        return Delta(np.zeros_like(visible), visible, times, prices)
+
+
+ROOM = 32
+"""The fewest points an ``ArrivedPast`` makes room for in a market once it lays itself out."""
+
+
+def room(arrived: int) -> int:
+    """Room for the points that have arrived, to the next power of two above them (``ROOM``
+    at least): a function of the past alone, laid out again each time a market doubles, so
+    its points are copied a few times in all, not at every decision."""
+    return max(ROOM, 1 << arrived.bit_length())
+
+
+class ArrivedPast:
+    """An isolated worker's ``Past``: laid out for the markets listed and the points that have
+    arrived, never for the tape's totals, and laid out again, with room to grow (``room``),
+    when a ``Delta`` brings more than it has room for or markets list.
+
+    A ``Past`` laid out by ``Layout.of`` has a market's total number of points in its offsets
+    (``starts``) and sizes: in the run's process that is nothing a plugin could not read from
+    the tape it can reach anyway, but a worker holds only what it is sent, and a plugin
+    searching it must find no count of points still to come (nor any market not yet listed).
+    ``history`` answers from whichever layout is current."""
+
+    def __init__(self) -> None:
+        self.layout = Layout((), (), ())
+        self._writer = PastWriter(self.layout)
+
+    def apply(self, delta: Delta, widths: tuple[int, ...], yes_column: tuple[int, ...]) -> None:
+        """Move on by ``delta``, over the markets listed so far, whose stored columns and YES
+        column are ``widths`` and ``yes_column``."""
+        lengths = np.zeros(len(widths), dtype=np.int64)
+        had = np.asarray(self.layout.lengths, dtype=np.int64)
+        lengths[: had.size] = had
+        if len(widths) > had.size or (delta.until > lengths).any():
+            before = self._writer.shown()
+            grown = (max(int(n), room(int(m))) for n, m in zip(lengths, delta.until, strict=True))
+            self.layout = Layout(tuple(grown), widths, yes_column)
+            writer = PastWriter(self.layout)
+            since = np.zeros(len(widths), dtype=np.int64)
+            until = since.copy()
+            until[: had.size] = before.until
+            writer.apply(Delta(since, until, before.times, before.prices))
+            self._writer = writer
+        self._writer.apply(delta)
+
+    def history(self, j: int, t: int, since: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``Past.history`` of the current layout."""
+        return self._writer.past.history(j, t, since)
+
 
 _FEEDS: dict[int, PastFeed] = {}
 """The running replays' feeds, by the number their ``History`` handles hold. Here, not in an
@@ -209,10 +266,12 @@ class PastFeed:
             self.seen, self.rows = now.seen, now.rows
 
     def delta(self, since: np.ndarray, until: np.ndarray | None = None) -> Delta:
-        """The points that arrived after ``since`` (counts per market) up to ``until``
-        (by default every point that has arrived)."""
-        until = self.seen if until is None else until
-        times, prices = self._tape.points(self._markets, since, until)
+        """The points of the universe's first ``len(since)`` markets (all of them, but to an
+        isolated worker: those listed) that arrived after ``since`` (counts per market) up to
+        ``until`` (by default every point that has arrived)."""
+        k = since.size
+        until = self.seen[:k] if until is None else until
+        times, prices = self._tape.points(self._markets[:k], since, until)
         return Delta(since, until, times, prices)
 
     @property

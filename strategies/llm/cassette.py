@@ -14,19 +14,31 @@ A question whose decision ended while it was out (its last attempt cut short or 
 ``strategies.llm.calls``) is recorded too, when its decision's log closes; replayed, it ends the
 decision there (``Aborted``) with the reason the live one had, so a run whose decisions timed
 out replays to the same digest, with the same calls, and without asking anything.
+
+Under ``--isolate`` an agent's worker may read no file but the libraries and its plugin's, and
+write none but its scratch folder's, so the cassette is the run's to read and write, not the
+worker's (``Handed``): for a replay the run reads it once and hands the worker its answers
+with the setup, which the worker's player serves from; for a recording the worker asks the
+model as a live client does, and the run appends each decision's calls, as they come back, to
+the cassette (``CassetteFile.append_calls``), the lines ``arena cassette`` would export from
+the log.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import os
 import sqlite3
 import threading
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from stat import S_ISREG
+from typing import Any, NamedTuple
 
 import httpx
 import msgspec
@@ -76,6 +88,33 @@ Recorded = tuple[str, tuple[ModelCall, ...], object]
 (consecutive questions of one decision share it)."""
 
 
+class CassetteFile:
+    """A cassette being recorded: whole lines appended, one question a line, one writer of
+    this process at a time (so every line is whole)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writing = threading.Lock()
+
+    def append(self, questions: Sequence[tuple[ModelCall, ...]]) -> None:
+        """One decision's questions (or one question asked outside any decision), each with
+        its attempts; a decision of several shares a name, so a replay finds them together.
+        A cassette that cannot be written is an ``LLMError`` in one line."""
+        if not questions:
+            return
+        decision = uuid.uuid4().hex[:16] if len(questions) > 1 else None
+        lines = [cassette_line(c[-1].request, c[0].model, c, decision) for c in questions]
+        try:
+            with self._writing, self.path.open("a", encoding="utf-8") as out:
+                out.write("".join(lines))
+        except OSError as exc:
+            raise LLMError(f"cassette {self.path}: cannot write: {exc.strerror or exc}") from None
+
+    def append_calls(self, calls: Sequence[ModelCall]) -> None:
+        """A decision's calls as its trace (and so the log) holds them."""
+        self.append(list(asked(calls)))
+
+
 class Recorder:
     """Asks the live client and appends each answer to the cassette file.
 
@@ -91,7 +130,7 @@ class Recorder:
     def __init__(self, inner: ChatClient, path: Path) -> None:
         self.inner = inner
         self.model = inner.model
-        self.path = path
+        self.file = CassetteFile(path)
         self._writing = threading.Lock()
         self._logs: weakref.WeakSet[call_log.CallLog] = weakref.WeakSet()
 
@@ -110,14 +149,7 @@ class Recorder:
         return self.inner.ask(request)
 
     def _write(self, questions: list[tuple[ModelCall, ...]]) -> None:
-        decision = uuid.uuid4().hex[:16] if len(questions) > 1 else None
-        lines = [
-            cassette_line(calls[-1].request, self.model, calls, decision)
-            for calls in questions
-            if calls[0].model == self.model
-        ]
-        with self._writing, self.path.open("a", encoding="utf-8") as out:
-            out.write("".join(lines))
+        self.file.append([calls for calls in questions if calls[0].model == self.model])
 
     def abort(self) -> None:
         self.inner.abort()
@@ -165,25 +197,33 @@ Asked = tuple[str, str, int, int]
 decides seven times a week)."""
 
 
+def asked(calls: Iterable[ModelCall]) -> Iterator[tuple[ModelCall, ...]]:
+    """One decision's calls, in the log's order, as questions: a question's attempts follow
+    one another, and each asking starts again at attempt 1."""
+    pending: list[ModelCall] = []
+    for call in calls:
+        if pending and call.attempt == 1:
+            yield tuple(pending)
+            pending = []
+        pending.append(call)
+    if pending:
+        yield tuple(pending)
+
+
 def questions_of(
     rows: Iterable[tuple[str, object]],
 ) -> Iterator[tuple[str, tuple[ModelCall, ...], Asked]]:
     """``(request, calls, decision)`` of each question the ``(stream, ModelCalled)`` rows hold,
-    in log order: a question's attempts follow one another, each asking starts again at
-    attempt 1, and a decision is its cohort, agent, week and instant."""
-    pending: list[ModelCall] = []
-    decision: Asked | None = None
-    for stream, event in rows:
+    in log order (``asked``), where a decision is its cohort, agent, week and instant."""
+
+    def decision(row: tuple[str, object]) -> Asked:
+        stream, event = row
         assert isinstance(event, ModelCalled)
-        this = (stream, event.agent, event.week, event.ts)
-        if pending and (event.call.attempt == 1 or this != decision):
-            assert decision is not None
-            yield pending[0].request, tuple(pending), decision
-            pending = []
-        pending.append(event.call)
-        decision = this
-    if pending and decision is not None:
-        yield pending[0].request, tuple(pending), decision
+        return stream, event.agent, event.week, event.ts
+
+    for made, group in itertools.groupby(rows, key=decision):
+        for calls in asked(e.call for _, e in group if isinstance(e, ModelCalled)):
+            yield calls[0].request, calls, made
 
 
 def is_log(path: Path) -> bool:
@@ -299,6 +339,77 @@ class Player:
         """Nothing is in flight in a replay."""
 
 
+class Handed(NamedTuple):
+    """The cassette of the connection, as the run hands it to a worker that may not open it
+    (``--isolate``): its mode and name, for ``replay`` the questions it holds, read by the run,
+    and why it cannot be used (the words an agent built in process would raise), if so."""
+
+    mode: str
+    path: str
+    recorded: tuple[Recorded, ...] = ()
+    error: str | None = None
+
+
+def handed_cassette() -> Handed | None:
+    """What the run hands its confined workers of the cassette the ``ARENA_LLM_*`` connection
+    names: None when it names none (or a setting is bad, which the worker's agent then says
+    in one line, as in process). A replay's cassette is read once in this process, however
+    many workers, cohorts or restarts it serves, until it changes."""
+    try:
+        c = Connection.from_env()
+    except ValueError:
+        return None
+    if c.mode == "live" or not c.cassette:
+        return None
+    path = Path(c.cassette)
+    if c.mode == "record":
+        missing = None if path.parent.is_dir() else _no_folder(path)
+        return Handed(c.mode, c.cassette, error=missing)
+    try:
+        found = path.stat()
+    except OSError:
+        found = None
+    if found is None or not S_ISREG(found.st_mode):
+        return Handed(c.mode, c.cassette, error=_no_file(path))
+    return _read_once(c.cassette, (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=1)
+def _read_once(path: str, stamp: tuple[int, ...]) -> Handed:
+    """The cassette at ``path`` as it was when ``stamp`` (device, inode, size, time) was
+    taken, read once."""
+    try:
+        recorded = tuple((_from_log if is_log(Path(path)) else _from_file)(Path(path)))
+    except (LLMError, ValueError) as exc:  # as an agent built in process words them
+        return Handed("replay", path, error=str(exc))
+    except OSError as exc:
+        return Handed("replay", path, error=f"cassette {path}: cannot read: {exc.strerror}")
+    return Handed("replay", path, recorded)
+
+
+_handed: Handed | None = None
+
+
+@contextmanager
+def handing(handed: Handed | None) -> Iterator[None]:
+    """In a worker, while the block runs: an agent that opens the cassette ``handed`` names
+    (``open_completer``) is served what the run read of it, or records through the run."""
+    global _handed
+    before, _handed = _handed, handed
+    try:
+        yield
+    finally:
+        _handed = before
+
+
+def _no_file(path: Path) -> str:
+    return f"cassette {path} does not exist"
+
+
+def _no_folder(path: Path) -> str:
+    return f"the folder of cassette {path} does not exist"
+
+
 def open_completer(
     model: str,
     connection: Connection | None = None,
@@ -308,13 +419,24 @@ def open_completer(
 ) -> Completer:
     """The live client (``live``), a recorder in front of it (``record``) or a player
     (``replay``), checked before the first question: a missing key or cassette is an LLMError
-    when the agent is built, not a failed decision weeks into a run. A replay needs no key."""
+    when the agent is built, not a failed decision weeks into a run. A replay needs no key.
+
+    In a worker the run handed the cassette to (``handing``), a replay's player answers from
+    what the run read, and a recording is the live client's: the run appends the calls each
+    decision brings back (the worker could not write the file)."""
     c = connection or Connection.from_env()
     path = Path(c.cassette) if c.cassette else None
+    handed = _handed
+    if handed is not None and (handed.mode, handed.path) != (c.mode, c.cassette):
+        handed = None  # another cassette than the run's: the worker may not open it
     if c.mode == "replay":
         assert path is not None
+        if handed is not None:
+            if handed.error is not None:
+                raise LLMError(handed.error)
+            return Player(model, path, on_miss=c.on_miss, recorded=handed.recorded)
         if not path.is_file():
-            raise LLMError(f"cassette {path} does not exist")
+            raise LLMError(_no_file(path))
         return Player(model, path, on_miss=c.on_miss)
     key_env = c.key_env
     api_key = os.environ.get(key_env) if key_env else None
@@ -324,8 +446,12 @@ def open_completer(
     if c.mode == "live":
         return live
     assert path is not None
+    if handed is not None:
+        if handed.error is not None:
+            raise LLMError(handed.error)
+        return live
     if not path.parent.is_dir():
-        raise LLMError(f"the folder of cassette {path} does not exist")
+        raise LLMError(_no_folder(path))
     return Recorder(live, path)
 
 
