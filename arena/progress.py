@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -72,6 +72,12 @@ class Work:
         self._decisions = decisions
         self._decided: TaskID | None = None
         self._failed: dict[str, Counter[str]] = {}
+
+    @property
+    def watcher(self) -> Callable[[Seen], None] | None:
+        """``decided`` when the work is shown, else None: a run nobody watches is asked for no
+        decisions at all (its workers send none, so nothing is paid for them)."""
+        return self.decided if self.shown else None
 
     def advance(self, *_: object) -> None:
         """One item done (usable as an ``on_done`` callback: its argument is ignored)."""

@@ -166,7 +166,7 @@ def backtest(
             "backtesting", len(plan.cohorts), shown=shown, decisions=decisions
         ) as work:
             result = run_backtest(
-                plan, db, cohort.options, on_done=work.advance, on_decision=work.decided
+                plan, db, cohort.options, on_done=work.advance, on_decision=work.watcher
             )
     if result.note:
         click.echo(f"note: {result.note}", err=True)

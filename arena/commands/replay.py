@@ -106,7 +106,7 @@ def replay(
             resumable(db),
         ):
             done = replay_cohorts(
-                source, planned, db, cohort.options, on_done=work.advance, on_decision=work.decided
+                source, planned, db, cohort.options, on_done=work.advance, on_decision=work.watcher
             )
     with EventStore.open(db, readonly=True) as store:
         cohorts = [d.cohort for d in done]

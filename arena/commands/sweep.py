@@ -114,7 +114,9 @@ def sweep(
             progress_of("sweeping", runs, unit="cohort-runs", shown=shown) as work,
             resumable(db),
         ):
-            result = run_sweep(plan, db, cohort.options, on_done=work.advance)
+            result = run_sweep(
+                plan, db, cohort.options, on_done=work.advance, on_decision=work.watcher
+            )
     data = results_data(result)
     if as_json:
         click.echo(json.dumps(data, indent=2))

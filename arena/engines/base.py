@@ -14,6 +14,7 @@ from typing import Protocol
 
 from arena.engines.recorded import RecordedCohort
 from arena.errors import ArenaError
+from arena.run.pace import Watcher
 from arena.run.plan import PlannedCohort
 from arena.run.settings import DEFAULT_OPTIONS, RunOptions, RunSettings
 from replays.bookfile import load_books
@@ -55,7 +56,8 @@ class CohortWork:
     source: TapeSource
     options: RunOptions = DEFAULT_OPTIONS
     journal: Path | None = None
-    """Where workers keep what their cohorts committed (``arena.engines.recorded``)."""
+    """Where workers keep what their cohorts committed (``arena.engines.recorded``): a folder
+    every worker can reach (on a cluster, a path that exists on every node)."""
 
     def settings(self, cohort: PlannedCohort) -> RunSettings:
         journal = None if self.journal is None else str(self.journal)
@@ -63,6 +65,11 @@ class CohortWork:
 
 
 class Engine(Protocol):
-    """Runs cohorts and yields each recording once it is made, in completion order."""
+    """Runs cohorts and yields each recording once it is made, in completion order; with a
+    ``watch``, tells it of every decision of every cohort as the workers make them (in this
+    process, one call at a time, maybe from a thread of its own; the cohorts' decisions
+    interleaved). Without one, the workers report nothing."""
 
-    def run(self, work: CohortWork, cohorts: Sequence[PlannedCohort]) -> Iterator[Finished]: ...
+    def run(
+        self, work: CohortWork, cohorts: Sequence[PlannedCohort], watch: Watcher | None = None
+    ) -> Iterator[Finished]: ...

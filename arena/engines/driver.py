@@ -18,7 +18,14 @@ from pathlib import Path
 
 from arena.engines.base import CohortWork, Engine, TapeSource
 from arena.engines.local import LocalEngine
-from arena.engines.recorded import CohortDone, RecordedCohort, deliver, finished, journal_folder
+from arena.engines.recorded import (
+    CohortDone,
+    RecordedCohort,
+    deliver,
+    finished,
+    journal_folder,
+    journal_stored,
+)
 from arena.run.cohort import CohortConfig
 from arena.run.pace import Watcher
 from arena.run.plan import PlannedCohort, plan_cohort
@@ -54,8 +61,10 @@ def replay_cohorts(
     as a bare config is planned here (a start with nothing to decide is a LedgerError); the
     tape is the one ``source`` already loaded. The head the log is left at is recorded beside
     it (``ledger.anchor``), for ``arena verify`` to check later, also when the run is cut
-    short, so reads check what it did write. ``on_decision`` is told of each decision of a
-    cohort run in this process (a progress display's per-decision lines)."""
+    short, so reads check what it did write. ``on_decision`` is told of each decision of every
+    cohort, whether run here or by an engine's workers (a progress display's per-decision
+    lines; from workers it may be called from another thread, never two calls at once). None
+    (nobody watches): the workers report nothing, at no cost."""
     planned = [
         c if isinstance(c, PlannedCohort) else PlannedCohort(c, plan_cohort(source.tape, c))
         for c in cohorts
@@ -104,9 +113,11 @@ def _replay(
         waiting: dict[int, Callable[[], RecordedCohort]] = {}
         order = iter(todo)
         nxt = next(order, None)
-        journal = journal_folder(Path(store.path)) if isinstance(engine, LocalEngine) else None
+        journal = journal_folder(Path(store.path))
+        for k in todo:
+            journal_stored(store, journal, planned[k].config.cohort_id(tape.hash))
         work = CohortWork(source, options, journal)
-        for j, fetch in engine.run(work, [planned[k] for k in todo]):
+        for j, fetch in engine.run(work, [planned[k] for k in todo], on_decision):
             waiting[todo[j]] = fetch
             while nxt is not None and nxt in waiting:
                 results[nxt] = deliver(store, waiting.pop(nxt)())

@@ -6,6 +6,12 @@ thread each (unless the environment already says how many): the workers already 
 and a BLAS pool per worker on top of them oversubscribes the machine. Training the diffusion
 forecaster at forecastbench's sizes in two workers on two cores took 19.5 s each with OpenBLAS's
 default threads and 3.5 s with one.
+
+When the driver watches the run (a progress display on a terminal), each worker sends its
+cohorts' decisions (``arena.run.pace.DecisionSeen``, in batches) down one pipe that a thread of
+the driver reads, telling the driver's watcher of each as it arrives (``Decisions``). A send is
+a synchronous write, so every decision of a cohort has reached the pipe before its recording
+is sent back; nobody watching, there is no pipe and no thread.
 """
 
 from __future__ import annotations
@@ -13,12 +19,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
+from multiprocessing.synchronize import Lock
 from pathlib import Path
 
 from arena.boundary.children import interrupts_held, tracker_running
@@ -26,6 +36,7 @@ from arena.boundary.oslimits import die_with_parent
 from arena.engines.base import CohortWork, EngineError, Finished
 from arena.engines.recorded import RecordedCohort, record_cohort
 from arena.run.cohort import CohortConfig
+from arena.run.pace import DecisionSeen, Watcher
 from arena.run.plan import CohortPlan, PlannedCohort
 from arena.run.settings import RunSettings
 from replays.bookfile import load_books
@@ -37,6 +48,8 @@ _TAPE: Tape | None = None
 """The tape of a local worker process, loaded once by the pool's initializer."""
 _BOOKS: Books | None = None
 """Its order books, if the run has any, loaded once beside it."""
+_SENDER: Sender | None = None
+"""Where it sends its cohorts' decisions, when the driver watches (``_start_watched_worker``)."""
 
 
 def _start_worker(parent: int, path: str, books: str | None) -> None:
@@ -54,9 +67,76 @@ def _start_worker(parent: int, path: str, books: str | None) -> None:
     _BOOKS = None if books is None else load_books(books)
 
 
+def _start_watched_worker(sender: Sender, parent: int, path: str, books: str | None) -> None:
+    """``_start_worker``, and the decisions of this worker's cohorts sent to the driver."""
+    global _SENDER
+    _start_worker(parent, path, books)
+    _SENDER = sender
+
+
 def _local_worker(settings: RunSettings, plan: CohortPlan) -> RecordedCohort:
     assert _TAPE is not None, "the pool's initializer loads the tape"
-    return record_cohort(_TAPE, settings, plan, _BOOKS)
+    return record_cohort(_TAPE, settings, plan, _BOOKS, _SENDER)
+
+
+@dataclass(frozen=True)
+class Sender:
+    """A worker's end of the pipe to the driver's ``Decisions``: a batch of decisions a message.
+    The lock, shared by every worker, keeps each message whole (a pipe write of more than 4 KiB
+    is not atomic, and a batch may be longer)."""
+
+    writer: Connection
+    lock: Lock
+
+    def __call__(self, batch: list[DecisionSeen]) -> None:
+        with self.lock:
+            self.writer.send(batch)
+
+
+class Decisions:
+    """The driver's end: a thread reads each batch the workers send and tells ``watch`` of
+    every decision in it, in order (from that thread, one call at a time).
+
+    Reading stops only at the end of the pipe, when every worker and this process have closed
+    their ends for writing (``close``), so no worker ever waits on a full pipe while the driver
+    lives; a ``watch`` that raises is told nothing more, and its error is raised by ``close``."""
+
+    def __init__(self, context: SpawnContext, watch: Watcher) -> None:
+        reader, writer = context.Pipe(duplex=False)
+        self.sender = Sender(writer, context.Lock())
+        self._watch = watch
+        self._told = True
+        self._failed: Exception | None = None
+        self._thread = threading.Thread(
+            target=self._read, args=(reader,), name="arena-decisions", daemon=True
+        )
+        self._thread.start()
+
+    def _read(self, reader: Connection) -> None:
+        with reader:
+            while True:
+                try:
+                    batch: list[DecisionSeen] = reader.recv()
+                except (EOFError, OSError):  # every writer closed (a killed one mid-message too)
+                    return
+                for seen in batch:
+                    if self._told and self._failed is None:
+                        try:
+                            self._watch(seen)
+                        except Exception as exc:
+                            self._failed = exc
+
+    def close(self, finished: bool) -> None:
+        """Close this process's end for writing, once the workers have ended. ``finished``
+        (every cohort back): wait for the thread to tell the last decision, and raise what
+        ``watch`` raised. Otherwise (an error, a Ctrl-C) tell nothing more, and leave the
+        thread to end when the pipe does."""
+        self._told = finished
+        self.sender.writer.close()
+        if finished:
+            self._thread.join()
+            if self._failed is not None:
+                raise self._failed
 
 
 @dataclass
@@ -71,20 +151,28 @@ class LocalEngine:
     def in_process(self) -> bool:
         return self.jobs <= 1
 
-    def run(self, work: CohortWork, cohorts: Sequence[PlannedCohort]) -> Iterator[Finished]:
+    def run(
+        self, work: CohortWork, cohorts: Sequence[PlannedCohort], watch: Watcher | None = None
+    ) -> Iterator[Finished]:
         """The cohorts in a pool of spawned workers. Left early (an error, a Ctrl-C once or
         twice), the workers are killed at once rather than waited for: their cohorts reach
-        the log only through the driver, so the log stays a resumable prefix."""
+        the log only through the driver, so the log stays a resumable prefix. ``watch`` is
+        told of each decision, from a thread of this process (``Decisions``)."""
         context = multiprocessing.get_context("spawn")
         pool: ProcessPoolExecutor | None = None
+        decisions: Decisions | None = None
         done = False
         try:
             tracker_running()
             with one_blas_thread_per_worker(), interrupts_held():
+                start: Callable[[int, str, str | None], None] = _start_worker
+                if watch is not None:
+                    decisions = Decisions(context, watch)
+                    start = partial(_start_watched_worker, decisions.sender)
                 pool = ProcessPoolExecutor(
                     max_workers=min(self.jobs, len(cohorts)),
                     mp_context=context,
-                    initializer=_start_worker,
+                    initializer=start,
                     initargs=(os.getpid(), str(work.source.path), _path(work.source.books_path)),
                 )
                 futures: dict[Future[RecordedCohort], int] = {
@@ -99,6 +187,8 @@ class LocalEngine:
             if pool is not None:
                 with interrupts_held():
                     _close(pool, done)
+            if decisions is not None:
+                decisions.close(done)
 
 
 def _close(pool: ProcessPoolExecutor, done: bool) -> None:

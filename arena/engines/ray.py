@@ -13,6 +13,16 @@ the API key the connection names, so an LLM agent connects as it would in a loca
 paths in them (a cassette) must exist on every node. An error in a cohort (a plugin that
 fails to load, a tape with nothing to decide) is raised here as itself, not retried.
 
+A slow cohort is journaled as on a local worker (``arena.engines.recorded``), in the journal
+folder beside the log, so a killed run's tasks resume from their journals without asking a
+model again; on a cluster that folder, like a cassette, must be a path every node reaches.
+
+When the driver watches the run (a progress display), each task sends its decisions, in
+batches (``arena.run.pace.Batched``), to a Ray queue (an actor that takes no CPU, placed on the
+driver's node where it can be); the driver empties it between waits for results
+(``POLL`` seconds at most apart) and tells its watcher of each. A send waits for the queue to
+take the batch, so a cohort's decisions are all in it before its recording is ready.
+
 Ray is an optional extra (``pip install 'arena[ray]'``).
 """
 
@@ -29,6 +39,7 @@ from typing import Any
 
 from arena.engines.base import CohortWork, EngineError, Finished
 from arena.engines.recorded import RecordedCohort, record_cohort
+from arena.run.pace import Watcher
 from arena.run.plan import CohortPlan, PlannedCohort
 from arena.run.settings import RunSettings
 from replays.bookfile import load_books
@@ -38,6 +49,9 @@ from strategies.llm.connection import OPENROUTER_KEY_ENV, PREFIX
 
 MAX_RETRIES = 3
 """Re-runs of a cohort whose worker died (Ray's default for tasks, stated here on purpose)."""
+
+POLL = 0.2
+"""Seconds the driver waits for a result before it empties the queue of decisions again."""
 
 _BOOKS: dict[str, Books] = {}
 """The order books this worker process has loaded, by path: one at a time."""
@@ -75,9 +89,12 @@ def _ray_cohort(
     plan: CohortPlan,
     environment: dict[str, str],
     books: str | None = None,
+    decisions: Any = None,
 ) -> RecordedCohort:
+    """One cohort in a Ray worker; its decisions put in the ``decisions`` queue, if any."""
     os.environ.update(environment)
-    return record_cohort(_tape(tape_hash, boxed), settings, plan, _books(books))
+    send = None if decisions is None else decisions.put
+    return record_cohort(_tape(tape_hash, boxed), settings, plan, _books(books), send)
 
 
 def forwarded_environment() -> dict[str, str]:
@@ -115,7 +132,9 @@ class RayEngine:
     address: str | None = None
     jobs: int = 0
 
-    def run(self, work: CohortWork, cohorts: Sequence[PlannedCohort]) -> Iterator[Finished]:
+    def run(
+        self, work: CohortWork, cohorts: Sequence[PlannedCohort], watch: Watcher | None = None
+    ) -> Iterator[Finished]:
         try:
             import ray
             from ray.exceptions import RayError, RayTaskError
@@ -140,10 +159,20 @@ class RayEngine:
         boxed = [ray.put(tape)]
         environment = forwarded_environment()
         books = None if work.source.books_path is None else str(work.source.books_path)
+        decisions = None if watch is None else _decisions_queue()
         refs = {
-            task.remote(tape.hash, boxed, work.settings(cohort), cohort.plan, environment, books): k
+            task.remote(
+                tape.hash, boxed, work.settings(cohort), cohort.plan, environment, books, decisions
+            ): k
             for k, cohort in enumerate(cohorts)
         }
+
+        def tell() -> None:
+            """Tell ``watch`` of every decision the queue holds."""
+            if decisions is not None and watch is not None and (held := decisions.qsize()):
+                for batch in decisions.get_nowait_batch(held):
+                    for seen in batch:
+                        watch(seen)
 
         def fetch(ref: Any) -> RecordedCohort:
             try:
@@ -163,11 +192,26 @@ class RayEngine:
             # output; during a run it goes to standard error, so --json output stays JSON
             with contextlib.redirect_stdout(sys.stderr):
                 while waiting:
-                    ready, waiting = ray.wait(waiting, num_returns=1)
+                    poll = None if decisions is None else POLL
+                    ready, waiting = ray.wait(waiting, num_returns=1, timeout=poll)
+                    tell()
                     for ref in ready:
                         yield refs[ref], functools.partial(fetch, ref)
         finally:
             for ref in waiting:
                 ray.cancel(ref)
+            if decisions is not None:
+                decisions.shutdown(force=True)
             if started:
                 ray.shutdown()
+
+
+def _decisions_queue() -> Any:
+    """A queue for the tasks' decisions: an actor needing no CPU (it must not take a cohort's),
+    on the driver's node when it can be, so that it is lost only with the driver."""
+    import ray
+    from ray.util.queue import Queue
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    return Queue(actor_options={"num_cpus": 0, "scheduling_strategy": here})

@@ -19,28 +19,46 @@ command's worker reads it back as the stream's stored prefix, so the runner chec
 serves its model answers again instead of asking (``strategies.llm.resume``). The log itself
 is still appended in the cohorts' order, by the driver alone; the journal is removed once the
 log holds its cohort.
+
+A journal is one recording's at a time: the recording holds an exclusive ``flock`` on a lock
+file beside it (``<journal>.lock``) from before it reads the journal until it lets go of it, and
+the kernel lets go for a process that dies. A resume started while the cut run's last worker is
+still ending waits for it (``JOURNAL_WAIT``); two processes once appended to one journal that
+way and the second failed with "concurrent append". Past the wait, one line says another run
+still writes the journal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from arena.errors import ArenaError
 from arena.run.cohort import CohortConfig
+from arena.run.pace import Batched, DecisionSeen
 from arena.run.plan import CohortPlan
 from arena.run.runner import CohortRunner
 from arena.run.settings import RunSettings
 from ledger.errors import LedgerError
-from ledger.events import Event
+from ledger.events import EVENT_TYPES, Event
 from ledger.store import EventStore
 from ledger.stream import MemorySink, SnapshotImage
 
 if TYPE_CHECKING:
     from replays.books import Books
     from replays.tape import Tape
+
+
+JOURNAL_WAIT = 10.0
+"""Seconds a recording waits for a journal another process holds: a worker of a run just cut
+short takes a moment to end (it dies with its driver, and may be in an append), while a second
+run writing the same log at once should hear so soon."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +76,59 @@ def journal_path(folder: Path, cohort: str) -> Path:
 
 
 def journal_folder(db: Path) -> Path:
-    """The journal folder of the log ``db``: beside it, named after it."""
+    """The journal folder of the log ``db``: beside it, named after it, as an absolute path (a
+    Ray worker does not start in the driver's directory)."""
+    db = db.absolute()
     return db.with_name(f"{db.name}.journal")
+
+
+def _lock_path(journal: Path) -> Path:
+    return journal.with_name(journal.name + ".lock")
+
+
+def hold_journal(journal: Path, wait: float = JOURNAL_WAIT) -> int:
+    """An exclusive lock on ``journal``'s lock file, taken within ``wait`` seconds: its file
+    descriptor, which holds the lock until it is closed (or the process ends). ArenaError naming
+    the journal once ``wait`` has passed with another process holding it.
+
+    The lock file is removed by whoever holds it (a recording that wrote no journal, the driver
+    once the log holds the cohort), and its folder once empty; a lock taken on a file removed
+    meanwhile locks nothing, so it is taken again on the file the path names now."""
+    lock = _lock_path(journal)
+    deadline = time.monotonic() + wait
+    while True:
+        journal.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the folder was removed between the two lines
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                raise ArenaError(
+                    f"journal {journal}: another run is still writing it (its workers may be "
+                    "ending); run the command again once it has ended"
+                ) from None
+            time.sleep(0.05)
+            continue
+        try:
+            named = os.stat(lock)
+        except FileNotFoundError:
+            named = None
+        held = os.fstat(fd)
+        if named is not None and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)
+
+
+def _unlink_lock(journal: Path) -> None:
+    """Remove the lock file (held by the caller, or by nobody) and the folder once empty; a
+    recording starting meanwhile makes them again."""
+    _lock_path(journal).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty (other cohorts' journals), or gone
+        journal.parent.rmdir()
 
 
 class RecordedCohort(MemorySink):
@@ -69,7 +138,8 @@ class RecordedCohort(MemorySink):
 
     With a ``journal`` file, what the file holds is the stream's stored prefix, and appends
     made ``after`` seconds or more since the recording began go to the file too (with every
-    event before them), each one a transaction."""
+    event before them), each one a transaction. The journal is held (``hold_journal``, within
+    ``wait`` seconds) until ``close``."""
 
     def __init__(
         self,
@@ -77,6 +147,7 @@ class RecordedCohort(MemorySink):
         journal: Path | None = None,
         after: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        wait: float = JOURNAL_WAIT,
     ) -> None:
         super().__init__()
         self.cohort = cohort
@@ -85,10 +156,13 @@ class RecordedCohort(MemorySink):
         self._clock = clock
         self._store: EventStore | None = None
         self._journaled = 0
-        if journal is not None and journal.exists():
-            with EventStore.open(journal, create=False, readonly=True) as stored:
-                self.streams[cohort] = list(stored.read(stream=cohort))
-            self._journaled = len(self.streams[cohort])
+        self._held: int | None = None
+        if journal is not None:
+            self._held = hold_journal(journal, wait)
+            if journal.exists():
+                with EventStore.open(journal, create=False, readonly=True) as stored:
+                    self.streams[cohort] = list(stored.read(stream=cohort))
+                self._journaled = len(self.streams[cohort])
 
     def append(
         self, stream: str, events: Sequence[Event], expected_version: int | None = None
@@ -112,10 +186,17 @@ class RecordedCohort(MemorySink):
             self._journaled += len(events)
 
     def close(self) -> None:
-        """Let go of the journal file (kept until the log holds the cohort)."""
+        """Let go of the journal file (kept until the log holds the cohort), and of its lock
+        (the lock file removed too when there is no journal: a fast cohort leaves nothing)."""
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._held is not None:
+            assert self.journal is not None
+            if not self.journal.exists():
+                _unlink_lock(self.journal)
+            os.close(self._held)
+            self._held = None
 
     @property
     def events(self) -> list[Event]:
@@ -131,21 +212,48 @@ def record_cohort(
     settings: RunSettings | CohortConfig,
     plan: CohortPlan | None = None,
     books: Books | None = None,
+    send: Callable[[list[DecisionSeen]], None] | None = None,
 ) -> RecordedCohort:
     """Replay one cohort into a recording (what every parallel worker runs), by its ``plan``
-    where the driver made it; journaled where ``settings.journal`` names a folder."""
+    where the driver made it; journaled where ``settings.journal`` names a folder. ``send``:
+    where its decisions go, in batches (``arena.run.pace.Batched``), when the driver watches."""
     runner = CohortRunner(tape, settings, plan=plan, books=books)
     journal = None
     after = 0.0
     if isinstance(settings, RunSettings) and settings.journal is not None:
         journal = journal_path(Path(settings.journal), runner.cohort)
         after = settings.options.commit_every
+    batched = None if send is None else Batched(send)
+    runner.watch = batched
     sink = RecordedCohort(runner.cohort, journal, after)
     try:
         runner.run(sink)
     finally:
         sink.close()
+    if batched is not None:
+        batched.flush()
     return sink
+
+
+def journal_stored(store: EventStore, folder: Path, cohort: str) -> None:
+    """Before a worker replays ``cohort`` again: when the log already holds it with model
+    calls (a run cut short after the driver appended it), its journal in ``folder`` is made
+    to hold every stored event, so the worker serves the stored answers again instead of asking
+    the model, and records the same bytes the log holds (asked again, the answers' latencies
+    alone made the log "diverge"). A cohort of rule-based agents is left to replay from
+    nothing, as it always did: it records the same events whatever the clock."""
+    stored = store.stream_version(cohort)
+    others = set(EVENT_TYPES) - {"ModelCalled"}
+    if not stored or not store.versioned_payloads(cohort, skip=others):
+        return
+    recording = RecordedCohort(cohort, journal_path(folder, cohort))
+    try:
+        have = len(recording.events)
+        if have < stored:
+            events = list(store.read(stream=cohort))
+            recording.append(cohort, events[have:], expected_version=have)
+    finally:
+        recording.close()
 
 
 def deliver(store: EventStore, recorded: RecordedCohort) -> CohortDone:
@@ -178,11 +286,10 @@ def deliver(store: EventStore, recorded: RecordedCohort) -> CohortDone:
 
 
 def forget(journal: Path) -> None:
-    """Remove a journal the log now holds (its folder too, once empty)."""
+    """Remove a journal the log now holds, its lock file, and its folder once empty."""
     for path in (journal, *(journal.with_name(journal.name + end) for end in ("-wal", "-shm"))):
         path.unlink(missing_ok=True)
-    if journal.parent.is_dir() and not any(journal.parent.iterdir()):
-        journal.parent.rmdir()
+    _unlink_lock(journal)
 
 
 def finished(store: EventStore, cohort: str) -> CohortDone | None:

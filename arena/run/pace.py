@@ -1,5 +1,5 @@
 """How a run keeps pace with the wall clock: committing a slow run's events as they happen, and
-telling a watcher (the progress display) about each decision.
+telling a watcher (the progress display) about each decision, also from a worker process.
 
 A replay of rule-based agents takes seconds and is written in large batches (one transaction
 per ``ledger.stream.FLUSH_EVERY`` events); a model-backed agent takes seconds to minutes per
@@ -37,6 +37,44 @@ class DecisionSeen:
 
 
 Watcher = Callable[[DecisionSeen], None]
+
+SEND_EVERY = 0.2
+"""Seconds a worker's decisions may wait to be sent to the driver together: a fast cohort's
+thousands of decisions cost a few sends a second, and a slow one (an LLM agent's) is sent as it
+is made, since it comes more than this after the last send."""
+
+
+class Batched:
+    """A watcher in a worker process (``arena.engines``): each decision is kept and sent on,
+    with those kept before it, once ``every`` seconds have passed since the last send; ``flush``
+    sends the rest when the cohort ends. ``send`` carries a batch to the driver, which tells its
+    own watcher of each decision in order.
+
+    ``clock`` is bound at import, as ``Pace``'s is."""
+
+    def __init__(
+        self,
+        send: Callable[[list[DecisionSeen]], None],
+        every: float = SEND_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.send = send
+        self.every = every
+        self.clock = clock
+        self.kept: list[DecisionSeen] = []
+        self.last = clock()
+
+    def __call__(self, seen: DecisionSeen) -> None:
+        self.kept.append(seen)
+        if self.clock() - self.last >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what is kept, if anything."""
+        if self.kept:
+            self.send(self.kept)
+            self.kept = []
+        self.last = self.clock()
 
 
 def failures(calls: tuple[ModelCall, ...], error: str | None) -> tuple[str, ...]:

@@ -57,6 +57,7 @@ def test_a_slow_or_model_backed_decision_gets_a_line_with_the_commonest_failure(
     assert not any(line.startswith("fav") for line in lines)
     assert work.progress.tasks[1].completed == 4  # the decisions' bar, every one counted
     assert work.progress.tasks[0].completed == 1
+    assert work.watcher == work.decided
 
 
 def test_the_commonest_failure_is_the_first_seen_among_equals() -> None:
@@ -72,6 +73,7 @@ def test_not_shown_nothing_is_drawn() -> None:
         work.decided(Seen("llm", 1, 9.0, 3, ("timeout",)))
         work.advance()
     assert out.getvalue() == ""
+    assert work.watcher is None  # a run is asked for no decisions at all
 
 
 @pytest.mark.parametrize(
@@ -103,29 +105,34 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
         yield fake
 
 
-def replay_args(tape: Path, db: Path) -> list[str]:
+ONE = ("--start", "2024-01-07", "--jobs", "1")
+"""One cohort (three weekly decisions), replayed in the command's own process."""
+TWO = ("--starts", "2024-01-07..2024-01-14")
+"""Two cohorts, of three and of two weekly decisions."""
+TWO_WORKERS = (*TWO, "--jobs", "2")
+"""Those, each on a local worker process of its own."""
+
+
+def replay_args(tape: Path, db: Path, how: tuple[str, ...] = ONE) -> list[str]:
     return [
-        "replay", "--tape", str(tape), "--db", str(db), "--start", "2024-01-07", "--universe",
-        "3", "--marks", "weekly", "--agent", "llm=llm:test/model", "--jobs", "1",
+        "replay", "--tape", str(tape), "--db", str(db), "--universe", "3", "--marks", "weekly",
+        "--agent", "llm=llm:test/model", *how,
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("how", [ONE, TWO_WORKERS], ids=["in process", "on workers"])
 def test_piped_the_replay_shows_no_progress(
-    arena: Arena, tmp_path: Path, server: FakeLLM, hand_tape_file: Path
+    arena: Arena, tmp_path: Path, server: FakeLLM, hand_tape_file: Path, how: tuple[str, ...]
 ) -> None:
-    done = arena(*replay_args(hand_tape_file, tmp_path / "run.db"))
+    done = arena(*replay_args(hand_tape_file, tmp_path / "run.db", how))
     assert done.exit_code == 0, done.output
     assert "replaying" not in done.stderr and "call(s)" not in done.stderr
 
 
-@pytest.mark.slow
-def test_on_a_terminal_the_replay_shows_each_decision(
-    tmp_path: Path, server: FakeLLM, hand_tape_file: Path
-) -> None:
-    """``arena replay`` on a pseudo-terminal: the bar while it runs, and a line per decision
-    of the LLM agent naming its calls and why they failed."""
-    argv = [sys.executable, "-c", "from arena.cli import main; main()"]
-    argv += replay_args(hand_tape_file, tmp_path / "run.db")
+def on_a_pty(args: list[str]) -> str:
+    """``arena ARGS`` on a pseudo-terminal 160 columns wide, with this process's model
+    connection, to its end (which must be a success): the text it showed."""
+    argv = [sys.executable, "-c", "from arena.cli import main; main()", *args]
     env = {k: v for k, v in os.environ.items() if k.startswith("ARENA_LLM_")} | {"COLUMNS": "160"}
     with PtyTerminal(argv, size=(160, 50), env=env) as screen:
         deadline = time.perf_counter() + 120
@@ -135,8 +142,52 @@ def test_on_a_terminal_the_replay_shows_each_decision(
         except TerminalError:
             pass  # the program ended
         assert screen.process.wait(10) == 0
-    text = "\n".join(plain(screen.output.decode(errors="replace")))
+    return "\n".join(plain(screen.output.decode(errors="replace")))
+
+
+def weeks_decided(text: str) -> list[int]:
+    """The week of each LLM decision line shown (two calls each: the unreadable answer, and
+    the one re-ask after it)."""
+    return sorted(int(week) for week in re.findall(r"^llm week (\d+) · 2 call\(s\)", text, re.M))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("how", "weeks"), [(ONE, [1, 2, 3]), (TWO_WORKERS, [1, 1, 2, 2, 3])],
+    ids=["in process", "on workers"],
+)  # fmt: skip
+def test_on_a_terminal_the_replay_shows_each_decision(
+    tmp_path: Path, server: FakeLLM, hand_tape_file: Path, how: tuple[str, ...], weeks: list[int]
+) -> None:
+    """``arena replay`` on a pseudo-terminal: the bars while it runs, and a line per decision
+    of the LLM agent naming its calls and why they failed, from every cohort, also those on
+    worker processes."""
+    text = on_a_pty(replay_args(hand_tape_file, tmp_path / "run.db", how))
     assert "replaying cohorts" in text and "eta" in text
-    assert "llm week 1 · 2 call(s)" in text
+    assert "replaying decisions" in text
+    assert weeks_decided(text) == weeks
     assert "most common failure:" in text
     assert "digest" in text
+
+
+@pytest.mark.slow
+def test_on_a_terminal_a_ray_replay_shows_each_decision(
+    tmp_path: Path, server: FakeLLM, hand_tape_file: Path, ray_cluster: None
+) -> None:
+    """The same from Ray tasks, the command joining the tests' Ray instance."""
+    import ray
+
+    how = (*TWO, "--engine", "ray", "--address", ray.get_runtime_context().gcs_address)
+    text = on_a_pty(replay_args(hand_tape_file, tmp_path / "run.db", how))
+    assert "replaying decisions" in text
+    assert weeks_decided(text) == [1, 1, 2, 2, 3]
+    assert "most common failure:" in text
+
+
+@pytest.mark.slow
+def test_under_json_a_terminal_shows_no_progress(
+    tmp_path: Path, server: FakeLLM, hand_tape_file: Path
+) -> None:
+    text = on_a_pty([*replay_args(hand_tape_file, tmp_path / "run.db", TWO_WORKERS), "--json"])
+    assert '"digest"' in text
+    assert "replaying" not in text and "call(s)" not in text

@@ -4,21 +4,34 @@ the cohort, and the log is the one a direct run writes."""
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
 from collections.abc import Iterator
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 import pytest
 
-from arena.engines.base import TapeSource
+from arena.engines.base import CohortWork, TapeSource
 from arena.engines.driver import replay_cohorts
-from arena.engines.recorded import deliver, journal_folder, journal_path, record_cohort
+from arena.engines.ray import RayEngine
+from arena.engines.recorded import (
+    RecordedCohort,
+    deliver,
+    journal_folder,
+    journal_path,
+    record_cohort,
+)
+from arena.errors import ArenaError
+from arena.run.plan import PlannedCohort, plan_cohort
 from arena.run.runner import CohortRunner
 from arena.run.settings import RunOptions, RunSettings
+from ledger.events import Event as LogEvent
 from ledger.events import ModelCalled
 from ledger.store import EventStore
 from replays.tape import Tape
 from strategies.llm.connection import Connection
-from tests.conftest import hand_config
+from tests.conftest import hand_config, make_hand_tape
 from tests.llm_server import FakeLLM
 
 AGENTS = {"fav": "favourite", "coin": "random?bets=2"}
@@ -106,3 +119,119 @@ def test_workers_journal_and_the_driver_cleans_up(tmp_path: Path, hand_tape_file
     assert not journal_folder(tmp_path / "workers.db").exists()
     replay_cohorts(source, configs, tmp_path / "here.db", RunOptions(jobs=1))
     assert stream(tmp_path / "workers.db") == stream(tmp_path / "here.db")
+
+
+def _hold(journal: str, written: int, ready: Event, go: Event) -> None:
+    """Another process's recording of the hand cohort (a worker of a run cut short, still
+    ending): it journals the first ``written`` events, says so, and, once told to go on, four
+    more before it ends."""
+    whole = record_cohort(make_hand_tape(), hand_config(AGENTS))
+    recording = RecordedCohort(whole.cohort, Path(journal))
+    recording.append(whole.cohort, whole.events[:written], expected_version=0)
+    ready.set()
+    go.wait(60)
+    recording.append(whole.cohort, whole.events[written : written + 4], expected_version=written)
+    recording.close()
+
+
+@pytest.fixture
+def holder(tmp_path: Path, hand_tape: Tape) -> Iterator[tuple[Path, list[LogEvent], Event]]:
+    """A process holding the hand cohort's journal, with three events in it; its ``go``."""
+    whole = record_cohort(hand_tape, hand_config(AGENTS))
+    journal = journal_path(tmp_path / "run.db.journal", whole.cohort)
+    context = multiprocessing.get_context("spawn")
+    ready, go = context.Event(), context.Event()
+    process = context.Process(target=_hold, args=(str(journal), 3, ready, go))
+    process.start()
+    try:
+        assert ready.wait(60), "the holder did not start"
+        yield journal, whole.events, go
+        go.set()
+        process.join(60)
+        assert process.exitcode == 0
+    finally:
+        if process.is_alive():
+            process.kill()
+
+
+def test_a_journal_another_process_writes_is_waited_for_then_read_whole(
+    holder: tuple[Path, list[LogEvent], Event],
+) -> None:
+    """The race a resume once lost ("concurrent append"): started while the cut run's worker
+    still wrote the journal, this recording waits for it to end and takes all it wrote (the
+    three events there when it began waiting and the four written after)."""
+    journal, events, go = holder
+    threading.Timer(0.5, go.set).start()
+    recording = RecordedCohort(events[0].cohort, journal)
+    try:
+        assert recording.events == events[:7]
+    finally:
+        recording.close()
+
+
+def test_a_journal_held_past_the_wait_is_one_line_naming_it(
+    holder: tuple[Path, list[LogEvent], Event],
+) -> None:
+    journal, events, _ = holder
+    with pytest.raises(ArenaError) as raised:
+        RecordedCohort(events[0].cohort, journal, wait=0.3)
+    assert str(raised.value) == (
+        f"journal {journal}: another run is still writing it (its workers may be ending); "
+        "run the command again once it has ended"
+    )
+
+
+def test_a_ray_run_cut_short_resumes_from_its_journals_asking_no_model_again(
+    tmp_path: Path, hand_tape_file: Path, server: FakeLLM, ray_cluster: None
+) -> None:
+    """Ray tasks journal as local workers do: two LLM cohorts recorded on Ray and never
+    delivered (the driver killed first) leave their journals; the same run again asks the
+    model nothing, logs what the cut run recorded (its answers, latencies and all), and leaves
+    no journal."""
+    source = TapeSource.load(hand_tape_file)
+    agents = {"llm": "llm:test/model"}
+    planned = [PlannedCohort(c, plan_cohort(source.tape, c))
+               for c in (hand_config(agents), hand_config(agents, seed=1))]  # fmt: skip
+    db = tmp_path / "run.db"
+    options = RunOptions(engine="ray", commit_every=0)
+    cut = RayEngine().run(CohortWork(source, options, journal_folder(db)), planned)
+    recorded = [fetch() for _, fetch in cut]
+    asked = len(server.received)
+    assert asked == sum(isinstance(e, ModelCalled) for r in recorded for e in r.events) > 0
+    assert all(journal_path(journal_folder(db), r.cohort).exists() for r in recorded)
+    replay_cohorts(source, planned, db, options)
+    assert len(server.received) == asked  # nothing sent twice
+    assert not journal_folder(db).exists()
+    with EventStore.open(db, readonly=True) as store:
+        assert [list(store.read(stream=r.cohort)) for r in recorded] == [r.events for r in recorded]
+
+
+def resume_after_the_first_cohort(tmp_path: Path, tape: Path, server: FakeLLM, engine: str) -> None:
+    """A run of two LLM cohorts cut short once the driver had appended the first (written
+    here by a run of the first alone), run again on ``engine``'s workers: the first cohort's
+    stored answers are served again (asked again, their latencies alone made the log
+    "diverge", and the resume failed), only the second's questions are asked, the first
+    cohort's events stay as they were, and no journal is left."""
+    source = TapeSource.load(tape)
+    agents = {"llm": "llm:test/model"}
+    configs = [hand_config(agents), hand_config(agents, seed=1)]
+    db = tmp_path / "run.db"
+    replay_cohorts(source, configs[:1], db, RunOptions(jobs=1))
+    asked = len(server.received)
+    _, first = stream(db)
+    replay_cohorts(source, configs, db, RunOptions(engine=engine, jobs=2))
+    assert len(server.received) == 2 * asked  # the second cohort asks as many questions
+    assert stream(db)[1][: len(first)] == first
+    assert not journal_folder(db).exists()
+
+
+def test_a_cohort_the_log_holds_is_replayed_on_local_workers_asking_no_model_again(
+    tmp_path: Path, hand_tape_file: Path, server: FakeLLM
+) -> None:
+    resume_after_the_first_cohort(tmp_path, hand_tape_file, server, "local")
+
+
+def test_a_cohort_the_log_holds_is_replayed_on_ray_asking_no_model_again(
+    tmp_path: Path, hand_tape_file: Path, server: FakeLLM, ray_cluster: None
+) -> None:
+    resume_after_the_first_cohort(tmp_path, hand_tape_file, server, "ray")
