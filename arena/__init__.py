@@ -16,10 +16,12 @@ the rest.
 from __future__ import annotations
 
 from importlib import import_module
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing's own, without importing typing (a few ms of every start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
     from arena.reports.notebook import Run
     from arena.run.cohort import CohortConfig as CohortConfig
     from arena.run.runner import CohortRunner as CohortRunner

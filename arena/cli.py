@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import signal
 import sys
+from typing import NoReturn
 
 import click
 
@@ -90,13 +91,18 @@ class LazyGroup(click.Group):
         first line, ``Error: ...`` and exit status 1, here, once, for every command.
 
         A command catches one itself only to word it differently (``verify --json`` answers in
-        JSON)."""
+        JSON). A Ctrl-C or an exit passes through without the roots being named: naming them
+        imports ``strategies.llm.client`` and httpx (60 ms, after a replay's "interrupted: ..."
+        line), in which a second Ctrl-C struck inside an import and printed a trace ("Exception
+        ignored in ... _get_module_lock")."""
         from arena.errors import domain_errors
 
         try:
             return super().invoke(ctx)
-        except domain_errors() as exc:
-            raise click.ClickException(one_line(exc)) from None
+        except Exception as exc:  # never a Ctrl-C or an exit (BaseException)
+            if isinstance(exc, domain_errors()):
+                raise click.ClickException(one_line(exc)) from None
+            raise
 
     def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
         """A command's line in the listing; one missing from ``SUMMARIES`` is imported to ask
@@ -156,10 +162,19 @@ def main() -> None:
         faulthandler.enable()
     try:
         _run()
+    except KeyboardInterrupt:  # a command's own, or one pressed while a failure was reported
+        interrupted()
     finally:
         # the process is ending, however: a Ctrl-C now (a second press) would print a trace
         # from the interpreter's shutdown (multiprocessing's exit handlers), not stop anything
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def interrupted() -> NoReturn:
+    """A Ctrl-C's end: exit status 130, as a shell gives one, and any further press ignored
+    while the process ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(130)
 
 
 def _run() -> None:
@@ -173,10 +188,9 @@ def _run() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.Abort:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while the process ends
+    except click.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # click's word for a Ctrl-C
+            interrupted()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C while the process ends
         click.echo("Aborted.", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        sys.exit(130)
