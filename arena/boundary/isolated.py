@@ -15,8 +15,9 @@ Before any plugin code runs the worker leaves the run's session and process grou
 to the run's (``PR_SET_PDEATHSIG``, and a thread that ends it when its pipe from the run closes),
 and confines itself (``arena.boundary.oslimits``: Landlock and a seccomp filter where the kernel
 has them, resource limits) before it starts any thread, since Landlock holds only the thread
-that asks for it and those started after. So a plugin's ``killpg`` or a Ctrl-C at the terminal cannot stop the run, no worker
-outlives a killed run, and nothing it could write is read by anyone else.
+that asks for it and those started after. So a plugin's ``killpg`` or a Ctrl-C at the terminal
+cannot stop the run, no worker outlives a killed run, and nothing it could write is read by
+anyone else.
 
 What comes back is bytes in one fixed msgspec schema, never a pickle (unpickling what a hostile
 process sends would run its code here), and it is checked again as an in-process decision is.
