@@ -18,8 +18,17 @@ ordinary ``PermissionError``, its decision is recorded with it, and the worker g
   not ``AF_UNIX``: a worker has no unix socket to open (measured with strace: after confining
   itself it opens none but glibc's probe for ``nscd``, which falls back when refused), and a
   named one (a container runtime's, D-Bus) is a door out of the sandbox Landlock leaves open.
-- ``socketpair``: ``AF_UNIX`` only; an anonymous pair reaches nothing outside the worker, and
-  asyncio's event loop wakes itself with one.
+- ``socketpair``: ``AF_UNIX`` with type ``SOCK_STREAM`` only, read as ``socket``'s are (the
+  kernel itself refuses TCP's protocol number for a unix pair): asyncio's event loop wakes
+  itself with such a pair, ``multiprocessing.Pipe`` is one, and so are the worker's own pipes
+  to the run. Its ends are connected to each other from the start, and a connected stream
+  socket reaches no one else: ``connect``, and ``sendto`` or ``sendmsg`` with an address, fail
+  with ``EISCONN``, even once the other end is closed (measured on Linux 6.18). Not a datagram
+  pair: a datagram socket's connection is only its default destination, and a ``sendto`` with
+  a path from a confined worker reached a named unix datagram socket outside it (``/dev/log``,
+  journald's and systemd's notify sockets are such; Landlock scopes abstract names from ABI 6,
+  never paths). Nor ``SOCK_SEQPACKET``, which nothing a worker runs asks for. A TCP socket's
+  ``sendto`` goes where it is connected, its address ignored but with ``MSG_FASTOPEN``:
 - ``sendto``, ``sendmsg``, ``sendmmsg`` with ``MSG_FASTOPEN``: the connect Landlock does not see.
 - ``listen``: a worker serves nothing; a socket listened on unbound is given a port with no
   ``bind``, which Landlock's bind rule does not see either.
@@ -90,8 +99,8 @@ REFUSED = (
 """Calls refused whatever their arguments (why: the module's docstring)."""
 
 ENFORCED = (
-    "seccomp: sockets TCP only (no UDP, raw, netlink, packet or unix), no TCP Fast Open, "
-    "io_uring, ptrace, bpf, namespaces, mounts or keyrings"
+    "seccomp: sockets TCP and unix stream pairs only (no UDP, raw, netlink, packet or other "
+    "unix), no TCP Fast Open, io_uring, ptrace, bpf, namespaces, mounts or keyrings"
 )
 """What the filter enforces, as the run's isolation line says it."""
 
@@ -171,16 +180,16 @@ def program(arch: Arch) -> list[Instruction]:
         (_LD_ABS, arg(0), None, None),
         (_JEQ, AF_INET, "stream", None),
         (_JEQ, AF_INET6, "stream", "refuse"),
-        "stream",
+        "socketpair",
+        (_LD_ABS, arg(0), None, None),
+        (_JEQ, AF_UNIX, "stream", "refuse"),
+        "stream",  # the type and protocol of a socket or a pair
         (_LD_ABS, arg(1), None, None),
         (_AND, 0xFFFF_FFFF & ~SOCK_FLAGS, None, None),
         (_JEQ, SOCK_STREAM, None, "refuse"),
         (_LD_ABS, arg(2), None, None),
         (_JEQ, 0, "allow", None),
         (_JEQ, IPPROTO_TCP, "allow", "refuse"),
-        "socketpair",
-        (_LD_ABS, arg(0), None, None),
-        (_JEQ, AF_UNIX, "allow", "refuse"),
         "clone",
         (_LD_ABS, arg(0), None, None),
         (_JSET, CLONE_NEW, "refuse", "allow"),

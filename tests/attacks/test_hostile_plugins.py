@@ -377,9 +377,9 @@ KEPT = "memory 4 GiB, files 256 MiB, no core; own session, dies with the run"
         (
             True,
             "no Landlock: reads and writes not confined; TCP not confined (no Landlock ABI 4); "
-            "seccomp: sockets TCP only (no UDP, raw, netlink, packet or unix), no TCP Fast "
-            "Open, io_uring, ptrace, bpf, namespaces, mounts or keyrings; signals not confined; "
-            f"{KEPT}",
+            "seccomp: sockets TCP and unix stream pairs only (no UDP, raw, netlink, packet or "
+            "other unix), no TCP Fast Open, io_uring, ptrace, bpf, namespaces, mounts or "
+            f"keyrings; signals not confined; {KEPT}",
         ),
         (
             False,
