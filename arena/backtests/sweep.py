@@ -438,9 +438,10 @@ def settings_table(data: Mapping[str, Any], width: int | None = None) -> Rendera
     against = list(data["plan"]["against"])
     title = f"{len(data['settings'])} setting(s) × {len(data['plan']['starts'])} start(s): "
     caption = (
-        f"{data['interval']['text']}. Brier (impl.): the mean over cohorts of each cohort's "
-        "implied-confidence Brier (bet / 25% of cash, against the result, over resolved "
-        "bets); win rate and bets over all cohorts."
+        f"{data['interval']['text']}. Brier (impl., mean of cohorts): the mean over cohorts of "
+        "each cohort's implied-confidence Brier (bet / 25% of cash, against the result, over "
+        "resolved bets), not the Brier pooled over every bet that arena report and arena "
+        "backtest show; win rate and bets over all cohorts."
     )
     paired = "setting − agent in return points, paired start by start (✓: the interval excludes 0)"
 
@@ -482,7 +483,9 @@ def _settings_table(
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left",
                   header_style="bold")  # fmt: skip
     table.add_column("setting", no_wrap=True)
-    for name in ["return %", "Brier (impl.)", "win rate", "bets"] if metrics else []:
+    for name in (
+        ["return %", "Brier (impl.,\nmean of\ncohorts)", "win rate", "bets"] if metrics else []
+    ):
         table.add_column(name, justify="right", no_wrap=True)
     for name in against:
         table.add_column(f"− {name}", justify="right", no_wrap=True)

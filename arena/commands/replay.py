@@ -18,6 +18,7 @@ from arena.engines.driver import replay_cohorts
 from arena.progress import on_a_terminal, progress_of
 from arena.reports.model import load_ledger, report_data
 from arena.reports.terminal import print_report, usage_line
+from arena.reports.terminal import shown as as_text
 from arena.run.plan import (
     NO_INSTANT,
     NO_MARKET,
@@ -28,6 +29,7 @@ from arena.run.plan import (
     plan_cohorts,
 )
 from ledger.anchor import format_head, head_path
+from ledger.events import CohortOpened
 from ledger.store import EventStore
 from ledger.usage import model_usage
 from replays.tape import Tape
@@ -52,6 +54,43 @@ def resumable(db: Path) -> Iterator[None]:
             err=True,
         )
         raise SystemExit(130) from None
+
+
+AGENTS_NAMED = 8
+"""The most agent names the note on a log's other cohorts lists before "and N more"."""
+
+
+def other_cohorts_note(store: EventStore, db: Path, ours: Sequence[str]) -> str | None:
+    """The line that says the log already held cohorts other than this run's ``ours``, or None
+    when it held none (a fresh log, or a resume of the same cohorts). A second replay with no
+    ``--db`` went into the tour's ``arena.db`` without a word, its last line counting only its
+    own events, and ``arena report`` then ranked both runs' agents side by side."""
+    others = sorted(set(store.streams()) - set(ours))
+    if not others:
+        return None
+    theirs = agents_of(store, others)
+    if theirs == agents_of(store, ours):
+        whose = "the same agents"
+    else:
+        names = sorted(theirs)
+        more = f" and {len(names) - AGENTS_NAMED} more" if len(names) > AGENTS_NAMED else ""
+        whose = "agents " + ", ".join(names[:AGENTS_NAMED]) + more
+    held = f"{len(others)} other cohort" + ("s" if len(others) > 1 else "")
+    return (
+        f"{db} already held {held}, with {whose}: it now holds "
+        f"{len(others) + len(ours)} cohorts, {store.last_seq():,} events, and 'arena report "
+        f"{db}' ranks them all together; --db NEW.db keeps a run apart"
+    )
+
+
+def agents_of(store: EventStore, cohorts: Sequence[str]) -> set[str]:
+    """The agents the cohorts' openings name (each cohort's first event)."""
+    agents: set[str] = set()
+    for cohort in cohorts:
+        opened = next(store.read(cohort, batch=1), None)
+        if isinstance(opened, CohortOpened):
+            agents.update(opened.agents)
+    return agents
 
 
 def nothing_to_decide(tape: Tape, skipped: Sequence[Skipped]) -> str:
@@ -114,7 +153,10 @@ def replay(
         usage = model_usage(store, cohorts)
         digest = store.digest(streams=cohorts)
         head = format_head(*store.head())
+        others = other_cohorts_note(store, db, cohorts)
     if as_json:
+        if others is not None:
+            console.print(f"[yellow]{as_text(others)}[/]")  # on stderr, beside the JSON
         skipped_starts = [f"{s.start:%Y-%m-%dT%H:%M:%SZ}" for s in skipped]
         why = {f"{s.start:%Y-%m-%dT%H:%M:%SZ}": s.reason for s in skipped}
         click.echo(json.dumps({"digest": digest, "head": head, "db": str(db), "tape": tape.hash,
@@ -131,6 +173,8 @@ def replay(
         f"[dim]{len(done)} cohort(s), {sum(d.events for d in done):,} events "
         f"({appended:,} new) in {db} · tape {tape.hash[:12]}[/]"
     )
+    if others is not None:
+        console.print(f"[yellow]{as_text(others)}[/]")
     if usage:
         console.print(usage_line(usage), soft_wrap=True)
     console.print(f"digest [bold]{digest}[/]")

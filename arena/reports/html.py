@@ -27,7 +27,19 @@ from arena.reports.charts import (
 )
 from arena.reports.coverage import Coverage
 from arena.reports.equity import CohortRecord, fold_cohort, mean_equity
-from arena.reports.model import BRIER_IMPLIED, IntervalSettings, Usage, report_data, scored_count
+from arena.reports.model import (
+    BRIER_IMPLIED,
+    MARK,
+    MARK_LEGEND,
+    IntervalSettings,
+    Usage,
+    board_heading,
+    interval_hint,
+    misleading_briers,
+    report_data,
+    returns_by_agent,
+    scored_count,
+)
 from ledger.leaderboard import belief_scores
 from ledger.projection import BrierRow, Ledger
 from ledger.store import EventStore
@@ -113,14 +125,24 @@ def render_replay_html(data: dict[str, Any], records: Sequence[CohortRecord]) ->
                 for row in r.state.books[agent].brier_rows]  # fmt: skip
 
     beliefs = {name: b for name in names if (b := belief_scores(rows_of(name)))}
+    board = data["leaderboard"]
+    title, mixed = board_heading([r["cohorts"] for r in board], len(data["cohorts"]))
+    returns = returns_by_agent(
+        (a["agent"], a["return_pct"]) for cohort in data["cohorts"] for a in cohort["agents"]
+    )
+    hint = interval_hint(((r["agent"], r["return_ci_low"], r["return_ci_high"]) for r in board),
+                         returns)  # fmt: skip
+    flags = misleading_briers([(r["brier"], r["return_mean"], r["win_rate"]) for r in board])
+    legend = [
+        "Mean return: the mean of the cohorts' returns.",
+        f"{data['interval']['text']}: {data['interval']['detail']}",
+        *(sentence(line) for line in (hint, mixed, BRIER_IMPLIED) if line),
+        *([sentence(MARK_LEGEND)] if any(flags) else []),
+    ]
     sections = [
-        '<h2 id="leaderboard">Leaderboard</h2>',
-        _leaderboard_table(data["leaderboard"]),
-        note(
-            f"Across {len(data['cohorts'])} cohort(s), by mean return. Mean return: the mean of "
-            f"the cohorts' returns. {data['interval']['text']}: {data['interval']['detail']} "
-            f"{BRIER_IMPLIED}."
-        ),
+        f'<h2 id="leaderboard">{escape(title)}</h2>',
+        _leaderboard_table(board, flags),
+        note(" ".join(legend)),
         '<h2 id="cohorts">Cohorts</h2>',
         _cohort_lines(data, names),
         note("Each agent's return in each cohort."),
@@ -159,6 +181,12 @@ def agent_colours(names: Sequence[str]) -> dict[str, str]:
 def unbroken(text: str) -> str:
     """Text that must not wrap inside (a date breaks at its hyphens otherwise)."""
     return f'<span class="nw">{escape(text)}</span>'
+
+
+def sentence(text: str) -> str:
+    """A legend line the terminal prints on its own as a sentence of a page's note: a capital
+    first, a full stop last."""
+    return f"{text[:1].upper()}{text[1:]}."
 
 
 def note(text: str) -> str:
@@ -285,19 +313,20 @@ def _execution_options(settings: dict[str, Any], sample: bool) -> list[str]:
     return options
 
 
-def _leaderboard_table(board: Sequence[dict[str, Any]]) -> str:
+def _leaderboard_table(board: Sequence[dict[str, Any]], marked: Sequence[bool]) -> str:
+    """The board's rows, ``MARK`` after the Brier (impl.) of the ``marked`` ones."""
     rows = [
         [
             escape(r["agent"]), str(r["cohorts"]), str(r["n_bets"]), pct(r["total_pnl"], ""),
             pct(r["return_mean"]), interval_cell(r["return_ci_low"], r["return_ci_high"]),
-            fmt(r["brier"], "{:.3f}"), fmt(r["brier_paid"], "{:.3f}"), fmt(r["bss"], "{:+.3f}"),
-            fmt(r["bss_market"], "{:+.3f}"), fmt(r["win_rate"], "{:.0%}"),
+            fmt(r["brier"], "{:.3f}") + (MARK if mark else ""), fmt(r["brier_paid"], "{:.3f}"),
+            fmt(r["bss"], "{:+.3f}"), fmt(r["bss_market"], "{:+.3f}"), fmt(r["win_rate"], "{:.0%}"),
         ]
-        for r in board
+        for r, mark in zip(board, marked, strict=True)
     ]  # fmt: skip
     method = board[0]["interval"] if board else ""
     header = ["agent", "cohorts", "bets", "total P/L ($)", "mean return",
-              f"95% CI ({method})", "Brier (impl.)", "Brier (paid)", "BSS", "BSS mkt",
+              f"95% CI ({method})", "Brier (impl., pooled)", "Brier (paid)", "BSS", "BSS mkt",
               "win"]  # fmt: skip
     return html_table(header, rows)
 
@@ -323,8 +352,8 @@ def _categories_table(rows: Sequence[dict[str, Any]]) -> str:
          f'<span class="wrap">{escape(", ".join(r["labels"]))}</span>']
         for r in rows
     ]  # fmt: skip
-    header = ["agent", "category", "markets", "bets", "P/L ($)", "return", "Brier (impl.)",
-              "labels (the tape's)"]  # fmt: skip
+    header = ["agent", "category", "markets", "bets", "P/L ($)", "return",
+              "Brier (impl., pooled)", "labels (the tape's)"]  # fmt: skip
     return html_table(header, body, left=2)
 
 
@@ -336,7 +365,7 @@ def beliefs_section(beliefs: dict[str, Any]) -> list[str]:
                   m["uncertainty"], b["implied_brier"]]  # fmt: skip
         rows.append([escape(name), escape(scored_count(b)), *map(fmt, scores)])
     header = ["agent", "bets", "Brier (stated)", "log loss", "ECE", "REL", "RES", "UNC",
-              "Brier (impl.)"]  # fmt: skip
+              "Brier (impl., pooled)"]  # fmt: skip
     return [
         '<h2 id="beliefs">Stated beliefs</h2>',
         html_table(header, rows),

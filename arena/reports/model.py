@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import msgspec
 
 from ledger.events import CohortOpened
-from ledger.intervals import DRAWS, MethodChoice
+from ledger.intervals import DRAWS, MethodChoice, mean_ci
 from ledger.leaderboard import (
     CategoryRow,
     belief_scores,
@@ -37,12 +38,31 @@ from replays.categories import top_category
 Usage = dict[str, dict[str, ModelUsage]]
 
 BRIER_IMPLIED = (
-    "ranked by return · Brier (impl.): the bet's size as confidence (bet / 25% of cash), which "
-    "small losing bets score well · Brier (paid): the price paid as the probability risked, "
-    "both against the result over resolved bets · BSS = 1 − impl. / 0.25 · BSS mkt = 1 − impl. "
-    "/ paid, shown from 10 bets and a paid Brier of 0.04"
+    "ranked by return · Brier (impl., pooled): the bet's size as confidence (bet / 25% of "
+    "cash), which small losing bets score well · Brier (paid): the price paid as the "
+    "probability risked · both against the result, pooled over every resolved bet (not a mean "
+    "of cohorts) · BSS = 1 − impl. / 0.25 · BSS mkt = 1 − impl. / paid, shown from 10 bets and "
+    "a paid Brier of 0.04"
 )
-"""The legend under every table that shows the two Briers: what each scores, in one line."""
+"""The legend under every table that shows the two Briers: what each scores, in one line.
+"Pooled" is in every heading of the figure because ``arena sweep`` shows another one under
+the same name, the mean of the cohorts' Briers (favourite over the tour's 26 cohorts: 0.425
+pooled, 0.457 as a mean of cohorts)."""
+
+BRIER_POOLED = "Brier\n(impl.,\npooled)"
+"""The heading of the implied-confidence Brier pooled over every resolved bet, in a terminal
+table: three short lines, as narrow as "(impl.)" was."""
+
+MARK = "†"
+"""Set after an implied-confidence Brier that ``misleading_briers`` finds at odds with the
+results."""
+
+MARK_LEGEND = (
+    f"{MARK}: Brier (impl.) better than the median of the table's, though the return is the "
+    "worst or no bet won: it scores how small the bets were, not foresight (so does BSS, made "
+    "from it); Brier (paid) and the return say how the bets went"
+)
+"""The legend line under a table that marks a row with ``MARK``."""
 
 
 def load_ledger(store: EventStore, cohorts: Iterable[str] | None = None) -> Ledger:
@@ -90,6 +110,81 @@ def interval_info(states: Sequence[CohortState], settings: IntervalSettings) -> 
         info["text"] = f"95% interval: Student's t over {len(states)} cohorts"
         info["detail"] = "the cohorts share no market and are taken as independent draws."
     return info
+
+
+def board_heading(counts: Sequence[int], cohorts: int) -> tuple[str, str | None]:
+    """The leaderboard's title, and the line its legend adds when the board mixes agents of
+    different cohorts. ``counts`` are the rows' cohort counts, ``cohorts`` the log's: the
+    title counts the log's cohorts, never one agent's. Two replays into one log (a default run,
+    then ``--agent fav=favourite --agent coin=random``) gave two cohorts of one agent each, and
+    the title said "across 1 cohort(s)" over ``fav`` ranked beside ``favourite``."""
+    title = f"Leaderboard across {cohorts} cohort(s), by mean return"
+    if not counts or min(counts) == cohorts:
+        return title, None
+    low, high = min(counts), max(counts)
+    each = f"each agent in {low}" if low == high else f"agents in {low} to {high}"
+    return f"{title} ({each} of them)", (
+        "agents ran in different cohorts (replays added to one log): compare a row only with "
+        "rows of the same cohorts (each cohort's own standings: --all)"
+    )
+
+
+def misleading_briers(rows: Sequence[tuple[float | None, float, float | None]]) -> list[bool]:
+    """Which rows, each ``(Brier (impl.), return, win rate)``, get ``MARK``: an implied Brier
+    better (lower) than the median of the rows that have one, while the row's return is the
+    worst of them all or it won none of its resolved bets. The score is Forecaster Arena's and
+    stays; the mark keeps an agent that lost 33 of 33 long shots (Brier 0.000, BSS +1.00, the
+    best possible) from reading as the best forecaster on the first screen."""
+    briers = [brier for brier, _, _ in rows if brier is not None]
+    if not briers:
+        return [False] * len(rows)
+    median = statistics.median(briers)
+    worst = min(ret for _, ret, _ in rows)
+    return [
+        brier is not None and brier < median and (ret == worst or win == 0)
+        for brier, ret, win in rows
+    ]
+
+
+def returns_by_agent(returns: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
+    """``(agent, return in one cohort)`` pairs gathered by agent, in the order given."""
+    by_agent: dict[str, list[float]] = {}
+    for agent, value in returns:
+        by_agent.setdefault(agent, []).append(value)
+    return by_agent
+
+
+WIDER = 3.0
+"""How many times wider than the t interval over an agent's cohorts its bootstrap interval
+over markets must be before the board shows the t interval beside it."""
+
+
+def interval_hint(
+    board: Iterable[tuple[str, float | None, float | None]],
+    returns: Mapping[str, Sequence[float]],
+) -> str | None:
+    """The line that names Student's t interval over cohorts for each row, ``(agent, low,
+    high)`` of a bootstrap over markets, at least ``WIDER`` times as wide as it; None where
+    none is. On the tour's 26 cohorts ``edge`` showed −22.49..+19.16 while every cohort's
+    return lay within −4.87..+5.50: the cohorts trade the same markets to the same outcomes,
+    so their spread cannot show how those outcomes might have gone, and where a few markets
+    carry a result the bootstrap says so by its width (docs/reports.md)."""
+    named = []
+    for agent, low, high in board:
+        values = returns.get(agent, ())
+        if low is None or high is None or len(values) < 2:
+            continue
+        _, t_low, t_high = mean_ci(values)
+        if t_low is not None and t_high is not None and high - low > WIDER * (t_high - t_low):
+            t_width = t_high - t_low
+            ratio = f"{(high - low) / t_width:.0f}× narrower" if t_width else "every cohort alike"
+            named.append(f"{agent} {t_low:+.2f}..{t_high:+.2f}, {ratio}")
+    if not named:
+        return None
+    return (
+        f"by Student's t over cohorts (--interval cohorts): {'; '.join(named)}: the cohorts "
+        "share their markets' outcomes, which t cannot vary, and a few markets carry the result"
+    )
 
 
 def open_positions(state: CohortState) -> list[dict[str, Any]]:

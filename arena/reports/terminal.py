@@ -7,27 +7,35 @@ People get the leaderboard across cohorts and one line per cohort; the per-cohor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from arena.reports.coverage import GAP_SECONDS, Coverage
 from arena.reports.model import (
     BRIER_IMPLIED,
+    BRIER_POOLED,
+    MARK,
+    MARK_LEGEND,
     IntervalSettings,
     Usage,
+    board_heading,
     cohort_status,
     common_failure,
     execution_text,
+    interval_hint,
     interval_info,
     iso_utc,
+    misleading_briers,
     open_positions,
     report_categories,
+    returns_by_agent,
     scored_count,
     stated_beliefs,
     universe_size,
@@ -77,17 +85,35 @@ def house_table(title: str, caption: str | None = None) -> Table:
     )  # fmt: skip
 
 
+def marked_briers(
+    rows: Sequence[tuple[str, float | None, float, float | None]],
+) -> tuple[dict[str, RenderableType], str | None]:
+    """Each agent's Brier (impl.) as a cell, ``MARK`` after those ``misleading_briers`` finds
+    at odds with the results and a blank after the others, so that the decimals stay aligned
+    (padded: Rich strips a trailing space from a cell's text), from rows ``(agent, Brier
+    (impl.), return, win rate)``; and the legend line, when any is marked."""
+    flags = misleading_briers([(brier, ret, win) for _, brier, ret, win in rows])
+    cells: dict[str, RenderableType] = {}
+    for (agent, brier, _, _), flag in zip(rows, flags, strict=True):
+        text = _num(brier, "{:.3f}")
+        cells[agent] = text + MARK if flag else text
+        if any(flags) and not flag:
+            cells[agent] = Padding(Text(text, justify="right"), (0, 1, 0, 0))
+    return cells, MARK_LEGEND if any(flags) else None
+
+
 def standings_table(title: str, rows: Sequence[AgentStanding]) -> Table:
     """One row per agent; columns that are zero for everyone (open positions, rejections,
     errors) are left out, and cash with them when it is everyone's total, so the table fits a
     narrow terminal (80 columns for the sample's seven agents)."""
-    columns: list[tuple[str, Callable[[AgentStanding], str]]] = [
+    briers, legend = marked_briers([(s.agent, s.brier, s.return_pct, s.win_rate) for s in rows])
+    columns: list[tuple[str, Callable[[AgentStanding], RenderableType]]] = [
         ("cash", lambda s: _num(s.cash, "{:,.0f}")),
         ("pos.", lambda s: _num(s.positions_value, "{:,.0f}")),
         ("total", lambda s: _num(s.total_value, "{:,.0f}")),
         ("P/L", lambda s: _signed(s.pnl)),
         ("return", lambda s: _signed(s.return_pct, "%")),
-        ("Brier\n(impl.)", lambda s: _num(s.brier, "{:.3f}")),
+        (BRIER_POOLED, lambda s: briers[s.agent]),
         ("Brier\n(paid)", lambda s: _num(s.brier_paid, "{:.3f}")),
         ("BSS", lambda s: _num(s.bss, "{:+.2f}")),
         ("BSS\nmkt", lambda s: _num(s.bss_market, "{:+.2f}")),
@@ -104,7 +130,7 @@ def standings_table(title: str, rows: Sequence[AgentStanding]) -> Table:
         "err.": lambda s: s.n_errors > 0,
     }
     columns_shown = [(n, f) for n, f in columns if n not in optional or any(map(optional[n], rows))]
-    table = house_table(title, BRIER_IMPLIED)
+    table = house_table(title, "\n".join(filter(None, [BRIER_IMPLIED, legend])))
     table.padding = (0, 0)  # the box's one blank between columns: 11 of them fit 80 characters
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=18)
     for name, _ in columns_shown:
@@ -137,7 +163,7 @@ def beliefs_table(beliefs: dict[str, dict[str, Any]]) -> Table:
         "bets beside it",
     )
     for name in ("agent", "n", "Brier\n(stated)", "log\nloss", "ECE", "REL", "RES",
-                 "Brier\n(impl.)"):  # fmt: skip
+                 BRIER_POOLED):  # fmt: skip
         table.add_column(name, justify="left" if name == "agent" else "right", no_wrap=True)
     for agent, b in beliefs.items():
         m = b["murphy"]
@@ -162,7 +188,7 @@ def categories_table(title: str, rows: Sequence[CategoryRow]) -> Table:
          _signed(r.return_pp, " pp"), _num(r.brier, "{:.3f}")]
         for r in rows
     ]  # fmt: skip
-    names = ("agent", "category", "markets", "bets", "P/L", "return", "Brier\n(impl.)")
+    names = ("agent", "category", "markets", "bets", "P/L", "return", BRIER_POOLED)
     for k, name in enumerate(names):
         # the figures keep their width; the labels, last, take what is left and are cut
         heading = max(len(line) for line in name.split("\n"))
@@ -227,34 +253,43 @@ and ``--html`` have them all): BSS first, a rescaling of Brier (impl.)."""
 
 
 def leaderboard_table(
-    rows: Sequence[LeaderboardRow], interval: dict[str, Any], width: int | None = None
+    rows: Sequence[LeaderboardRow],
+    interval: dict[str, Any],
+    width: int | None = None,
+    returns: Mapping[str, Sequence[float]] | None = None,
 ) -> Table:
-    """Across cohorts: summed P/L, mean return per cohort with its 95% interval (its method in
-    the caption), pooled implied Brier beside the Brier of the prices paid, both skill scores,
-    and win rate; in ``width`` cells, leaving out ``LEADERBOARD_DROPS`` as it must."""
+    """Across the ``interval["cohorts"]`` cohorts of the log (``interval_info``): summed P/L,
+    mean return per cohort with its 95% interval (its method in the heading and the caption),
+    pooled implied Brier beside the Brier of the prices paid, both skill scores, and win rate;
+    in ``width`` cells, leaving out ``LEADERBOARD_DROPS`` as it must. With each agent's
+    ``returns`` in its cohorts, the caption names the t interval over them where the bootstrap
+    is far wider (``interval_hint``)."""
     names = short_names([r.agent for r in rows])
-    columns: list[tuple[str, Callable[[LeaderboardRow], str]]] = [
+    briers, marked = marked_briers([(r.agent, r.brier, r.return_mean, r.win_rate) for r in rows])
+    method = f"\n({rows[0].interval})" if rows else ""
+    columns: list[tuple[str, Callable[[LeaderboardRow], RenderableType]]] = [
         ("agent", lambda r: shown(names[r.agent])),
         ("cohorts", lambda r: str(r.cohorts)),
         ("bets", lambda r: f"{r.n_bets:,}"),
         ("total P/L", lambda r: _signed(r.total_pnl)),
         ("mean\nreturn", lambda r: _signed(r.return_mean, "%")),
-        ("95%\ninterval", _interval),
-        ("Brier\n(impl.)", lambda r: _num(r.brier, "{:.3f}")),
+        (f"95% CI{method}", _interval),
+        (BRIER_POOLED, lambda r: briers[r.agent]),
         ("Brier\n(paid)", lambda r: _num(r.brier_paid, "{:.3f}")),
         ("BSS", lambda r: _num(r.bss, "{:+.2f}")),
         ("BSS\nmkt", lambda r: _num(r.bss_market, "{:+.2f}")),
         ("win", lambda r: _num(r.win_rate, "{:.0%}")),
     ]
-    counts = {r.cohorts for r in rows}
-    caption = f"mean return: mean of the cohorts' returns · {interval['text']}\n{BRIER_IMPLIED}"
-    title = f"Leaderboard across {max(counts, default=0)} cohort(s), by mean return"
-    drops: tuple[str, ...] = LEADERBOARD_DROPS
-    if len(counts) > 1:
-        # agents that ran in different cohorts (two replays into one log): a mean over one
-        # cohort ranked beside a mean over 26 says so, and the count is the last column to go
-        title = f"Leaderboard, by mean return (agents in {min(counts)} to {max(counts)} cohorts)"
-        drops = ("BSS", "win", "BSS\nmkt", "cohorts")
+    title, mixed = board_heading([r.cohorts for r in rows], interval["cohorts"])
+    hint = interval_hint(
+        ((r.agent, r.return_ci_low, r.return_ci_high) for r in rows), returns or {}
+    )
+    caption = "\n".join(filter(None, [
+        f"mean return: mean of the cohorts' returns · {interval['text']}", hint, mixed,
+        BRIER_IMPLIED, marked,
+    ]))  # fmt: skip
+    # on a board of agents from different cohorts the count is the last column to go
+    drops = LEADERBOARD_DROPS if mixed is None else ("BSS", "win", "BSS\nmkt", "cohorts")
     left_out: list[str] = []
     for drop in (None, *drops):
         if drop is not None:
@@ -306,13 +341,17 @@ def usage_table(title: str, rows: dict[str, ModelUsage]) -> Table:
 
 
 def cohort_lines_table(
-    states: Sequence[CohortState], agents: Sequence[str], width: int | None = None
+    states: Sequence[CohortState],
+    standings: Sequence[Sequence[AgentStanding]],
+    agents: Sequence[str],
+    width: int | None = None,
 ) -> Table:
-    """One line per cohort: when, how many markets, whether it closed, each agent's return;
-    as many agents (up to ``COHORT_COLUMNS``) as fit ``width``, names told apart."""
+    """One line per cohort: when, how many markets, whether it closed, each agent's return
+    (from the cohort's ``standings``); as many agents (up to ``COHORT_COLUMNS``) as fit
+    ``width``, names told apart."""
     rows = []
-    for state in states:
-        returns = {s.agent: s.return_pct for s in cohort_standings(state)}
+    for state, standing in zip(states, standings, strict=True):
+        returns = {s.agent: s.return_pct for s in standing}
         start = iso_utc(state.opened.start)[:10] if state.opened else "?"
         status = "closed" if state.closed else "open"
         rows.append(([start, shown(state.cohort), str(universe_size(state)), status], returns))
@@ -421,13 +460,17 @@ def print_report(
         board = leaderboard(
             states, interval=settings.choice, draws=settings.draws, seed=settings.seed
         )
-        console.print(leaderboard_table(board, interval_info(states, settings), console.width))
+        standings = [cohort_standings(state) for state in states]
+        returns = returns_by_agent((s.agent, s.return_pct) for rows in standings for s in rows)
+        info = interval_info(states, settings)
+        console.print(leaderboard_table(board, info, console.width, returns))
         ways = sorted({execution_text(state) for state in states})
         console.print(f"[dim]{shown('; '.join(ways))}[/]")
         if usage:
             console.print(usage_table("Model calls over every cohort", usage_by_agent(usage)))
         if not detail:
-            console.print(cohort_lines_table(states, [r.agent for r in board], console.width))
+            agents = [r.agent for r in board]
+            console.print(cohort_lines_table(states, standings, agents, console.width))
         else:
             console.print(categories_table("By category, every cohort", report_categories(states)))
     if detail:

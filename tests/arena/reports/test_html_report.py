@@ -89,8 +89,8 @@ def test_the_page_holds_what_reproduces_the_run(page: Path) -> None:
     text = re.sub(r"<[^>]+>", "", html)  # what the reader sees
     data = json.loads((page.parent / "report.json").read_text())
     for needle in (data["digest"], data["package_version"], "arena replay --tape sample",
-                   "--agent fav=favourite", "Brier (impl.)", "BSS mkt", "bootstrap over the",
-                   "By category", "Reliability"):  # fmt: skip
+                   "--agent fav=favourite", "Brier (impl., pooled)", "BSS mkt",
+                   "bootstrap over the", "By category", "Reliability"):  # fmt: skip
         assert needle in text
     tape = data["cohorts"][0]["settings"]["tape"]
     assert tape in html and "2024-09-15" in html

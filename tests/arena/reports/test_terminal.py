@@ -154,7 +154,7 @@ def board_row(agent: str, mean: float) -> LeaderboardRow:
 
 def test_a_sweeps_leaderboard_fits_80_columns_leaving_out_what_it_must() -> None:
     rows = [board_row(name, 11.29 - k) for k, name in enumerate(SWEEP)]
-    info = {"text": "95% interval: bootstrap"}
+    info = {"text": "95% interval: bootstrap", "cohorts": 3}
     out = io.StringIO()
     Console(file=out, width=80, color_system=None).print(leaderboard_table(rows, info, 80))
     text = out.getvalue()
@@ -174,16 +174,18 @@ def test_a_sweeps_leaderboard_fits_80_columns_leaving_out_what_it_must() -> None
 def test_agents_of_different_cohorts_keep_their_count_at_80_columns() -> None:
     """Two replays into one log (the tour's first and second): agents of one cohort ranked
     beside agents of 26. The title said "across 26 cohort(s)" and the cohorts column was left
-    out at 80 columns, so a mean over one cohort read like a mean over 26."""
+    out at 80 columns, so a mean over one cohort read like a mean over 26. The title counts
+    the log's 27 cohorts, and says how many each agent ran in."""
     one = replace(board_row("extremized", 9.94), cohorts=1, n_bets=26)
     many = replace(board_row("coin", -17.23), cohorts=26, n_bets=1131)
     out = io.StringIO()
     Console(file=out, width=80, color_system=None).print(
-        leaderboard_table([one, many], {"text": "95% interval: bootstrap"}, 80)
+        leaderboard_table([one, many], {"text": "95% interval: bootstrap", "cohorts": 27}, 80)
     )
     text = out.getvalue()
     assert max(map(len, text.splitlines())) <= 80
-    assert "agents in 1 to 26 cohorts" in text and "across 26" not in text
+    assert "Leaderboard across 27 cohort(s), by mean return (agents in 1 to 26 of them)" in text
+    assert "across 26" not in text
     assert next(s for s in text.splitlines() if s.startswith(" extremized")).split()[1] == "1"
     assert next(s for s in text.splitlines() if s.startswith(" coin")).split()[1:3] == [
         "26", "1,131",
