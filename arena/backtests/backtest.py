@@ -32,7 +32,13 @@ from arena.engines.driver import replay_cohorts
 from arena.engines.recorded import CohortDone
 from arena.errors import ArenaError
 from arena.reports.equity import CohortRecord, fold_cohort
-from arena.reports.model import IntervalSettings, interval_info, iso_utc, universe_volume
+from arena.reports.model import (
+    BRIER_IMPLIED,
+    IntervalSettings,
+    interval_info,
+    iso_utc,
+    universe_volume,
+)
 from arena.run.cohort import CohortConfig, sundays
 from arena.run.pace import Watcher
 from arena.run.plan import (
@@ -58,6 +64,13 @@ STRATEGY = "strategy"
 are not valid agent names, and a fixed name cannot clash with a comparison agent's kind."""
 
 DEFAULT_AGAINST = ("hold", "favourite", "random")
+
+SUMMARY_ORDER = f"The {STRATEGY} first, then the agents it is compared with"
+"""The order of a backtest's summary, said under it in the terminal and on the page (the page
+said "ranked by return", the leaderboard's words, over rows in this order)."""
+
+SUMMARY_LEGEND = BRIER_IMPLIED.removeprefix("ranked by return · ")
+"""The two Briers' legend without the leaderboard's order: no backtest table is ranked."""
 
 
 class BacktestError(ArenaError, ValueError):

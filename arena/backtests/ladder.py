@@ -20,7 +20,8 @@ Every rung is a replay in memory: nothing is written, and the run's own log is o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -133,8 +134,8 @@ class Ladder:
             "agents": [
                 {"cohort": row.cohort, "agent": row.agent,
                  "pnl": dict(zip(names, row.pnl, strict=True)),
-                 "took": {r.took: row.pnl[k - 1] - row.pnl[k]
-                          for k, r in enumerate(self.rungs) if k}}
+                 "took": {r.took: cost for r, cost in
+                          zip(self.rungs[1:], step_costs(row.pnl), strict=True)}}
                 for row in self.rows
             ],
             "depth": {
@@ -144,6 +145,35 @@ class Ladder:
             },
             "edge": [asdict(e) for e in self.edges],
         }  # fmt: skip
+
+
+def step_costs(pnl: Sequence[float]) -> list[float]:
+    """What each step took from P/L ``pnl`` (one figure a rung): the P/L on the rung before
+    less the P/L on the rung after, so a cost is positive and a step that added is negative.
+    The one sign the ladder's JSON, tables and chart all give it (the page's chart once drew
+    the spread's 41.17 as -41.17)."""
+    return [before - after for before, after in itertools.pairwise(pnl)]
+
+
+def pnl_text(x: float) -> str:
+    """A rung's P/L as every rendering of the ladder writes it."""
+    return f"{x:+,.2f}"
+
+
+def cost_text(x: float) -> str:
+    """A step's cost (``step_costs``) as every rendering of the ladder writes it: unsigned
+    when it took, "-" where it added."""
+    return f"{x:,.2f}"
+
+
+def steps_note(ladder: Sequence[Rung]) -> str:
+    """What the cost columns are, naming the steps of ``ladder``: the rungs this ladder climbed,
+    not every rung a ladder can have."""
+    steps = "; → ".join(f"{rung.name}: {rung.took}" for rung in ladder[1:])
+    return (
+        "cost ($) is the P/L a step took from the rung before (negative: it added): "
+        f"{ladder[0].name} → {steps}"
+    )
 
 
 def mean_pnl(rows: Iterable[LadderRow]) -> dict[str, list[float]]:

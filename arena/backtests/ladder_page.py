@@ -13,7 +13,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from arena.backtests.ladder import Ladder, mean_pnl
+from arena.backtests.ladder import (
+    Ladder,
+    cost_text,
+    mean_pnl,
+    pnl_text,
+    step_costs,
+    steps_note,
+)
 from arena.reports.charts import PALETTE
 from arena.reports.html import (
     fmt,
@@ -50,14 +57,14 @@ def waterfall_colours(names: list[str]) -> dict[str, str]:
 def render_ladder_html(ladder: Ladder, data: dict[str, Any]) -> str:
     means = mean_pnl(ladder.rows)
     colours = waterfall_colours(list(means))
+    steps = steps_note(ladder.rungs)
     sections = [
         settings_table([(k, f"<code>{escape(v)}</code>") for k, v in data["about"].items()]),
         '<h2 id="rungs">P/L on each rung</h2>',
         _rungs_table(ladder, means),
         note(
             "The same decisions on every rung, each meeting more of the market than the one "
-            "before; mean over cohorts, dollars. 'took' is the P/L a step cost: fa → mid the "
-            "midpoint, → touch the spread, → l2 the depth, then the fee and the delay."
+            f"before; mean over cohorts, dollars. {steps[0].upper()}{steps[1:]}."
         ),
         _waterfall(ladder, means, colours),
     ]
@@ -66,38 +73,39 @@ def render_ladder_html(ladder: Ladder, data: dict[str, Any]) -> str:
     return page("Realism ladder", sections)
 
 
-def _money(x: float, sign: str = "+") -> str:
+def _money(x: float) -> str:
     cls = "pos" if x > 0 else "neg" if x < 0 else ""
-    return f'<span class="{cls}">{x:{sign},.2f}</span>'
+    return f'<span class="{cls}">{pnl_text(x)}</span>'
 
 
 def _rungs_table(ladder: Ladder, means: dict[str, list[float]]) -> str:
     steps = ladder.rungs
-    header = ["agent", *(r.name for r in steps), *(f"took: {r.took}" for r in steps[1:])]
-    rows = []
-    for agent, mean in means.items():
-        took = [mean[k - 1] - mean[k] for k in range(1, len(mean))]
-        rows.append([escape(agent), *(_money(v) for v in mean), *(f"{v:,.2f}" for v in took)])
+    header = ["agent", *(r.name for r in steps), *(f"cost\u00a0($): {r.took}" for r in steps[1:])]
+    rows = [
+        [escape(agent), *map(_money, pnl), *map(cost_text, step_costs(pnl))]
+        for agent, pnl in means.items()
+    ]
     return html_table(header, rows)
 
 
 def _waterfall(ladder: Ladder, means: dict[str, list[float]], colours: dict[str, str]) -> str:
-    """A waterfall per agent: its P/L on the first rung, what each step took from it (a bar
-    from the P/L before the step to the P/L after), and its P/L on the last rung, on one scale
-    shared by every agent."""
-    steps = [ladder.rungs[0].name, *(r.took for r in ladder.rungs[1:]), ladder.rungs[-1].name]
+    """A waterfall per agent: its P/L on the first rung, what each step cost it (a bar from the
+    P/L before the step to the P/L after, labelled with the cost as the table gives it), and
+    its P/L on the last rung, on one scale shared by every agent."""
+    first, last = ladder.rungs[0].name, ladder.rungs[-1].name
+    heads = [_lines(first), *(["cost ($):", r.took] for r in ladder.rungs[1:]), _lines(last)]
     values = [v for mean in means.values() for v in mean]
     low, high = min(0.0, *values), max(0.0, *values)
     span = (high - low) or 1.0
     bar_w, gap, row_h, left, label_h = 100, 12, 90, 80, 44
-    width = left + len(steps) * (bar_w + gap)
+    width = left + len(heads) * (bar_w + gap)
     height = label_h + row_h * len(means)
     parts = [f'<svg width="{width}" height="{height}" role="img" '
-             f'aria-label="what each step of realism took from each agent">']  # fmt: skip
-    for k, name in enumerate(steps):
+             f'aria-label="what each step of realism cost each agent">']  # fmt: skip
+    for k, head in enumerate(heads):
         x = left + k * (bar_w + gap) + bar_w / 2
         lines = "".join(f'<tspan x="{x:.0f}" dy="{12 if n else 0}">{escape(line)}</tspan>'
-                        for n, line in enumerate(_lines(name)))  # fmt: skip
+                        for n, line in enumerate(head))  # fmt: skip
         parts.append(f'<text x="{x:.0f}" y="12" text-anchor="middle">{lines}</text>')
     for i, (agent, mean) in enumerate(means.items()):
         top, inner = label_h + i * row_h + 14, row_h - 30
@@ -109,6 +117,7 @@ def _waterfall(ladder: Ladder, means: dict[str, list[float]], colours: dict[str,
         parts.append(f'<line x1="{left}" x2="{width}" y1="{y(0.0):.1f}" y2="{y(0.0):.1f}" '
                      'stroke="#bbb"/>')  # fmt: skip
         spans = [(0.0, mean[0]), *itertools.pairwise(mean), (0.0, mean[-1])]
+        costs = step_costs(mean)
         for k, (a, b) in enumerate(spans):
             step = 0 < k < len(spans) - 1
             fill = (
@@ -117,17 +126,19 @@ def _waterfall(ladder: Ladder, means: dict[str, list[float]], colours: dict[str,
                 else colours[agent]
             )
             x, y0, y1 = left + k * (bar_w + gap), y(max(a, b)), y(min(a, b))
-            figure = b - a if step else b
+            figure = cost_text(costs[k - 1]) if step else pnl_text(b)
+            named = f"{ladder.rungs[k].took} cost" if step else (first if k == 0 else last)
             parts.append(
                 f'<rect x="{x}" y="{y0:.1f}" width="{bar_w}" '
                 f'height="{max(y1 - y0, 0.75):.1f}" fill="{fill}"><title>'
-                f"{escape(agent)}, {escape(steps[k])}: {figure:+,.2f}</title></rect>"
+                f"{escape(agent)}, {escape(named)}: {figure}</title></rect>"
             )
             parts.append(f'<text x="{x + bar_w / 2:.0f}" y="{y0 - 3:.1f}" '
-                         f'text-anchor="middle">{figure:+,.2f}</text>')  # fmt: skip
+                         f'text-anchor="middle">{figure}</text>')  # fmt: skip
     parts.append("</svg>")
-    caption = ("What each step took: the first rung's P/L, each step's change (grey: what it "
-               "took), the last rung's P/L; one scale for every agent, dollars")  # fmt: skip
+    caption = ("What each step cost: the first rung's P/L, each step's cost as the table gives "
+               "it (a grey bar down: what it took; green up: what it added), the last rung's "
+               "P/L; one scale for every agent, dollars")  # fmt: skip
     return f'<figure class="scroll">{"".join(parts)}<figcaption>{caption}</figcaption></figure>'
 
 

@@ -9,7 +9,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from arena.backtests.backtest import STRATEGY, BacktestResult
+from arena.backtests.backtest import STRATEGY, SUMMARY_LEGEND, SUMMARY_ORDER, BacktestResult
 from arena.reports.html import (
     agent_colours,
     beliefs_section,
@@ -25,7 +25,6 @@ from arena.reports.html import (
     unbroken,
     write_page,
 )
-from arena.reports.model import BRIER_IMPLIED
 
 
 def write_backtest_report(directory: Path, result: BacktestResult, data: dict[str, Any]) -> Path:
@@ -41,10 +40,14 @@ def render_backtest_html(result: BacktestResult, data: dict[str, Any]) -> str:
         settings_table(settings_rows(data)),
         '<h2 id="summary">Summary over cohorts</h2>',
         summary_table(data),
-        note(f"{data['interval']['text']}: {data['interval']['detail']} {BRIER_IMPLIED}."),
+        paired_table(data),
+        note(
+            f"{data['interval']['text']}: {data['interval']['detail']} {SUMMARY_ORDER} · "
+            f"{SUMMARY_LEGEND}."
+        ),
         '<h2 id="per-cohort">Per cohort</h2>',
         cohort_table(data),
-        note(BRIER_IMPLIED + "."),
+        note(SUMMARY_LEGEND + "."),
     ]
     if data["beliefs"]:
         sections += beliefs_section(data["beliefs"])
@@ -80,9 +83,11 @@ def settings_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def summary_table(data: dict[str, Any]) -> str:
+    """Each agent's figures over the cohorts, the strategy first. Its paired differences are a
+    table of their own (``paired_table``): in one table of thirteen columns the last, "sig.",
+    was off the right edge of the page's 1100 px at any window width."""
     rows = []
     for name, s in data["summary"].items():
-        pair = data["paired"].get(name)
         rows.append(
             [
                 escape(name),
@@ -95,16 +100,26 @@ def summary_table(data: dict[str, Any]) -> str:
                 fmt(s["bss"], "{:+.3f}"),
                 fmt(s["bss_market"], "{:+.3f}"),
                 fmt(s["win_rate"], "{:.1%}"),
-                pct(pair["mean"]) if pair else "",
-                interval_cell(pair["ci_low"], pair["ci_high"]) if pair else "",
-                ("✓" if pair["significant"] else "·") if pair else "",
             ]
         )
     method = data["interval"]["method"]
     header = ["agent", "cohorts", "mean return", f"95% CI ({method})",
               "Brier (impl., mean of cohorts)", "Brier (impl., pooled)", "Brier (paid)", "BSS",
-              "BSS mkt",
-              "win rate", f"{STRATEGY} − agent", f"95% CI ({method})", "sig."]  # fmt: skip
+              "BSS mkt", "win rate"]  # fmt: skip
+    return html_table(header, rows)
+
+
+def paired_table(data: dict[str, Any]) -> str:
+    """The strategy's return less each comparison agent's, cohort by cohort, with its
+    interval and whether that excludes 0."""
+    rows = [
+        [escape(name), pct(pair["mean"]), interval_cell(pair["ci_low"], pair["ci_high"]),
+         "✓" if pair["significant"] else "·"]
+        for name, pair in data["paired"].items()
+    ]  # fmt: skip
+    method = data["interval"]["method"]
+    header = ["compared with", f"{STRATEGY} − agent", f"95% CI ({method})",
+              "sig. (the interval excludes 0)"]  # fmt: skip
     return html_table(header, rows)
 
 

@@ -33,11 +33,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 import msgspec
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
 
 from arena.backtests.backtest import default_plans, plan_backtest, sunday_configs
+from arena.backtests.narrow import runs_that_fit, stacked
 from arena.boundary.isolated import check_spec
 from arena.engines.base import TapeSource
 from arena.engines.driver import replay_cohorts
@@ -458,15 +459,13 @@ def settings_table(data: Mapping[str, Any], width: int | None = None) -> Rendera
     whole = fitted(True, against, title + f"mean ± half its 95% interval; {paired}")
     if width is None or not against or table_width(whole) <= width:
         return whole
-    tables = [fitted(True, [], title + "mean ± half its 95% interval")]
-    chunk: list[str] = []
-    for name in against:
-        if chunk and table_width(fitted(False, [*chunk, name], None)) > width:
-            tables.append(fitted(False, chunk, None if len(tables) > 1 else paired))
-            chunk = []
-        chunk.append(name)
-    tables.append(fitted(False, chunk, None if len(tables) > 1 else paired))
-    return Group(tables[0], *(part for table in tables[1:] for part in ("", table)))
+    runs = runs_that_fit(against, lambda run: table_width(fitted(False, run, None)) <= width)
+    return stacked(
+        [
+            fitted(True, [], title + "mean ± half its 95% interval"),
+            *(fitted(False, run, None if k else paired) for k, run in enumerate(runs)),
+        ]
+    )
 
 
 def _settings_table(

@@ -3,27 +3,31 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import RenderableType
 from rich.table import Table
 
 from arena.backtests.backtest import (
     DEFAULT_AGAINST,
     STRATEGY,
+    SUMMARY_LEGEND,
+    SUMMARY_ORDER,
     backtest_log,
     plan_backtest,
     results_data,
     run_backtest,
 )
+from arena.backtests.narrow import split_to_fit
 from arena.backtests.page import write_backtest_report
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
 from arena.commands.replay import skipped_note
 from arena.console import make_console, plugins_print_to_stderr
 from arena.progress import on_a_terminal, progress_of
-from arena.reports.model import BRIER_IMPLIED
-from arena.reports.terminal import beliefs_table
+from arena.reports.terminal import beliefs_table, house_table
 
 
 def pct_cell(x: float | None) -> str:
@@ -41,63 +45,72 @@ def interval_cell(low: float | None, high: float | None) -> str:
     return "[—]" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}]"
 
 
-def cohort_table(data: dict[str, Any]) -> Table:
+def cohort_table(data: dict[str, Any], width: int | None = None) -> RenderableType:
+    """A cohort a row, an agent a column (return, Brier (impl.) and win rate in one cell); in
+    ``width`` cells, as many agents to a table as fit, each table with the cohorts' starts."""
     names = list(data["settings"]["agents"])
-    table = Table(
-        title="Per cohort: return · Brier (implied confidence) · win rate",
-        title_justify="left",
-        header_style="bold",
-    )
-    table.add_column("start", no_wrap=True, min_width=10)
-    table.add_column("markets", justify="right", no_wrap=True)
-    for name in names:
-        table.add_column(name, justify="right", no_wrap=True)
-    for cohort in data["cohorts"]:
-        cells = [
-            f"{pct_cell(a['return_pct'])} {num_cell(a['brier'], '{:.3f}')} "
-            f"{num_cell(a['win_rate'], '{:.0%}')}"
-            for a in (cohort["agents"][name] for name in names)
-        ]
-        table.add_row(cohort["start"][:10], str(cohort["markets"]), *cells)
-    return table
+
+    def build(agents: Sequence[str]) -> Table:
+        table = house_table("Per cohort: return · Brier (implied confidence) · win rate")
+        table.add_column("start", no_wrap=True, min_width=10)
+        table.add_column("markets", justify="right", no_wrap=True)
+        for name in agents:
+            table.add_column(name, justify="right", no_wrap=True)
+        for cohort in data["cohorts"]:
+            cells = [
+                f"{pct_cell(a['return_pct'])} {num_cell(a['brier'], '{:.3f}')} "
+                f"{num_cell(a['win_rate'], '{:.0%}')}"
+                for a in (cohort["agents"][name] for name in agents)
+            ]
+            table.add_row(cohort["start"][:10], str(cohort["markets"]), *cells)
+        return table
+
+    return split_to_fit(build, names, width)
 
 
-def summary_table(data: dict[str, Any]) -> Table:
+Column = tuple[str, Callable[[dict[str, Any], dict[str, Any] | None], str]]
+"""A summary column: its header, and its cell from an agent's summary and its paired
+difference with the strategy (None for the strategy itself)."""
+
+SUMMARY_GROUPS: list[list[Column]] = [
+    [("mean\nreturn", lambda s, _: pct_cell(s["return_mean"])),
+     ("95% CI", lambda s, _: interval_cell(s["return_ci_low"], s["return_ci_high"]))],
+    [("Brier\n(impl.,\npooled)", lambda s, _: num_cell(s["brier"])),
+     ("Brier\n(paid)", lambda s, _: num_cell(s.get("brier_paid")))],
+    [("BSS", lambda s, _: num_cell(s["bss"], "{:+.3f}")),
+     ("BSS\nmkt", lambda s, _: num_cell(s["bss_market"], "{:+.3f}"))],
+    [("win\nrate", lambda s, _: num_cell(s["win_rate"], "{:.1%}"))],
+    [(f"{STRATEGY}\n− agent", lambda _, p: pct_cell(p["mean"]) if p else ""),
+     ("its\n95% CI", lambda _, p: interval_cell(p["ci_low"], p["ci_high"]) if p else ""),
+     ("sig.", lambda _, p: ("[green]✓[/]" if p["significant"] else "·") if p else "")],
+]  # fmt: skip
+"""The summary's columns in the groups that stay together when it is split to fit."""
+
+
+def summary_table(data: dict[str, Any], width: int | None = None) -> RenderableType:
     """The strategy, then each agent it is compared with: the legend says so, not "ranked by
     return" as the leaderboard's does, and both Briers are shown as that legend names them
-    (it explained a Brier (paid) the table did not have)."""
-    legend = BRIER_IMPLIED.removeprefix("ranked by return · ")
-    table = Table(
-        title=f"Over {len(data['cohorts'])} cohort(s): mean with 95% interval; "
-        f"paired = {STRATEGY} − agent, cohort by cohort (✓: interval excludes 0)",
-        title_justify="left",
-        caption=f"{data['interval']['text']}. The {STRATEGY} first, then the agents it is "
-        f"compared with · {legend}",
-        caption_justify="left",
-        header_style="bold",
-    )
-    for name in ["agent", "mean return [95% CI]", "Brier (impl.)", "Brier (paid)", "BSS",
-                 "BSS mkt", "win rate", f"{STRATEGY} − agent [95% CI]"]:  # fmt: skip
-        table.add_column(name, justify="left" if name == "agent" else "right")
-    for name, s in data["summary"].items():
-        pair = data["paired"].get(name)
-        paired = ""
-        if pair:
-            mark = "[green]✓[/]" if pair["significant"] else "·"
-            ci = interval_cell(pair["ci_low"], pair["ci_high"])
-            paired = f"{pct_cell(pair['mean'])} {ci} {mark}"
-        ci = interval_cell(s["return_ci_low"], s["return_ci_high"])
-        table.add_row(
-            name,
-            f"{pct_cell(s['return_mean'])} {ci}",
-            num_cell(s["brier"]),
-            num_cell(s.get("brier_paid")),
-            num_cell(s["bss"], "{:+.3f}"),
-            num_cell(s["bss_market"], "{:+.3f}"),
-            num_cell(s["win_rate"], "{:.1%}"),
-            paired,
+    (it explained a Brier (paid) the table did not have). In ``width`` cells the columns go in
+    as many tables as keep every figure whole: at 80 columns the paired difference, the point
+    of a backtest, was cut to "[-22.4…" and its header to "strate… − agent"."""
+
+    def build(groups: Sequence[list[Column]]) -> Table:
+        table = house_table(
+            f"Over {len(data['cohorts'])} cohort(s): mean with 95% interval; paired = "
+            f"{STRATEGY} − agent, cohort by cohort (✓: interval excludes 0)",
+            f"{data['interval']['text']}. {SUMMARY_ORDER} · {SUMMARY_LEGEND}",
         )
-    return table
+        columns = [column for group in groups for column in group]
+        table.add_column("agent", no_wrap=True)
+        for name, _ in columns:
+            table.add_column(name, justify="right", no_wrap=True)
+        for name, s in data["summary"].items():
+            cells = [cell(s, data["paired"].get(name)) for _, cell in columns]
+            if any(cells):  # the strategy has no row among its paired differences
+                table.add_row(name, *cells)
+        return table
+
+    return split_to_fit(build, SUMMARY_GROUPS, width)
 
 
 @click.command()
@@ -181,8 +194,8 @@ def backtest(
         return
     if plan.skipped:
         console.print(skipped_note(plan.skipped))
-    console.print(cohort_table(data))
-    console.print(summary_table(data))
+    console.print(cohort_table(data, console.width))
+    console.print(summary_table(data, console.width))
     if data["beliefs"]:
         console.print(beliefs_table(data["beliefs"]))
     console.print(

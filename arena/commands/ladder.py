@@ -4,14 +4,26 @@ what each step took from every agent's P/L."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
+from rich.console import RenderableType
 from rich.table import Table
 
 from arena.backtests.depth import CENTS, AgentDepth, by_agent
-from arena.backtests.ladder import Ladder, climb, mean_pnl, rungs
+from arena.backtests.ladder import (
+    Ladder,
+    climb,
+    cost_text,
+    mean_pnl,
+    pnl_text,
+    rungs,
+    step_costs,
+    steps_note,
+)
 from arena.backtests.ladder_page import write_ladder_report
+from arena.backtests.narrow import split_to_fit
 from arena.console import make_console
 from arena.engines.base import TapeSource
 from arena.reports.terminal import house_table, table_width
@@ -119,43 +131,40 @@ def ladder(
 RUNGS_TITLE = "P/L on each rung, the same decisions (dollars; mean over cohorts)"
 
 
-def _rungs_table(result: Ladder, width: int | None = None) -> Table:
-    """An agent a row and a rung a column; where that is wider than ``width`` (ten columns
-    of dollars do not fit 80 cells, and Rich cut every figure to "+198…"), a rung a row and
-    an agent two columns, its P/L and what that rung took."""
+def _rungs_table(result: Ladder, width: int | None = None) -> RenderableType:
+    """An agent a row and a rung a column, then a column per step for what it cost; where
+    that is wider than ``width`` (ten columns of dollars do not fit 80 cells, and Rich cut
+    every figure to "+198…"), a rung a row, with the step that led to it, and an agent two
+    columns, its P/L and the step's cost, in as many tables as it takes to keep every figure
+    whole (four agents' eight columns did not fit one: "-1,723…  4…")."""
     means = mean_pnl(result.rows)
-    took = {
-        agent: [0.0, *(m[k - 1] - m[k] for k in range(1, len(m)))] for agent, m in means.items()
-    }
-    table = house_table(
-        RUNGS_TITLE,
-        "each rung meets more of the market than the one before; 'took' columns are the P/L "
-        "that step cost: fa → mid the midpoint, → touch the spread, → l2 the depth, then the "
-        "fee and the delay",
-    )
+    costs = {agent: step_costs(pnl) for agent, pnl in means.items()}
+    caption = f"each rung meets more of the market than the one before; {steps_note(result.rungs)}"
+    table = house_table(RUNGS_TITLE, caption)
     table.add_column("agent", no_wrap=True)
-    for step in result.rungs:
-        table.add_column(step.name.replace(" + ", " +\n"), justify="right", no_wrap=True)
-    for step in result.rungs[1:]:
-        table.add_column(f"took:\n{step.took}", justify="right", no_wrap=True)
-    for agent, mean in means.items():
-        table.add_row(agent, *(f"{v:+,.2f}" for v in mean), *(f"{v:,.2f}" for v in took[agent][1:]))
+    for rung in result.rungs:
+        table.add_column(rung.name.replace(" + ", " +\n"), justify="right", no_wrap=True)
+    for rung in result.rungs[1:]:
+        table.add_column(f"cost ($):\n{rung.took}", justify="right", no_wrap=True)
+    for agent, pnl in means.items():
+        table.add_row(agent, *map(pnl_text, pnl), *map(cost_text, costs[agent]))
     if width is None or table_width(table) <= width:
         return table
-    table = house_table(
-        RUNGS_TITLE,
-        "each rung meets more of the market than the one before; took: the P/L going to that "
-        "rung from the one above cost",
-    )
-    table.add_column("rung", no_wrap=True)
-    table.add_column("took", no_wrap=True)
-    for agent in means:
-        table.add_column(f"{agent}\nP/L", justify="right", no_wrap=True)
-        table.add_column(f"{agent}\ntook", justify="right", no_wrap=True)
-    for k, step in enumerate(result.rungs):
-        cells = [(f"{means[a][k]:+,.2f}", f"{took[a][k]:,.2f}" if k else "") for a in means]
-        table.add_row(step.name, step.took, *(c for pair in cells for c in pair))
-    return table
+
+    def by_rung(agents: Sequence[str]) -> Table:
+        table = house_table(RUNGS_TITLE, caption)
+        table.add_column("rung", no_wrap=True)
+        table.add_column("step", no_wrap=True)
+        for agent in agents:
+            table.add_column(f"{agent}\nP/L ($)", justify="right", no_wrap=True)
+            table.add_column(f"{agent}\ncost ($)", justify="right", no_wrap=True)
+        for k, rung in enumerate(result.rungs):
+            cells = [(pnl_text(means[a][k]), cost_text(costs[a][k - 1]) if k else "")
+                     for a in agents]  # fmt: skip
+            table.add_row(rung.name, rung.took, *(c for pair in cells for c in pair))
+        return table
+
+    return split_to_fit(by_rung, list(means), width)
 
 
 def _depth_table(depths: list[AgentDepth]) -> Table:

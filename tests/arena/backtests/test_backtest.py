@@ -283,8 +283,10 @@ def test_the_summary_shows_every_score_its_caption_defines(data: dict[str, Any])
     console = Console(width=250, record=True)
     console.print(summary_table(data))
     text = console.export_text()
-    (header,) = [line for line in text.splitlines() if "mean return [95% CI]" in line]
-    assert "BSS mkt" in header
+    lines = text.splitlines()
+    (header,) = [line for line in lines if line.startswith(" agent ")]
+    mkt = header.index("mkt")  # the column headed "BSS" over "mkt"
+    assert lines[lines.index(header) - 1][mkt : mkt + 3] == "BSS"
     favourite = data["summary"]["favourite"]["bss_market"]
     (row,) = [line for line in text.splitlines() if line.lstrip("│ ").startswith("favourite")]
     assert f"{favourite:+.3f}" in row

@@ -126,7 +126,9 @@ def test_the_ladder_page_as_chromium_draws_it(arena: Arena, btc_log: Path, tmp_p
     html = (out / "index.html").read_text()
     assert "Depth near the price shown" in html and "Forecasters: the edge" in html
     took = data["agents"][0]["took"]
-    assert f"{-took['the depth']:+,.2f}" in html
+    assert (
+        f"<title>fav, the depth cost: {took['the depth']:,.2f}</title>" in html
+    )  # the table's sign
     pixels = screenshot(out / "index.html", tmp_path / "page.png", 1200, 1400)
     assert np.count_nonzero(near(pixels, PALETTE[0], 20)) > 300, "no fav bars"
     assert np.count_nonzero(near(pixels, "#8c959f", 12)) > 20, "no step bars"
