@@ -325,7 +325,13 @@ def parse_starts(start: str | None, starts: str | None) -> list[datetime]:
             first, sep, last = starts.partition("..")
             if not sep:
                 raise click.BadParameter("use FROM..TO", param_hint="--starts")
-            found = sundays(parse_instant(first), parse_instant(last))
+            begin, end = parse_instant(first), parse_instant(last)
+            if end < begin:  # a reversed range, not one without a Sunday
+                raise click.BadParameter(
+                    f"{starts} ends before it starts; did you mean {last}..{first}?",
+                    param_hint="--starts",
+                )
+            found = sundays(begin, end)
             if not found:
                 raise click.BadParameter(f"no Sunday in {starts}", param_hint="--starts")
             return found

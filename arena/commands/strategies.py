@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import types
+import typing
 from typing import Any
 
 import click
@@ -15,6 +17,7 @@ import pydantic
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from arena.console import make_console
 from strategies.api import Strategy
@@ -22,6 +25,15 @@ from strategies.loader import BUILTINS, available, strategy_class
 
 
 def _type_name(annotation: Any) -> str:
+    """A setting's type as a person reads it: ``'minimal' | 'low' | None`` rather than
+    ``Optional[Literal['minimal', 'low']]``, which the 80-column list cut mid-word."""
+    if annotation is type(None):
+        return "None"
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):  # Optional[X] and X | None alike
+        return " | ".join(_type_name(a) for a in args)
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
@@ -94,30 +106,101 @@ def catalogue() -> list[dict[str, Any]]:
     return entries
 
 
+CAPTION = "settings go in an agent spec: --agent NAME=STRATEGY?setting=value&…"
+
+DESCRIPTION_MIN = 50
+"""The fewest cells the table leaves its description; a narrower terminal gets the list
+(``_show_list``): at 80 columns the table's description had 16 cells, a word or two a line,
+and the listing ran to 410 lines (152 as a list; at 120 columns the table takes 142)."""
+
+WRAPPED_AT = 10
+"""Cells past which a type or a default wraps in the table, between its words: its column is
+never narrower than its longest word (at 10 cells, ``'extremized'`` was cut in two)."""
+
+GAP = 3
+"""Cells between two of the table's columns: a space of padding either side of the box's blank
+divider."""
+
+
+def _heading(entry: dict[str, Any]) -> tuple[str, str]:
+    """A strategy's name as an agent spec gives it, and its description or why it cannot load."""
+    name = entry["name"] + (":PATH" if entry["argument"] else "")
+    return name, (f"cannot load: {entry['error']}" if entry["error"] else entry["description"])
+
+
+def _default(setting: dict[str, Any]) -> str:
+    return "required" if setting["required"] else repr(setting["default"])
+
+
 def _show(console: Console, entries: list[dict[str, Any]]) -> None:
+    """The table where its description gets ``DESCRIPTION_MIN`` cells, else the list."""
+    settings = [s for e in entries for s in e["settings"]]
+    texts = {
+        "strategy": [_heading(e)[0] for e in entries],
+        "setting": [s["name"] for s in settings],
+        "type": [s["type"] for s in settings],
+        "default": [_default(s) for s in settings],
+    }
+    widths = {}
+    for column, cells in texts.items():
+        widest = max(map(len, [column, *cells]))
+        if column in ("type", "default"):
+            longest_word = max(len(word) for text in [column, *cells] for word in text.split())
+            widest = min(widest, max(WRAPPED_AT, longest_word))
+        widths[column] = widest
+    if sum(widths.values()) + GAP * len(widths) + DESCRIPTION_MIN <= console.width:
+        _show_table(console, entries, widths)
+    else:
+        _show_list(console, entries)
+
+
+def _show_table(console: Console, entries: list[dict[str, Any]], widths: dict[str, int]) -> None:
+    """A row per strategy and per setting: names, types and defaults keep their ``widths`` (a
+    type or a default wraps between its words) and the description takes the rest."""
     table = Table(
-        title="strategies", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-        caption="settings go in an agent spec: --agent NAME=STRATEGY?setting=value&…",
-        caption_justify="left",
+        title="strategies", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+        pad_edge=False, caption=CAPTION, caption_justify="left",
     )  # fmt: skip
-    # names, types and defaults keep their width and the description takes what is left: at
-    # 80 columns five equal columns wrapped every description to 13 cells
-    table.add_column("strategy", no_wrap=True)
-    table.add_column("setting", no_wrap=True)
-    for column in ("type", "default"):  # a long Literal[...] folds
-        table.add_column(column, overflow="fold", max_width=10)
-    table.add_column("description", ratio=1, min_width=16, overflow="fold")
+    for column, width in widths.items():
+        table.add_column(column, max_width=width)
+    table.add_column("description", ratio=1, min_width=DESCRIPTION_MIN)
     for entry in entries:
-        name = entry["name"] + (":PATH" if entry["argument"] else "")
-        if entry["error"]:
-            table.add_row(f"[bold]{name}[/]", "", "", "", f"[red]cannot load: {entry['error']}[/]")
-        else:
-            table.add_row(f"[bold]{name}[/]", "", "", "", entry["description"])
+        name, description = _heading(entry)
+        said = Text(description, style="red" if entry["error"] else "")
+        table.add_row(Text(name, style="bold"), "", "", "", said)
         for s in entry["settings"]:
-            default = "required" if s["required"] else repr(s["default"])
-            table.add_row("", s["name"], s["type"], default, s["description"])
+            cells = (s["name"], s["type"], _default(s), s["description"])
+            table.add_row("", *map(Text, cells))
         table.add_section()
     console.print(table)
+
+
+def _show_list(console: Console, entries: list[dict[str, Any]]) -> None:
+    """A line per strategy and one per setting, ``name (type, default): description``,
+    wrapped between words under a hanging indent: what a narrow terminal reads down."""
+    console.print(Text.assemble(("strategies", "bold"), f" · {CAPTION}"))
+    for entry in entries:
+        name, description = _heading(entry)
+        said = (description, "red" if entry["error"] else "")
+        console.print()
+        console.print(_hanging(console, Text.assemble((name, "bold"), " — ", said), 0, 4))
+        for s in entry["settings"]:
+            default = "required" if s["required"] else f"default {_default(s)}"
+            line = Text.assemble(
+                (s["name"], "bold"), f" ({s['type']}, {default}): {s['description']}"
+            )
+            console.print(_hanging(console, line, 2, 6))
+
+
+def _hanging(console: Console, text: Text, first: int, rest: int) -> Text:
+    """``text`` wrapped between words to the console's width, its first line indented
+    ``first`` cells and the lines after it ``rest``."""
+    lines = text.wrap(console, max(console.width - rest, 1))
+    for line in lines:
+        line.rstrip()
+    return Text("\n").join(
+        Text(" " * (rest if k else first)) + line for k, line in enumerate(lines)
+    )
 
 
 @click.command()

@@ -14,10 +14,14 @@ from typing import Any
 
 import click
 from rich import box
+from rich.cells import cell_len
+from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
+from rich.padding import Padding
 from rich.spinner import Spinner
 from rich.table import Table
+from rich.text import Text
 
 from arena.commands.tapes_columns import columns as price_columns
 from arena.commands.tapes_record import record
@@ -46,6 +50,7 @@ from replays.importers.polymarket import ImportResult
 from replays.samples import SAMPLE_BOOKS, books_file, tape_file
 from replays.tape import Tape
 from replays.tapefile import load_tape, save_tape, tape_kind
+from replays.untrusted import printable
 
 TAPE_SUFFIXES = (".tape", ".tape.jsonl", ".tape.jsonl.gz")
 
@@ -369,32 +374,105 @@ def show(
         f"voided {summary['voided']}, unresolved {summary['unresolved']}, "
         f"hash {summary['hash'][:12]}"
     )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-    # at 80 columns every column shows: a 66-character condition id is cut in the middle (it
-    # hid the question, volume, prices and winner), the trend keeps its 16 cells and the
-    # question wraps in 8 or more
+    # a 66-character condition id is cut in the middle (whole, it hid the question, volume,
+    # prices and winner at 80 columns)
     ids = short_names([r["id"] for r in rows], ID_WIDTH)
-    for name in ("id", "question", "volume", "outcomes", "first", "last", "winner", "trend"):
-        table.add_column(
-            name,
-            justify="right" if name in ("volume", "first", "last") else "left",
-            no_wrap=name != "question",
-            max_width=48 if name == "question" else None,
-            min_width={"question": 8, "trend": 16}.get(name, len(name)),
-        )
-    for r in rows:
-        table.add_row(
-            cell(ids[r["id"]]), cell(r["question"]), compact(r["volume"]),
-            cell("/".join(r["outcomes"])), _price(r["first_price"]), _price(r["last_price"]),
-            cell(r["resolution"] or "—"), r["sparkline"],
+    figures = [_figures(r, ids[r["id"]]) for r in rows]
+    widths = {n: max(cell_len(t) for t in (n, *(f[n] for f in figures))) for n in FIGURES}
+    # a space of padding and the box's blank divider after each column but the question, and
+    # the box's blank edges
+    if console.width - sum(widths.values()) - 2 * len(FIGURES) - 2 >= QUESTION_MIN:
+        _show_table(console, rows, figures)
+    else:
+        _show_stacked(console, rows, figures, widths)
+    notes = []
+    if market_id is None:
+        shown, markets = len(rows), summary["markets"]
+        notes.append(
+            f"{shown:,} of {markets:,} markets, by volume (--limit N for more)"
+            if shown < markets else f"all {markets:,} markets, by volume"
         )  # fmt: skip
     if any(ids[r["id"]] != r["id"] for r in rows):
-        table.caption = "ids cut in the middle to fit; --json has each whole"
-    console.print(table)
+        notes.append("ids cut in the middle to fit; --json has each whole")
+    if notes:
+        console.print(Text("; ".join(notes), style="dim"))
 
 
 ID_WIDTH = 10
 """The widest a market id is shown in ``tapes show``'s table (``--json`` has each whole)."""
+
+FIGURES = ("id", "volume", "outcomes", "first", "last", "winner", "trend")
+"""``tapes show``'s columns beside the question, which never wrap (the trend is the tape's
+prices as 16 blocks)."""
+
+RIGHT = ("volume", "first", "last")
+"""The figures aligned on their last digit."""
+
+QUESTION_MIN = 40
+"""The fewest cells the table gives the question; in a narrower terminal each market's figures
+take a line and its question the next (at 80 columns the table left it 13 cells, five lines a
+market: "Will a" / "Democrat win" / "Pennsylvania" / …, and "Septemb…" cut)."""
+
+
+def _figures(row: dict[str, Any], shown_id: str) -> dict[str, str]:
+    """A market's ``FIGURES`` as text, control characters written out."""
+    return {
+        "id": printable(shown_id),
+        "volume": compact(row["volume"]),
+        "outcomes": printable("/".join(row["outcomes"])),
+        "first": _price(row["first_price"]),
+        "last": _price(row["last_price"]),
+        "winner": printable(row["resolution"] or "—"),
+        "trend": row["sparkline"],
+    }
+
+
+def _show_table(
+    console: Console, rows: list[dict[str, Any]], figures: list[dict[str, str]]
+) -> None:
+    """A line per market, its question in a column of its own beside the figures."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    columns = (FIGURES[0], "question", *FIGURES[1:])
+    for name in columns:
+        table.add_column(
+            name, justify="right" if name in RIGHT else "left", no_wrap=name != "question",
+            max_width=48 if name == "question" else None,
+        )  # fmt: skip
+    for r, f in zip(rows, figures, strict=True):
+        shown = {**f, "question": printable(r["question"])}
+        table.add_row(*(Text(shown[name]) for name in columns))
+    console.print(table)
+
+
+STACKED = tuple(name for name in FIGURES if name != "outcomes")
+"""The figures on a market's line in a narrow terminal; its outcomes follow its question, where
+a long list of them (a many-candidate race) has room."""
+
+
+def _show_stacked(
+    console: Console,
+    rows: list[dict[str, Any]],
+    figures: list[dict[str, str]],
+    widths: dict[str, int],
+) -> None:
+    """Each market's figures on a line, in columns of ``widths``, and its question and outcomes
+    under them across the terminal, where they are read whole."""
+
+    def line(cells: dict[str, str]) -> Text:
+        texts = [Text(cells[n]) for n in STACKED]
+        for name, text in zip(STACKED, texts, strict=True):
+            text.align("right" if name in RIGHT else "left", widths[name])
+        return Text("  ").join(texts)
+
+    heading = line({n: n for n in STACKED})
+    heading.stylize("bold")
+    heading.rstrip()
+    console.print(heading)
+    console.print("─" * min(heading.cell_len, console.width), style="dim")
+    for r, f in zip(rows, figures, strict=True):
+        console.print(line(f), overflow="ellipsis", no_wrap=True)
+        question = Text(f"{printable(r['question'])} ({f['outcomes']})")
+        console.print(Padding(question, (0, 0, 0, 2), expand=False))
 
 
 def _price(price: float | None) -> str:

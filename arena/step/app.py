@@ -285,10 +285,13 @@ class StepApp(App[None]):
 
         self.reach(find, kind)
 
-    def reach(self, find: Callable[[], int | None], kind: str, missing: str = "") -> None:
+    def reach(
+        self, find: Callable[[], int | None], kind: str, missing: Callable[[], str] | None = None
+    ) -> None:
         """To the cut ``find`` names in the log read so far; when it names none, a live replay
         is run a step of ``kind`` at a time until it does (or the replay ends, when
-        ``missing`` says what was not found), else the end."""
+        ``missing`` says what was not found, once the log of the whole run is read), else the
+        end."""
         cut = find()
         if cut is not None:
             self.move(cut)
@@ -301,7 +304,9 @@ class StepApp(App[None]):
             self.redraw()
             self.run_worker(self._advance(find, kind, missing), group="live", exclusive=True)
 
-    async def _advance(self, find: Callable[[], int | None], kind: str, missing: str) -> None:
+    async def _advance(
+        self, find: Callable[[], int | None], kind: str, missing: Callable[[], str] | None
+    ) -> None:
         """Ask the replay for steps until one brings the stop wanted (an agent that sat the
         cohort out never decides: its next decision is the end), reading the log after each."""
         assert self.live is not None
@@ -319,8 +324,8 @@ class StepApp(App[None]):
             self.notify(str(exc), severity="error", timeout=30)
         finally:
             self.running = False
-        if cut is None and run.closed and missing:
-            self.notify(f"{missing}: the replay ran to its end", severity="warning")
+        if cut is None and run.closed and missing is not None:
+            self.notify(missing(), severity="warning")
         self.move(cut if cut is not None else len(self.timeline.events))
 
     def moving(self) -> str:
@@ -413,14 +418,35 @@ class StepApp(App[None]):
                 self.call_after_refresh(self.show_match, again)
             return
         if not value.isdigit():
-            self.notify(f"no week {value!r}", severity="warning")
+            said = f"no week {value!r}: a week is a number ({self.weeks_there_are()})"
+            self.notify(said, severity="warning")
             return
         week = int(value)
         cut = self.timeline.week_stop(week, self.agent)
-        read = max((s.week for s in self.timeline.stops if s.kind == "decision"), default=0)
-        missing = f"no decision in week {week}"
-        if cut is None and (self.live is None or self.live[0].closed or week <= read):
-            self.notify(missing, severity="warning")
+        weeks = self.decision_weeks()
+        if cut is None and (
+            self.live is None or self.live[0].closed or week <= (weeks[-1] if weeks else 0)
+        ):
+            self.notify(f"no decision in week {week}: {self.weeks_there_are()}", severity="warning")
             return
         # live, a later week is run to: each decision instant until one in that week
-        self.reach(lambda: self.timeline.week_stop(week, self.agent), "decision", missing)
+        ran = f"no decision in week {week}: the replay ran to its end"
+        self.reach(
+            lambda: self.timeline.week_stop(week, self.agent), "decision",
+            lambda: f"{ran}; {self.weeks_there_are()}",
+        )  # fmt: skip
+
+    def decision_weeks(self) -> list[int]:
+        """The weeks with a decision in the log read so far, in order."""
+        return sorted({s.week for s in self.timeline.stops if s.kind == "decision"})
+
+    def weeks_there_are(self) -> str:
+        """Which weeks ``w`` can go to, for a week it cannot ("no decision in week 50" left
+        the valid ones to guess): the first and last with a decision, so far while a live
+        replay goes on."""
+        weeks = self.decision_weeks()
+        so_far = " so far" if self.live is not None and not self.live[0].closed else ""
+        if not weeks:
+            return "the log has no decision yet" if so_far else "the log has no decision"
+        span = f"week {weeks[0]}" if len(weeks) == 1 else f"weeks {weeks[0]}–{weeks[-1]}"
+        return f"the decisions{so_far} are in {span}"

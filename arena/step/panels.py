@@ -271,34 +271,33 @@ def leaderboard(view: Screen, width: int = 80) -> tuple[Text, list[Text]]:
     the prices paid beside it (a loser of small bets tops the first; docs/reports.md). The
     agent in view is marked ▶. In ``width`` cells: cents and four decimals with the paid Brier,
     or without it; then whole dollars, three decimals and a narrower mark (as the report's
-    table shows them), with it or without; then names cut."""
+    table shows them), with it or without; then names cut.
+
+    A column is as wide as the widest of its values and of ``_widest``'s, so the layout chosen
+    at the start holds while the totals move: with one agent, the paid Brier fitted by a cell
+    at $9,998.33 and not at $10,000.00, where its heading showed "pai" over no values."""
+    start = max((s.initial_cash for s in view.standings), default=0.0)
 
     def cells(precise: bool, paid: bool) -> list[tuple[str, ...]]:
         mark, blank = ("▶ ", "  ") if precise else ("▶", " ")
-        digits = 4 if precise else 3
         return [
-            (
-                (mark if s.agent == view.agent else blank) + s.agent,
-                f"${s.total_value:,.2f}" if precise else f"${s.total_value:,.0f}",
-                f"{s.return_pct:+.2f}%",
-                ("—" if s.brier is None else f"{s.brier:.{digits}f}") + f" ({s.n_resolved})",
-            )
-            + ((("—" if s.brier_paid is None else f"{s.brier_paid:.{digits}f}"),) if paid else ())
+            ((mark if s.agent == view.agent else blank) + s.agent,
+             *_figures(s.total_value, s.return_pct, s.brier, s.n_resolved, s.brier_paid,
+                       precise, paid))
             for s in view.standings
-        ]
-
-    def widths(names: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[int]:
-        return [max([len(n), *(len(c[i]) for c in rows)]) for i, n in enumerate(names)]
+        ]  # fmt: skip
 
     layouts = [(True, True), (True, False), (False, True), (False, False)]
     for precise, paid in layouts:
         # the report's two Briers by its labels: implied (with its count) and paid
         names = ("agent", "total", "return", "impl. (n)") + (("paid",) if paid else ())
         rows = cells(precise, paid)
-        w = widths(names, rows)
+        widest = ("", *_widest(start, precise, paid))
+        w = [max(len(c[i]) for c in [names, widest, *rows]) for i in range(len(names))]
         if sum(w) + len(w) - 1 <= width:
             break
-    w[0] = max(min(w[0], width - sum(w[1:]) - len(w) + 1), 6)
+    else:  # the names give way, down to a few letters
+        w[0] = max(width - sum(w[1:]) - len(w) + 1, NAME_MIN)
 
     def line(row: tuple[str, ...], style: str) -> Text:
         name = row[0] if len(row[0]) <= w[0] else row[0][: w[0] - 1] + "…"
@@ -306,6 +305,33 @@ def leaderboard(view: Screen, width: int = 80) -> tuple[Text, list[Text]]:
         return Text(f"{name:<{w[0]}} {rest}", style=style, no_wrap=True)
 
     return line(names, "bold"), [line(c, "bold" if c[0][0] == "▶" else "") for c in rows]
+
+
+NAME_MIN = 6
+"""The fewest cells the leaderboard cuts an agent's name to: its mark, a few letters and "…"."""
+
+
+def _figures(
+    total: float, ret: float, brier: float | None, n: int, paid_brier: float | None,
+    precise: bool, paid: bool,
+) -> tuple[str, ...]:  # fmt: skip
+    """An agent's total, return, implied Brier with its count and (``paid``) paid Brier, as
+    the leaderboard shows them: cents and four decimals when ``precise``, else whole dollars
+    and three."""
+    digits = 4 if precise else 3
+    figures = (
+        f"${total:,.2f}" if precise else f"${total:,.0f}",
+        f"{ret:+.2f}%",
+        ("—" if brier is None else f"{brier:.{digits}f}") + f" ({n})",
+    )
+    return figures + (("—" if paid_brier is None else f"{paid_brier:.{digits}f}",) if paid else ())
+
+
+def _widest(start: float, precise: bool, paid: bool) -> tuple[str, ...]:
+    """The widest figures an agent that started with ``start`` shows while it neither doubles
+    nor loses it all and has fewer than 100 resolved bets: what the leaderboard's columns make
+    room for from the start (past them, a column widens as its values need)."""
+    return _figures(2 * start - 0.01, -99.99, 0.0, 99, 0.0, precise, paid)
 
 
 def _call_lines(call: ModelCalled, prompts: dict[str, str]) -> list[str]:

@@ -250,6 +250,18 @@ def test_a_bad_agent_option_is_a_usage_error(
     assert not (tmp_path / "run.db").exists()
 
 
+def test_a_reversed_range_of_starts_is_said_to_be_reversed(arena: Arena, tmp_path: Path) -> None:
+    """It said "no Sunday in 2024-11-03..2024-05-12", a range of 26 Sundays the wrong way
+    round, which sent a person looking for Sundays."""
+    result = arena("replay", "--starts", "2024-11-03..2024-05-12", "--db", tmp_path / "run.db")
+    assert result.exit_code == 2
+    assert (
+        "Error: Invalid value for --starts: 2024-11-03..2024-05-12 ends before it starts; "
+        "did you mean 2024-05-12..2024-11-03?"
+    ) in result.output
+    assert not (tmp_path / "run.db").exists()
+
+
 PLUGIN = """
 import time
 from strategies.api import Decision, Strategy

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from click.testing import Result
 
-from arena.commands.tapes_view import sparkline
+from arena.commands.tapes_view import compact, sparkline
+from replays.markets import MarketInfo
 from replays.synthetic import random_walk_tape
+from replays.tape import Tape
 from replays.tapefile import save_tape
 from tests.conftest import Arena
 
@@ -192,22 +194,79 @@ def test_hostile_import_inputs_are_one_line(arena: Arena, tmp_path: Path) -> Non
     assert not (tmp_path / "o.tape").exists()
 
 
-@pytest.mark.parametrize("tape", ["sample", "sample-books"])
-def test_show_reads_whole_at_80_columns(arena: Arena, tape: str) -> None:
-    """At 80 columns every column of ``tapes show`` is there: the BTC books' 66-character
-    condition ids took the width and hid question, volume, prices and winner, and the
-    election sample's sparklines were cut to two cells under a header cut to "tr"."""
+@pytest.mark.parametrize(("tape", "listed"), [
+    ("sample", "30 of 101 markets, by volume (--limit N for more)"),
+    ("sample-books", "all 12 markets, by volume"),
+])  # fmt: skip
+def test_show_at_80_columns_gives_each_question_a_line_under_its_figures(
+    arena: Arena, tape: str, listed: str
+) -> None:
+    """At 80 columns the question had 13 cells, five lines a market ("Will a" / "Democrat win"
+    / …), and "September" was cut to "Septemb…"; the 30 rows of the default --limit were shown
+    under "101 markets" with nothing to say so. Now each market's figures take a line, whole
+    (a 66-character condition id cut in the middle, the trend's 16 blocks all there), its
+    question and outcomes the line under them, and a last line says how many of how many are
+    listed."""
     data = arena.json("tapes", "show", tape)
     rows = data["market_rows"]
     done = arena("tapes", "show", tape, env={"COLUMNS": "80"})
     assert done.exit_code == 0, done.output
     lines = done.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, max(lines, key=len)
-    header = next(line for line in lines if line.lstrip().startswith("id"))
-    assert header.split() == ["id", "question", "volume", "outcomes", "first", "last", "winner",
-                              "trend"]  # fmt: skip
-    for row in rows:
-        assert row["sparkline"] in done.stdout  # whole, all 16 cells
     assert f"{data['points']:,} points" in done.stdout
+    heading = next(k for k, line in enumerate(lines) if line.startswith("id "))
+    assert lines[heading].split() == ["id", "volume", "first", "last", "winner", "trend"]
+    # a market's line of figures, then its question's, indented (wrapped past 78 cells)
+    blocks: list[list[str]] = []
+    for line in lines[heading + 2 : -1]:
+        if line.startswith("  "):
+            blocks[-1][1] += " " + line.strip()
+        else:
+            blocks.append([line, ""])
+    assert len(blocks) == len(rows)
+    for row, (figures, question) in zip(rows, blocks, strict=True):
+        cells = figures.split()
+        assert row["id"] == cells[0] or "…" in cells[0]
+        assert cells[1:] == [compact(row["volume"]), f"{row['first_price']:.3f}",
+                             f"{row['last_price']:.3f}", row["resolution"],
+                             row["sparkline"]]  # fmt: skip
+        # whole, under its figures, with the outcomes
+        assert question.strip() == f"{row['question']} ({'/'.join(row['outcomes'])})"
     cut = any(len(r["id"]) > 10 for r in rows)
-    assert ("ids cut in the middle to fit" in " ".join(done.stdout.split())) == cut
+    assert lines[-1] == listed + (
+        "; ids cut in the middle to fit; --json has each whole" if cut else ""
+    )
+
+
+def test_show_in_a_wide_terminal_keeps_the_table_and_says_what_it_lists(arena: Arena) -> None:
+    """At 120 columns the question has a column of its own beside the figures; --limit 2
+    lists two of the 101, and says so."""
+    done = arena("tapes", "show", "sample", "--limit", "2", env={"COLUMNS": "120"})
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    heading = next(line for line in lines if line.startswith(" id "))
+    assert heading.split() == ["id", "question", "volume", "outcomes", "first", "last", "winner",
+                               "trend"]  # fmt: skip
+    assert any(line.startswith(" 255151  Will a Democrat win Pennsylvania") for line in lines)
+    assert lines[-1] == "2 of 101 markets, by volume (--limit N for more)"
+    one = arena("tapes", "show", "sample", "--market", "255151", env={"COLUMNS": "120"})
+    assert "of 101 markets" not in one.stdout  # one market asked for: no listing to count
+
+
+def test_show_at_80_columns_writes_a_questions_escapes_out(arena: Arena, tmp_path: Path) -> None:
+    """The narrow layout prints each question as text of its own: an escape sequence in it,
+    or in an id or an outcome, is written out (``\\x1b``), never sent to the terminal; and a
+    market with no price point shows dashes for its prices and trend."""
+    escapes = "\x1b]0;pwned\x07\x1b[2J"
+    hostile = MarketInfo(id=f"b{escapes}", question=f"Q{escapes}?", volume=2.0,
+                         outcomes=(f"Yes{escapes}", "No"))  # fmt: skip
+    plain = MarketInfo(id="a", question="a?", outcomes=("Yes", "No"), volume=1.0)
+    series = {"a": (np.array([100, 200]), np.array([0.5, 0.625]))}
+    save_tape(Tape.from_series([plain, hostile], series, []), tmp_path / "h.tape")
+    out = arena("tapes", "show", tmp_path / "h.tape", env={"COLUMNS": "80"}).stdout
+    assert "\x1b" not in out and "\x07" not in out
+    lines = out.splitlines()
+    b = next(k for k, line in enumerate(lines) if line.startswith("b\\x1b"))
+    assert lines[b].split()[-3:] == ["—", "—", "—"]  # first, last, winner; no trend
+    assert lines[b + 1] == "  Q\\x1b]0;pwned\\x07\\x1b[2J? (Yes\\x1b]0;pwned\\x07\\x1b[2J/No)"
+    assert lines[-1].startswith("all 2 markets, by volume; ids cut in the middle")

@@ -462,3 +462,27 @@ def test_ctrl_c_quits_as_q_does(log: tuple[str, list[Event]]) -> None:
             assert not app.is_running
 
     asyncio.run(run())
+
+
+def test_a_week_with_no_decision_is_said_with_the_weeks_there_are(
+    log: tuple[str, list[Event]],
+) -> None:
+    """``w`` then 50 said "no decision in week 50" and left the weeks to guess; the log's
+    decisions are in weeks 1 to 3. The view stays where it was."""
+    cohort, events = log
+    said: list[str] = []
+
+    async def run() -> None:
+        app = StepApp(LogTimeline(events, cohort), ["s", "h"], "s")
+        app.notify = lambda message, **kw: said.append(message)  # type: ignore[method-assign]
+        async with app.run_test(size=(80, 24)) as pilot:
+            cut = app.cut
+            await pilot.press("w", "5", "0", "enter", "w", "x", "enter")
+            await pilot.pause()
+            assert app.cut == cut
+
+    asyncio.run(run())
+    assert said == [
+        "no decision in week 50: the decisions are in weeks 1–3",
+        "no week 'x': a week is a number (the decisions are in weeks 1–3)",
+    ]

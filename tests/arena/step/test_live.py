@@ -457,7 +457,8 @@ def test_what_plugins_print_goes_to_the_output_file_not_the_screen(
 def test_a_week_the_replay_never_reaches_is_said_once_it_has_run_to_its_end(
     folder: Path, tmp_path: Path
 ) -> None:
-    """w 99 ran the replay to its close and showed the end with no word of the week."""
+    """w 99 ran the replay to its close and showed the end with no word of the week, nor of
+    the weeks there are; w 0 before any decision is said at once, the replay not run."""
     run, tail, line = opened(folder, config(folder), tmp_path / "week.db")
     said: list[str] = []
 
@@ -465,6 +466,9 @@ def test_a_week_the_replay_never_reaches_is_said_once_it_has_run_to_its_end(
         app = StepApp(line, run.agents, "s", (run, tail))
         app.notify = lambda message, **kw: said.append(message)  # type: ignore[method-assign]
         async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("w", "0", "enter")
+            await pilot.pause()
+            assert not run.closed and not app.running
             await pilot.press("w", "9", "9", "enter")
             await app.workers.wait_for_complete()
             await pilot.pause()
@@ -474,7 +478,10 @@ def test_a_week_the_replay_never_reaches_is_said_once_it_has_run_to_its_end(
         asyncio.run(drive())
     finally:
         run.stop()
-    assert said == ["no decision in week 99: the replay ran to its end"]
+    assert said == [
+        "no decision in week 0: the log has no decision yet",
+        "no decision in week 99: the replay ran to its end; the decisions are in weeks 1–3",
+    ]
 
 
 def test_isolate_runs_each_agent_in_a_worker_of_the_replays_process(
