@@ -56,8 +56,9 @@ class CohortWork:
     source: TapeSource
     options: RunOptions = DEFAULT_OPTIONS
     journal: Path | None = None
-    """Where workers keep what their cohorts committed (``arena.engines.recorded``): a folder
-    every worker can reach (on a cluster, a path that exists on every node)."""
+    """Where workers keep what their slow cohorts committed (``arena.engines.recorded``): a
+    folder every worker can reach (on a cluster, a path that exists on every node); a fast
+    cohort runs without it where it does not exist."""
 
     def settings(self, cohort: PlannedCohort) -> RunSettings:
         journal = None if self.journal is None else str(self.journal)
@@ -68,7 +69,13 @@ class Engine(Protocol):
     """Runs cohorts and yields each recording once it is made, in completion order; with a
     ``watch``, tells it of every decision of every cohort as the workers make them (in this
     process, one call at a time, maybe from a thread of its own; the cohorts' decisions
-    interleaved). Without one, the workers report nothing."""
+    interleaved). Without one, the workers report nothing.
+
+    A ``watch`` that raises ends the run at once on every engine, its error raised by ``run``
+    as a cohort's would be, the cohorts still out stopped: as in a run in the driver's own
+    process, where the watcher is called by the runner itself. Finishing them unwatched would
+    hide a broken display for as long as the run lasts (hours, for an LLM agent's) and report
+    it only then; the log the driver has written is a prefix the same command resumes."""
 
     def run(
         self, work: CohortWork, cohorts: Sequence[PlannedCohort], watch: Watcher | None = None

@@ -11,7 +11,9 @@ When the driver watches the run (a progress display on a terminal), each worker 
 cohorts' decisions (``arena.run.pace.DecisionSeen``, in batches) down one pipe that a thread of
 the driver reads, telling the driver's watcher of each as it arrives (``Decisions``). A send is
 a synchronous write, so every decision of a cohort has reached the pipe before its recording
-is sent back; nobody watching, there is no pipe and no thread.
+is sent back, and once every cohort is back the thread reads up to a last message of the
+driver's own (``END``) and stops, whoever else may still hold the pipe; nobody watching, there
+is no pipe and no thread.
 """
 
 from __future__ import annotations
@@ -20,16 +22,18 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Collection, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
+from multiprocessing.reduction import ForkingPickler
 from multiprocessing.synchronize import Lock
 from pathlib import Path
+from typing import Any
 
 from arena.boundary.children import interrupts_held, tracker_running
 from arena.boundary.oslimits import die_with_parent
@@ -68,9 +72,13 @@ def _start_worker(parent: int, path: str, books: str | None) -> None:
 
 
 def _start_watched_worker(sender: Sender, parent: int, path: str, books: str | None) -> None:
-    """``_start_worker``, and the decisions of this worker's cohorts sent to the driver."""
+    """``_start_worker``, and the decisions of this worker's cohorts sent to the driver. The
+    pipe's end arrives inheritable (spawn passes it so), and a plugin's background child (a
+    model server started with ``os.system``) would keep it open, and write to it, long after
+    the run: it is this process's alone."""
     global _SENDER
     _start_worker(parent, path, books)
+    os.set_inheritable(sender.writer.fileno(), False)
     _SENDER = sender
 
 
@@ -93,20 +101,31 @@ class Sender:
             self.writer.send(batch)
 
 
+END = b"arena: no more decisions"
+"""What the driver writes down the pipe once the workers are done with it. Every decision of a
+cohort is in the pipe before its recording comes back, so once every cohort is back, every
+decision is before this message, and the reading thread stops at it. The end of the pipe alone
+is not enough: it comes only when every process holding the writing end has closed it, and a
+plugin's background child may hold it for ever (``_start_watched_worker`` keeps it from those
+it can)."""
+
+
 class Decisions:
     """The driver's end: a thread reads each batch the workers send and tells ``watch`` of
     every decision in it, in order (from that thread, one call at a time).
 
-    Reading stops only at the end of the pipe, when every worker and this process have closed
-    their ends for writing (``close``), so no worker ever waits on a full pipe while the driver
-    lives; a ``watch`` that raises is told nothing more, and its error is raised by ``close``."""
+    The thread reads until ``close`` writes ``END`` or the pipe ends, whatever it is told or
+    fails to read, so no worker ever waits on a full pipe (holding the lock every worker needs
+    to send) while the driver lives: a message that is not a batch of decisions is dropped,
+    and a ``watch`` that raises is told nothing more, its error set on ``failed``, which ends
+    the run at once (``LocalEngine.run``)."""
 
     def __init__(self, context: SpawnContext, watch: Watcher) -> None:
         reader, writer = context.Pipe(duplex=False)
         self.sender = Sender(writer, context.Lock())
+        self.failed: Future[None] = Future()
         self._watch = watch
         self._told = True
-        self._failed: Exception | None = None
         self._thread = threading.Thread(
             target=self._read, args=(reader,), name="arena-decisions", daemon=True
         )
@@ -116,27 +135,45 @@ class Decisions:
         with reader:
             while True:
                 try:
-                    batch: list[DecisionSeen] = reader.recv()
+                    message = reader.recv_bytes()
                 except (EOFError, OSError):  # every writer closed (a killed one mid-message too)
                     return
-                for seen in batch:
-                    if self._told and self._failed is None:
-                        try:
-                            self._watch(seen)
-                        except Exception as exc:
-                            self._failed = exc
+                if message == END:
+                    return
+                for seen in _decoded(message):
+                    if not self._told or self.failed.done():
+                        break
+                    try:
+                        self._watch(seen)
+                    except Exception as exc:
+                        self.failed.set_exception(exc)
 
     def close(self, finished: bool) -> None:
         """Close this process's end for writing, once the workers have ended. ``finished``
-        (every cohort back): wait for the thread to tell the last decision, and raise what
-        ``watch`` raised. Otherwise (an error, a Ctrl-C) tell nothing more, and leave the
-        thread to end when the pipe does."""
+        (every cohort back): write ``END`` first, wait for the thread to tell every decision
+        before it, and raise what ``watch`` raised. Otherwise (an error, a Ctrl-C, a ``watch``
+        that raised) tell nothing more and wait for nothing: the thread, a daemon, ends with
+        the pipe (a killed worker may have left half a message, which ``END`` would only
+        complete)."""
         self._told = finished
-        self.sender.writer.close()
+        with self.sender.writer as writer:
+            if finished and self._thread.is_alive():  # it drains the pipe: the write goes in
+                writer.send_bytes(END)
         if finished:
             self._thread.join()
-            if self._failed is not None:
-                raise self._failed
+            if self.failed.done():
+                self.failed.result()
+
+
+def _decoded(message: bytes) -> list[DecisionSeen]:
+    """A batch of decisions, or none where ``message`` is not one."""
+    try:
+        batch = ForkingPickler.loads(message)
+    except Exception:
+        return []
+    if isinstance(batch, list) and all(isinstance(seen, DecisionSeen) for seen in batch):
+        return batch
+    return []
 
 
 @dataclass
@@ -155,9 +192,10 @@ class LocalEngine:
         self, work: CohortWork, cohorts: Sequence[PlannedCohort], watch: Watcher | None = None
     ) -> Iterator[Finished]:
         """The cohorts in a pool of spawned workers. Left early (an error, a Ctrl-C once or
-        twice), the workers are killed at once rather than waited for: their cohorts reach
-        the log only through the driver, so the log stays a resumable prefix. ``watch`` is
-        told of each decision, from a thread of this process (``Decisions``)."""
+        twice, or a ``watch`` that raised), the workers are killed at once rather than waited
+        for: their cohorts reach the log only through the driver, so the log stays a
+        resumable prefix. ``watch`` is told of each decision, from a thread of this process
+        (``Decisions``)."""
         context = multiprocessing.get_context("spawn")
         pool: ProcessPoolExecutor | None = None
         decisions: Decisions | None = None
@@ -179,7 +217,8 @@ class LocalEngine:
                     pool.submit(_local_worker, work.settings(cohort), cohort.plan): k
                     for k, cohort in enumerate(cohorts)
                 }  # every worker is spawned here, with Ctrl-C blocked
-            for future in as_completed(futures):
+            failed = None if decisions is None else decisions.failed
+            for future in _completed(futures, failed):
                 k = futures[future]
                 yield k, partial(_recording, future, cohorts[k].config)
             done = True
@@ -189,6 +228,23 @@ class LocalEngine:
                     _close(pool, done)
             if decisions is not None:
                 decisions.close(done)
+
+
+def _completed(
+    futures: Collection[Future[RecordedCohort]], failed: Future[None] | None
+) -> Iterator[Future[RecordedCohort]]:
+    """Each of ``futures`` as it completes (``as_completed``), or the error of ``failed`` as
+    soon as it has one: a watcher that raised ends the run then, not once every cohort is
+    done."""
+    pending = set(futures)
+    stop: set[Future[Any]] = set() if failed is None else {failed}
+    while pending:
+        ready, _ = wait(pending | stop, return_when=FIRST_COMPLETED)
+        if failed is not None and failed.done():
+            failed.result()
+        for future in ready:
+            pending.discard(future)
+            yield future
 
 
 def _close(pool: ProcessPoolExecutor, done: bool) -> None:

@@ -15,13 +15,15 @@ fails to load, a tape with nothing to decide) is raised here as itself, not retr
 
 A slow cohort is journaled as on a local worker (``arena.engines.recorded``), in the journal
 folder beside the log, so a killed run's tasks resume from their journals without asking a
-model again; on a cluster that folder, like a cassette, must be a path every node reaches.
+model again; on a cluster that folder, like a cassette, must be a path every node reaches (a
+fast cohort runs without it; a slow one on a node without it is one line naming the folder).
 
 When the driver watches the run (a progress display), each task sends its decisions, in
 batches (``arena.run.pace.Batched``), to a Ray queue (an actor that takes no CPU, placed on the
 driver's node where it can be); the driver empties it between waits for results
 (``POLL`` seconds at most apart) and tells its watcher of each. A send waits for the queue to
-take the batch, so a cohort's decisions are all in it before its recording is ready.
+take the batch, so a cohort's decisions are all in it before its recording is ready. A watcher
+that raises ends the run then, as on every engine (``arena.engines.base.Engine``).
 
 Ray is an optional extra (``pip install 'arena[ray]'``).
 """

@@ -20,6 +20,15 @@ serves its model answers again instead of asking (``strategies.llm.resume``). Th
 is still appended in the cohorts' order, by the driver alone; the journal is removed once the
 log holds its cohort.
 
+A recording touches the journal folder only when it needs it: when the folder exists (a
+journal to read, perhaps) and once its cohort turns slow. A fast cohort on a Ray node that
+lacks the log's folder runs as it always did, and a slow one there stops with one line naming
+the folder (``ArenaError``), as does any other failure to make, lock or read a journal: the
+alternative, running on without a journal, would leave a paid run unresumable with nobody
+told, since a worker has no way to tell the user but its cohort's outcome. The folder is made
+beside the log, never its parents: a journal on a node's own disk would never be read back or
+removed.
+
 A journal is one recording's at a time: the recording holds an exclusive ``flock`` on a lock
 file beside it (``<journal>.lock``) from before it reads the journal until it lets go of it, and
 the kernel lets go for a process that dies. A resume started while the cut run's last worker is
@@ -33,8 +42,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,7 +99,8 @@ def _lock_path(journal: Path) -> Path:
 def hold_journal(journal: Path, wait: float = JOURNAL_WAIT) -> int:
     """An exclusive lock on ``journal``'s lock file, taken within ``wait`` seconds: its file
     descriptor, which holds the lock until it is closed (or the process ends). ArenaError naming
-    the journal once ``wait`` has passed with another process holding it.
+    the journal once ``wait`` has passed with another process holding it, and naming its folder
+    where it cannot be made or locked (``_journal_errors``).
 
     The lock file is removed by whoever holds it (a recording that wrote no journal, the driver
     once the log holds the cohort), and its folder once empty; a lock taken on a file removed
@@ -97,30 +108,57 @@ def hold_journal(journal: Path, wait: float = JOURNAL_WAIT) -> int:
     lock = _lock_path(journal)
     deadline = time.monotonic() + wait
     while True:
-        journal.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:  # the folder was removed between the two lines
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            if time.monotonic() >= deadline:
-                raise ArenaError(
-                    f"journal {journal}: another run is still writing it (its workers may be "
-                    "ending); run the command again once it has ended"
-                ) from None
-            time.sleep(0.05)
-            continue
-        try:
-            named = os.stat(lock)
-        except FileNotFoundError:
-            named = None
-        held = os.fstat(fd)
-        if named is not None and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino):
-            return fd
-        os.close(fd)
+        with _journal_errors(journal.parent):
+            journal.parent.mkdir(exist_ok=True)  # never its parents (see the module's notes)
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # the folder was removed between the two lines
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if _names(lock, fd):
+                    return fd
+            except BlockingIOError:
+                os.close(fd)
+                if time.monotonic() >= deadline:
+                    raise ArenaError(
+                        f"journal {journal}: another run is still writing it (its workers may "
+                        "be ending); run the command again once it has ended"
+                    ) from None
+                time.sleep(0.05)
+                continue
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # it locked a file removed meanwhile
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` names the file open as ``fd``."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+@contextlib.contextmanager
+def _journal_errors(folder: Path) -> Iterator[None]:
+    """An OSError making, locking or reading a journal in ``folder`` as one line naming the
+    folder and this machine (on a cluster, the node that lacks it)."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            reason = "the log's folder does not exist there"
+        else:
+            reason = exc.strerror or type(exc).__name__
+        raise ArenaError(
+            f"journal folder {folder} on {socket.gethostname()}: {reason}; a worker keeps a "
+            "slow cohort's journal beside the log, so on a Ray cluster the log must be on a "
+            "path every node reaches and can write"
+        ) from None
 
 
 def _unlink_lock(journal: Path) -> None:
@@ -139,7 +177,8 @@ class RecordedCohort(MemorySink):
     With a ``journal`` file, what the file holds is the stream's stored prefix, and appends
     made ``after`` seconds or more since the recording began go to the file too (with every
     event before them), each one a transaction. The journal is held (``hold_journal``, within
-    ``wait`` seconds) until ``close``."""
+    ``wait`` seconds) from before it is read, or, where its folder did not exist, from the
+    first append it takes, until ``close``; nothing is held after an error here."""
 
     def __init__(
         self,
@@ -154,15 +193,23 @@ class RecordedCohort(MemorySink):
         self.journal = journal
         self._deadline = clock() + after
         self._clock = clock
+        self._wait = wait
         self._store: EventStore | None = None
         self._journaled = 0
         self._held: int | None = None
-        if journal is not None:
-            self._held = hold_journal(journal, wait)
-            if journal.exists():
-                with EventStore.open(journal, create=False, readonly=True) as stored:
-                    self.streams[cohort] = list(stored.read(stream=cohort))
-                self._journaled = len(self.streams[cohort])
+        if journal is None:
+            return
+        try:
+            with _journal_errors(journal.parent):
+                if journal.parent.exists():
+                    self._held = hold_journal(journal, wait)
+                    if journal.exists():
+                        with EventStore.open(journal, create=False, readonly=True) as stored:
+                            self.streams[cohort] = list(stored.read(stream=cohort))
+                        self._journaled = len(self.streams[cohort])
+        except BaseException:
+            self.close()
+            raise
 
     def append(
         self, stream: str, events: Sequence[Event], expected_version: int | None = None
@@ -178,8 +225,14 @@ class RecordedCohort(MemorySink):
         """Append to the journal every event it lacks."""
         assert self.journal is not None
         if self._store is None:
-            self.journal.parent.mkdir(parents=True, exist_ok=True)
-            self._store = EventStore.open(self.journal)
+            with _journal_errors(self.journal.parent):
+                if self._held is None:
+                    self._held = hold_journal(self.journal, self._wait)
+                    if self.journal.exists():
+                        # written since this recording began, by another of the same cohort
+                        # (a cut run's worker, still ending): this one's events replace it
+                        _discard(self.journal)
+                self._store = EventStore.open(self.journal)
         events = self.events[self._journaled :]
         if events:
             self._store.append(self.cohort, events, expected_version=self._journaled)
@@ -188,15 +241,16 @@ class RecordedCohort(MemorySink):
     def close(self) -> None:
         """Let go of the journal file (kept until the log holds the cohort), and of its lock
         (the lock file removed too when there is no journal: a fast cohort leaves nothing)."""
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-        if self._held is not None:
-            assert self.journal is not None
-            if not self.journal.exists():
+        store, self._store = self._store, None
+        held, self._held = self._held, None
+        try:
+            if store is not None:
+                store.close()
+            if held is not None and self.journal is not None and not self.journal.exists():
                 _unlink_lock(self.journal)
-            os.close(self._held)
-            self._held = None
+        finally:
+            if held is not None:
+                os.close(held)
 
     @property
     def events(self) -> list[Event]:
@@ -230,8 +284,8 @@ def record_cohort(
         runner.run(sink)
     finally:
         sink.close()
-    if batched is not None:
-        batched.flush()
+        if batched is not None:  # before the recording goes back, and its timer stopped
+            batched.flush()
     return sink
 
 
@@ -287,9 +341,14 @@ def deliver(store: EventStore, recorded: RecordedCohort) -> CohortDone:
 
 def forget(journal: Path) -> None:
     """Remove a journal the log now holds, its lock file, and its folder once empty."""
+    _discard(journal)
+    _unlink_lock(journal)
+
+
+def _discard(journal: Path) -> None:
+    """Remove a journal's files (SQLite's beside it too), leaving its lock file."""
     for path in (journal, *(journal.with_name(journal.name + end) for end in ("-wal", "-shm"))):
         path.unlink(missing_ok=True)
-    _unlink_lock(journal)
 
 
 def finished(store: EventStore, cohort: str) -> CohortDone | None:

@@ -12,6 +12,8 @@ same bytes however often it was committed.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -43,12 +45,38 @@ SEND_EVERY = 0.2
 thousands of decisions cost a few sends a second, and a slow one (an LLM agent's) is sent as it
 is made, since it comes more than this after the last send."""
 
+Later = Callable[[float, Callable[[], None]], Callable[[], None]]
+"""Calls a function once, some seconds from now, from another thread; returns its cancel."""
+
+
+def later(seconds: float, call: Callable[[], None]) -> Callable[[], None]:
+    """``call`` in ``seconds``, on a timer thread that takes no signal. The kernel hands a
+    process's signal to any thread that does not block it, and one taken here would not cut
+    short the main thread's wait in a system call: the sandbox's time limit (SIGALRM) must
+    strike a plugin waiting in one. A thread starts with its creator's mask, so the signals are
+    blocked around its start (from its first instruction on, not once it runs)."""
+    timer = threading.Timer(seconds, call)
+    timer.daemon = True
+    masking = hasattr(signal, "pthread_sigmask")  # no signal masks on Windows
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals()) if masking else set()
+    try:
+        timer.start()
+    finally:
+        if masking:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    return timer.cancel
+
 
 class Batched:
     """A watcher in a worker process (``arena.engines``): each decision is kept and sent on,
     with those kept before it, once ``every`` seconds have passed since the last send; ``flush``
     sends the rest when the cohort ends. ``send`` carries a batch to the driver, which tells its
     own watcher of each decision in order.
+
+    A decision kept is sent ``every`` seconds after the last send even if no other decision
+    comes (``later``: a timer thread): the next one may be an LLM agent's, minutes away, and
+    the display must not hold a fast decision back until then. Sends, from the timer or from
+    the run, take turns (a lock), and ``flush`` cancels the timer.
 
     ``clock`` is bound at import, as ``Pace``'s is."""
 
@@ -57,20 +85,35 @@ class Batched:
         send: Callable[[list[DecisionSeen]], None],
         every: float = SEND_EVERY,
         clock: Callable[[], float] = time.monotonic,
+        later: Later = later,
     ) -> None:
         self.send = send
         self.every = every
         self.clock = clock
+        self.later = later
         self.kept: list[DecisionSeen] = []
         self.last = clock()
+        self._lock = threading.Lock()
+        self._cancel: Callable[[], None] | None = None
 
     def __call__(self, seen: DecisionSeen) -> None:
-        self.kept.append(seen)
-        if self.clock() - self.last >= self.every:
-            self.flush()
+        with self._lock:
+            self.kept.append(seen)
+            wait = self.every - (self.clock() - self.last)
+            if wait <= 0:
+                self._send()
+            elif self._cancel is None:
+                self._cancel = self.later(wait, self.flush)
 
     def flush(self) -> None:
-        """Send what is kept, if anything."""
+        """Send what is kept, if anything (the timer's call too)."""
+        with self._lock:
+            self._send()
+
+    def _send(self) -> None:
+        if self._cancel is not None:
+            self._cancel()
+            self._cancel = None
         if self.kept:
             self.send(self.kept)
             self.kept = []

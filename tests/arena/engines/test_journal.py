@@ -5,6 +5,8 @@ the cohort, and the log is the one a direct run writes."""
 from __future__ import annotations
 
 import multiprocessing
+import os
+import socket
 import threading
 from collections.abc import Iterator
 from multiprocessing.synchronize import Event
@@ -14,10 +16,12 @@ import pytest
 
 from arena.engines.base import CohortWork, TapeSource
 from arena.engines.driver import replay_cohorts
+from arena.engines.local import LocalEngine
 from arena.engines.ray import RayEngine
 from arena.engines.recorded import (
     RecordedCohort,
     deliver,
+    hold_journal,
     journal_folder,
     journal_path,
     record_cohort,
@@ -26,6 +30,7 @@ from arena.errors import ArenaError
 from arena.run.plan import PlannedCohort, plan_cohort
 from arena.run.runner import CohortRunner
 from arena.run.settings import RunOptions, RunSettings
+from ledger.errors import LedgerError
 from ledger.events import Event as LogEvent
 from ledger.events import ModelCalled
 from ledger.store import EventStore
@@ -235,3 +240,102 @@ def test_a_cohort_the_log_holds_is_replayed_on_ray_asking_no_model_again(
     tmp_path: Path, hand_tape_file: Path, server: FakeLLM, ray_cluster: None
 ) -> None:
     resume_after_the_first_cohort(tmp_path, hand_tape_file, server, "ray")
+
+
+def missing_folder_error(folder: Path) -> str:
+    return (
+        f"journal folder {folder} on {socket.gethostname()}: the log's folder does not exist "
+        "there; a worker keeps a slow cohort's journal beside the log, so on a Ray cluster the "
+        "log must be on a path every node reaches and can write"
+    )
+
+
+def test_a_fast_cohort_touches_no_journal_folder_on_a_machine_without_the_logs_folder(
+    tmp_path: Path, hand_tape: Tape
+) -> None:
+    """A Ray node where the log's folder does not exist: a cohort done before ``commit_every``
+    runs as it did before journals, and makes nothing there (a journal folder made on a node's
+    own disk, its parents and all, would never be read back or removed)."""
+    folder = tmp_path / "elsewhere" / "run.db.journal"
+    recorded = record_cohort(hand_tape, settings(folder, AGENTS, after=3600))
+    assert recorded.events == record_cohort(hand_tape, hand_config(AGENTS)).events
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_slow_cohort_on_a_machine_without_the_logs_folder_is_one_line_naming_it(
+    tmp_path: Path, hand_tape: Tape
+) -> None:
+    folder = tmp_path / "elsewhere" / "run.db.journal"
+    with pytest.raises(ArenaError) as raised:
+        record_cohort(hand_tape, settings(folder, AGENTS, after=0))
+    assert str(raised.value) == missing_folder_error(folder)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_local_workers_hand_back_a_journal_folder_they_cannot_make_as_that_one_line(
+    tmp_path: Path, hand_tape_file: Path
+) -> None:
+    """Through the pool, as the run's own error: the first slow cohort's, not a traceback."""
+    source = TapeSource.load(hand_tape_file)
+    planned = [PlannedCohort(c, plan_cohort(source.tape, c))
+               for c in (hand_config(AGENTS), hand_config(AGENTS, seed=1))]  # fmt: skip
+    folder = tmp_path / "elsewhere" / "run.db.journal"
+    work = CohortWork(source, RunOptions(commit_every=0), folder)
+    with pytest.raises(ArenaError) as raised:
+        for _, fetch in LocalEngine(2).run(work, planned):
+            fetch()
+    assert str(raised.value) == missing_folder_error(folder)
+
+
+def test_a_ray_task_without_the_logs_folder_runs_a_fast_cohort_and_says_so_for_a_slow_one(
+    tmp_path: Path, hand_tape_file: Path, ray_cluster: None
+) -> None:
+    """On Ray, fast cohorts never touch the folder, and a slow one's missing folder is the
+    task's error, raised in the driver as that one line."""
+    source = TapeSource.load(hand_tape_file)
+    planned = [PlannedCohort(c, plan_cohort(source.tape, c)) for c in (hand_config(AGENTS),)]
+    folder = tmp_path / "elsewhere" / "run.db.journal"
+    fast = CohortWork(source, RunOptions(engine="ray", commit_every=3600), folder)
+    ((_, fetch),) = RayEngine().run(fast, planned)
+    assert fetch().events == record_cohort(source.tape, hand_config(AGENTS)).events
+    slow = CohortWork(source, RunOptions(engine="ray", commit_every=0), folder)
+    with pytest.raises(ArenaError) as raised:
+        for _, fetch in RayEngine().run(slow, planned):
+            fetch()
+    assert str(raised.value) == missing_folder_error(folder)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_journal_that_cannot_be_read_leaves_it_unlocked(tmp_path: Path) -> None:
+    """Not an event log: the error says so, and the lock is let go (taken again here at once;
+    kept, it would make every later recording of the cohort in this process wait, then fail)."""
+    journal = journal_path(tmp_path / "run.db.journal", "c")
+    journal.parent.mkdir()
+    journal.write_bytes(b"garbage!")
+    with pytest.raises(LedgerError, match="not an arena event log"):
+        RecordedCohort("c", journal)
+    os.close(hold_journal(journal, wait=0))
+
+
+def test_a_journal_written_since_a_recording_began_is_replaced_by_its_events(
+    tmp_path: Path, hand_tape: Tape
+) -> None:
+    """A recording that began with no journal folder (so nothing to read, nothing held) finds,
+    when its cohort turns slow, a journal another recording of the cohort wrote meanwhile (a
+    cut run's worker, still ending): it holds the journal, then replaces it with its own
+    events, rather than appending after events it never read."""
+    whole = record_cohort(hand_tape, hand_config(AGENTS))
+    journal = journal_path(tmp_path / "run.db.journal", whole.cohort)
+    now = [0.0]
+    recording = RecordedCohort(whole.cohort, journal, after=10, clock=lambda: now[0])
+    try:
+        recording.append(whole.cohort, whole.events[:5], expected_version=0)
+        assert not journal.parent.exists()
+        journal.parent.mkdir()
+        with EventStore.open(journal) as other:
+            other.append(whole.cohort, whole.events[:3], expected_version=0)
+        now[0] = 10.0
+        recording.append(whole.cohort, whole.events[5:9], expected_version=5)
+        assert stream(journal)[1] == whole.events[:9]
+    finally:
+        recording.close()
