@@ -360,7 +360,6 @@ def record(
     endpoints = endpoints or Endpoints()
     requests_before = fetcher.requests
     files = RecordingDir(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     files.check_options(options)
 
     markets = files.read_markets()
@@ -369,6 +368,8 @@ def record(
     if markets is None:
         recorded_at = int(clock())
         markets = MarketSelector(fetcher, endpoints.gamma_url, options).select()
+        # made only now: a first request that fails leaves no empty folder behind
+        directory.mkdir(parents=True, exist_ok=True)
         files.write_markets(markets)
     token_ids = list(dict.fromkeys(t for m in markets for t in price_tokens(m)))
     summary = RecordingSummary(
