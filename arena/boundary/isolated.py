@@ -20,7 +20,9 @@ cannot stop the run, no worker outlives a killed run, and nothing it could write
 anyone else.
 
 What comes back is bytes in one fixed msgspec schema, never a pickle (unpickling what a hostile
-process sends would run its code here), and it is checked again as an in-process decision is.
+process sends would run its code here; the check that a spec loads, too), read as it arrives,
+so half a message costs the run no more than its wait (``_read``), and it is checked again as
+an in-process decision is.
 In the worker the plugin runs under the run's ``Sandbox`` and ``InProcess`` as it would here, so
 its decision, its error text and the model calls of a decision cut short by the time limit
 (``strategies.llm.calls``) are what an in-process run records. The driver also enforces the
@@ -31,12 +33,16 @@ records a timed-out decision), then killed and restarted (and set up again); a w
 is restarted. Either way the decision is a HOLD with the reason recorded, and its calls are kept
 whenever that thread answered (``CALLS_WAIT``).
 
-A resumed run's stored model calls (``strategies.llm.resume``) go to each agent's worker with its
-setup, and the worker serves them again as the runner does in process: a resumed isolated run
-asks the model nothing its log already holds. So does a cassette (``ARENA_LLM_MODE=replay``),
-which the worker may not open: the run reads it and hands the worker its answers with the
-setup. A recording (``record``) is written here too, from the calls each decision brings back
-(``strategies.llm.cassette.Handed``).
+A resumed run's stored model calls (``strategies.llm.resume``) are served again in the worker as
+the runner serves them in process: a resumed isolated run asks the model nothing its log already
+holds. So are a cassette's (``ARENA_LLM_MODE=replay``), which the worker may not open: the run
+reads it. Neither is sent to the worker: each recorded question states the prices of its own
+instant, so a worker holding them all, a rule-based agent's too, would hold the future. The
+worker's model client asks the run for the one answer it needs, by the question's key, on a
+pipe of its own (``Ask``), and the run answers while it waits for the decision or the setup
+(``_Asks``): that answer, or none (a cassette's miss, which under ``--on-miss error`` stops the
+run whatever the worker then says). A recording (``record``) is written here too, from the
+calls each decision brings back (``strategies.llm.cassette.Handed``).
 """
 
 from __future__ import annotations
@@ -47,18 +53,23 @@ import multiprocessing
 import os
 import pickle
 import pkgutil
+import queue
+import selectors
 import shutil
 import signal
+import socket
+import struct
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import freezegun
+import freezegun.api
 import msgspec
 import numpy as np
 from freezegun import freeze_time
@@ -86,11 +97,11 @@ from strategies.api import (
 )
 from strategies.llm.calls import current as current_calls
 from strategies.llm.calls import stop_current
-from strategies.llm.resume import answering
+from strategies.llm.resume import serving, stored_answers
 from strategies.loader import build_strategy
 
 if TYPE_CHECKING:
-    from strategies.llm.cassette import CassetteFile, Handed
+    from strategies.llm.cassette import CassetteFile, Entry, Handed, Kept
 
 SETUP_SECONDS = 60.0
 """The least time a worker gets to answer its setup: it starts a fresh interpreter, imports the
@@ -106,6 +117,9 @@ call-log thread to send the decision's model calls so far."""
 
 MAX_ANSWER = 16 * 2**20
 """Bytes read of one answer: a decision cut to the boundary's limits is a few MB at most."""
+
+MAX_ASK = 2**16
+"""Bytes read of one ask for a recorded answer: a model's name and a request's key."""
 
 _START = "forkserver" if sys.platform.startswith("linux") else "spawn"
 
@@ -145,6 +159,27 @@ _REAL_EXIT = os._exit
 _ANSWER = msgspec.json.Decoder(Answer)
 
 
+class Ask(msgspec.Struct, array_like=True):
+    """A worker's ask for one recorded model answer: from the cassette the run replays or from
+    a resumed run's stored prefix (``source``), the ``k``-th (from 0) from ``model`` to the
+    question whose request key is ``key``. The run serves a cassette's as a player's ``ask``
+    does (past the last, the last again) and a stored prefix's as its ``serve`` does (past the
+    last, none: the model is asked)."""
+
+    source: Literal["cassette", "stored"]
+    model: str
+    key: str
+    k: Annotated[int, msgspec.Meta(ge=0)]
+
+
+_ASK = msgspec.msgpack.Decoder(Ask)
+_REAL_CLOCK = (freezegun.api.real_monotonic,)
+"""The driver's clock for a wait's deadline: freezegun freezes ``time.monotonic`` for the run
+and replaces a module's own reference to the real one (not one held in a tuple)."""
+_FRAME = struct.Struct("!i")
+"""The length before each message, as ``multiprocessing.connection`` frames them."""
+
+
 class Isolated:
     """One agent's code in its own worker process; the same interface as ``InProcess``.
 
@@ -152,9 +187,9 @@ class Isolated:
     (benchmarks and tests), sent pickled and unpickled in the worker, under its sandbox.
     ``confinement``: the OS sandbox every worker of the run applies before any plugin code.
     ``stored``: the agent's model calls of a resumed run's stored prefix (``(stream,
-    ModelCalled)`` rows, in log order), sent with the setup: its worker serves them again
-    (``strategies.llm.resume.answering``) instead of asking the model what the log holds.
-    The connection's cassette, if any, is handed over with them (``handed_cassette``)."""
+    ModelCalled)`` rows, in log order), kept here: its worker asks for each answer its agent
+    needs (``Ask``) instead of asking the model what the log holds. So is the connection's
+    cassette, if any (``kept_cassette``): the worker is told only its name and mode."""
 
     def __init__(
         self,
@@ -166,8 +201,10 @@ class Isolated:
         stored: Sequence[tuple[str, ModelCalled]] = (),
     ) -> None:
         self.plugin: str | bytes = plugin if isinstance(plugin, str) else pickle.dumps(plugin)
-        self.stored = list(stored)
+        self.stored = stored_answers(stored)
         self.cassette, self.recording = _cassette()
+        self.missed: str | None = None
+        """A cassette's miss the worker asked for under ``--on-miss error``: the run stops."""
         self.folders = oslimits.plugin_folders(plugin)
         self.past = past
         self.facts = market_facts
@@ -185,6 +222,7 @@ class Isolated:
         self.conn, child = context.Pipe()
         watched, self.alive = context.Pipe(duplex=False)
         self.side, side = context.Pipe()
+        self.asks, asks = _Asks.pipe(self._recorded)
         limits = (self.seconds, self.setup_seconds, self.confinement, self.folders, self.scratch)
         ids, meta, rules = self.facts
         # no market's facts yet: each decision sends those listed since (a rolling cohort's
@@ -192,13 +230,14 @@ class Isolated:
         self.shown = 0
         self.process = context.Process(
             target=serve,
-            args=(child, watched, self.plugin, (ids[:0], meta[:0], rules), limits, side),
+            args=(child, watched, self.plugin, (ids[:0], meta[:0], rules), limits, side, asks),
             daemon=False,
         )
         self.process.start()
         child.close()
         watched.close()
         side.close()
+        asks.close()
         self.since = np.zeros(0, dtype=np.int64)
 
     @property
@@ -210,6 +249,7 @@ class Isolated:
         self.conn.close()
         self.alive.close()
         self.side.close()
+        self.asks.close()
         self.process.kill()
         self.process.join()
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -221,17 +261,30 @@ class Isolated:
     def _exchange(
         self, message: tuple[Any, ...], seconds: float
     ) -> tuple[Answer | None, str | None]:
-        """Send, wait at most ``seconds`` (0: no limit) and ``GRACE`` more, read the answer; on
-        a timeout or a dead worker, restart it and say what happened."""
+        """``_exchanged``, but a cassette's miss the worker asked for under ``--on-miss error``
+        stops the run even if the worker goes on (a plugin may catch the ``CassetteMiss``)."""
+        answer, error = self._exchanged(message, seconds)
+        missed, self.missed = self.missed, None
+        if missed is not None and (answer is None or answer.stopped is None):
+            raise RunStopped(missed)
+        return answer, error
+
+    def _exchanged(
+        self, message: tuple[Any, ...], seconds: float
+    ) -> tuple[Answer | None, str | None]:
+        """Send, wait at most ``seconds`` (0: no limit) and ``GRACE`` more, answering the
+        worker's asks for recorded answers meanwhile, and read the answer; on a timeout or a
+        dead worker, restart it and say what happened."""
+        end = _deadline(seconds + GRACE if seconds > 0 else None)
         try:
             self.conn.send(message)
             try:
-                ready = self.conn.poll(seconds + GRACE if seconds > 0 else None)
+                raw = self._answer_by(end)
             except RunInterrupted as exc:
                 if message[0] == "decide":
                     exc.recorded = self._cut_short()
                 raise
-            if not ready:
+            if raw is None:
                 what = "decision" if message[0] == "decide" else "setup"
                 error = (
                     f"DecisionTimeout: {what} took longer than {seconds:g} s "
@@ -241,7 +294,6 @@ class Isolated:
                     self.cut = self._calls_so_far(error)
                 self._restart()
                 return None, error
-            raw = self.conn.recv_bytes(MAX_ANSWER)
         except (EOFError, OSError):
             self.process.join(5)
             code = self.process.exitcode
@@ -259,10 +311,8 @@ class Isolated:
         ``CALLS_WAIT``; None if it does not or the decision made no call."""
         try:
             self.side.send(error)
-            if not self.side.poll(CALLS_WAIT):
-                return None
-            answer = _ANSWER.decode(self.side.recv_bytes(MAX_ANSWER))
-        except (OSError, EOFError, msgspec.DecodeError):
+            answer = _ANSWER.decode(_read(self.side, _deadline(CALLS_WAIT)))
+        except (OSError, EOFError, msgspec.DecodeError):  # TimeoutError among them
             return None
         if answer.error is not None or answer.stopped is not None or answer.trace is None:
             return None
@@ -274,14 +324,23 @@ class Isolated:
         answers within ``GRACE``; None if it does not."""
         try:
             os.kill(self.process.pid, signal.SIGUSR1)
-            if not self.conn.poll(GRACE):
+            raw = self._answer_by(_deadline(GRACE))
+            if raw is None:
                 return None
-            answer = _ANSWER.decode(self.conn.recv_bytes(MAX_ANSWER))
+            answer = _ANSWER.decode(raw)
         except (OSError, EOFError, msgspec.DecodeError):
             return None
         if answer.error is not None or answer.stopped is not None:
             return None
         return self._kept(_recheck(answer))
+
+    def _answer_by(self, end: float | None) -> bytes | None:
+        """The worker's answer, if it comes whole by ``end`` (``_deadline``; None: no limit),
+        its asks for recorded answers answered meanwhile; None if it does not."""
+        try:
+            return _read(self.conn, end) if self.asks.wait(self.conn, end) else None
+        except TimeoutError:
+            return None
 
     def _kept(self, outcome: tuple[Decision, str | None]) -> tuple[Decision, str | None]:
         """``outcome``, its model calls appended to the cassette first when the run records
@@ -291,9 +350,27 @@ class Isolated:
             self.recording.append_calls(trace.calls)
         return outcome
 
+    def _recorded(self, ask: Ask) -> Entry | None:
+        """The one recorded answer a worker asks for, or None; a cassette's miss noted if it
+        stops the run."""
+        if ask.source == "stored":
+            stored = self.stored
+            return None if stored is None else stored.entry(ask.model, ask.key, ask.k, False)
+        entry = _from_cassette(self.cassette, ask)
+        kept = self.cassette
+        if entry is None and kept is not None and kept.on_miss == "error" and not self.missed:
+            self.missed = (
+                f"the recording {kept.handed.path} holds no answer from "
+                f"{capped(ask.model, 100)[0]} to request {capped(ask.key, 12)[0]}; record it, "
+                "or replay with --on-miss hold"
+            )
+        return entry
+
     def _setup(self) -> str | None:
         wait = self.setup_seconds + self.seconds if self.seconds > 0 else 0.0
-        answer, error = self._exchange(("setup", self.context, self.stored, self.cassette), wait)
+        handed = None if self.cassette is None else self.cassette.handed
+        setup = ("setup", self.context, self.stored is not None, handed)
+        answer, error = self._exchange(setup, wait)
         if answer is not None and answer.stopped is not None:
             raise RunStopped(answer.stopped)
         return error if answer is None else answer.error
@@ -411,11 +488,13 @@ def serve(
     plugin: str | bytes,
     facts: tuple[tuple[str, ...], tuple[MarketMeta, ...], RuleSet],
     limits: Limits,
-    side: Connection | None = None,
+    side: Connection,
+    asks: Connection,
 ) -> None:
     """The worker: leave the run's session, confine itself, then set up and decide on each
     view sent, until the pipe closes. On ``side`` a thread answers the driver's last request
-    before it kills the worker: the running decision cut short, with its model calls.
+    before it kills the worker: the running decision cut short, with its model calls. On
+    ``asks`` another asks the run for each recorded model answer its agent needs (``_Asker``).
 
     Ctrl-C reaches the run's process group, which the worker has left; the parent decides what
     it means. The time limit is the worker's own (as in process) and the parent's (past it)."""
@@ -424,8 +503,8 @@ def serve(
     seconds, build_seconds, confinement, folders, scratch = limits
     refused = _confine(confinement, folders, scratch)  # before any thread: Landlock holds
     _end_with(alive)  # only the thread that asks for it and those started after
-    if side is not None:
-        _answers_for_calls(side)
+    _answers_for_calls(side)
+    asker = _Asker(asks)
     freezegun.configure(default_ignore_list=[*WORKER_CLOCK_IGNORES, "numpy"])  # SCAN_SKIPS
     ids, meta, rules = facts
     widths: tuple[int, ...] = ()
@@ -438,8 +517,8 @@ def serve(
     served = False
     encoder = msgspec.json.Encoder()
     deciding = _stops_on_sigusr1(sandbox)
-    serving = contextlib.ExitStack()  # a resumed run's stored answers and the cassette, for good
-    with sandbox.guarded(), serving:
+    answered = contextlib.ExitStack()  # a resumed run's stored answers, the cassette, for good
+    with sandbox.guarded(), answered:
         while True:
             try:
                 message = conn.recv()
@@ -447,10 +526,10 @@ def serve(
                 return
             if message[0] == "setup":
                 context: Context = message[1]
-                if not served:  # before any plugin code, so none can see them
+                if not served:  # before any plugin code asks
                     served = True
-                    serving.enter_context(answering(message[2]))
-                    serving.enter_context(_handing(message[3]))
+                    answered.enter_context(serving(asker.source("stored") if message[2] else None))
+                    answered.enter_context(_handing(message[3], asker))
                 if refused is not None:
                     conn.send_bytes(encoder.encode(Answer(error=refused)))
                     continue
@@ -568,28 +647,201 @@ def _confine(confinement: Confinement, folders: list[str], scratch: str) -> str 
     return None
 
 
-def _cassette() -> tuple[Handed | None, CassetteFile | None]:
-    """The cassette a worker is handed (``strategies.llm.cassette.handed_cassette``), and the
-    file this process appends each decision's calls to when the run records one. The
-    cassette machinery (httpx: a seventh of a second) is imported only when the environment
-    names a cassette, as every mode but ``live`` must."""
+def _cassette() -> tuple[Kept | None, CassetteFile | None]:
+    """The cassette as the run keeps it for its workers (``strategies.llm.cassette.
+    kept_cassette``), and the file this process appends each decision's calls to when the run
+    records one. The cassette machinery (httpx: a seventh of a second) is imported only when
+    the environment names a cassette, as every mode but ``live`` must."""
     if not os.environ.get("ARENA_LLM_CASSETTE"):
         return None, None
-    from strategies.llm.cassette import CassetteFile, handed_cassette
+    from strategies.llm.cassette import CassetteFile, kept_cassette
 
-    handed = handed_cassette()
+    kept = kept_cassette()
+    handed = None if kept is None else kept.handed
     if handed is None or handed.mode != "record" or handed.error is not None:
-        return handed, None
-    return handed, CassetteFile(Path(handed.path))
+        return kept, None
+    return kept, CassetteFile(Path(handed.path))
 
 
-def _handing(handed: Handed | None) -> contextlib.AbstractContextManager[None]:
-    """In the worker: ``handed`` is the cassette its agents open (``handing``)."""
+def _handing(handed: Handed | None, asker: _Asker) -> contextlib.AbstractContextManager[None]:
+    """In the worker: ``handed`` is the cassette its agents open (``handing``), whose answers
+    it asks the run for."""
     if handed is None:
         return contextlib.nullcontext()
     from strategies.llm.cassette import handing
 
-    return handing(handed)
+    return handing(handed, asker.source("cassette"))
+
+
+def _deadline(seconds: float | None) -> float | None:
+    """The real clock's reading ``seconds`` from now (None: no limit)."""
+    return None if seconds is None else _REAL_CLOCK[0]() + seconds
+
+
+def _read(conn: Connection, end: float | None) -> bytes:
+    """One message from a worker (framed as ``multiprocessing.connection`` frames it), read
+    as it arrives until ``end`` (``_deadline``; None: no limit): a worker that stops half way
+    through one costs the run its wait, never a hang. ``TimeoutError`` past ``end``,
+    ``EOFError`` when the worker's end closes, ``OSError`` for one over ``MAX_ANSWER``."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(conn, selectors.EVENT_READ)
+
+        def take(n: int) -> bytes:
+            got = bytearray()
+            while len(got) < n:
+                left = None if end is None else max(0.0, end - _REAL_CLOCK[0]())
+                if not selector.select(left):
+                    raise TimeoutError
+                chunk = os.read(conn.fileno(), min(n - len(got), 2**20))
+                if not chunk:
+                    raise EOFError
+                got += chunk
+            return bytes(got)
+
+        (size,) = _FRAME.unpack(take(_FRAME.size))
+        if size == -1:  # the frame of a message over 2 GiB
+            (size,) = struct.unpack("!Q", take(8))
+        if not 0 <= size <= MAX_ANSWER:
+            raise OSError(f"a message of {size:,} bytes, over {MAX_ANSWER:,}")
+        return take(size)
+
+
+def _from_cassette(kept: Kept | None, ask: Ask) -> Entry | None:
+    """The answer a worker asks for from the cassette a replay reads, as a player's ``ask``
+    serves it, or None."""
+    if kept is None or kept.answers is None or ask.source != "cassette":
+        return None
+    return kept.answers.entry(ask.model, ask.key, ask.k, True)
+
+
+class _Asks:
+    """The run's end of a worker's pipe for recorded model answers (``Ask``), read and written
+    only as far as it goes without waiting, while the run waits for the worker (``wait``): a
+    worker that stops half way through an ask, sends garbage or never reads its answer costs
+    the run at most the time it would wait anyway, never a hang. One answer is out at a time:
+    until it is written whole, nothing more is read."""
+
+    def __init__(self, end: socket.socket, answer: Callable[[Ask], Entry | None]) -> None:
+        end.setblocking(False)
+        self.end = end
+        self.answer = answer
+        self.inbox = bytearray()
+        self.outbox = bytearray()
+        self.open = True
+
+    @classmethod
+    def pipe(cls, answer: Callable[[Ask], Entry | None]) -> tuple[_Asks, Connection]:
+        """The run's end, answering with ``answer``, and the worker's (a ``Connection``)."""
+        ours, theirs = socket.socketpair()
+        return cls(ours, answer), Connection(theirs.detach())
+
+    def close(self) -> None:
+        self.end.close()
+
+    def wait(self, conn: Connection, end: float | None) -> bool:
+        """Whether ``conn`` has something to read by ``end`` (``_deadline``; None: no limit),
+        the worker's asks answered meanwhile."""
+        clock = _REAL_CLOCK[0]
+        with selectors.DefaultSelector() as selector:
+            selector.register(conn, selectors.EVENT_READ)
+            watched = 0
+            while True:
+                wanted = self._wanted()
+                if wanted != watched:
+                    if watched:
+                        selector.unregister(self.end)
+                    if wanted:
+                        selector.register(self.end, wanted)
+                    watched = wanted
+                left = None if end is None else max(0.0, end - clock())
+                ready = selector.select(left)
+                if any(key.fileobj is conn for key, _ in ready):
+                    return True
+                if not ready and left == 0.0:
+                    return False
+                for _, events in ready:
+                    self._pump(events)
+
+    def _wanted(self) -> int:
+        if not self.open:
+            return 0
+        return selectors.EVENT_WRITE if self.outbox else selectors.EVENT_READ
+
+    def _pump(self, events: int) -> None:
+        """Write what the socket takes of the answer out, or read what has come and answer
+        each ask that is whole; a closed or broken pipe is let be (the worker's end is near)."""
+        try:
+            if events & selectors.EVENT_WRITE:
+                del self.outbox[: self.end.send(self.outbox)]
+            elif events & selectors.EVENT_READ:
+                data = self.end.recv(MAX_ASK)
+                if not data:
+                    self.open = False
+                self.inbox += data
+            self._answer_whole()
+        except BlockingIOError:
+            pass
+        except OSError:
+            self.open = False
+
+    def _answer_whole(self) -> None:
+        while self.open and not self.outbox and len(self.inbox) >= _FRAME.size:
+            (size,) = _FRAME.unpack_from(self.inbox)
+            if not 0 <= size <= MAX_ASK:
+                self.open = False  # not an ask: nothing more is read from this worker
+                return
+            if len(self.inbox) < _FRAME.size + size:
+                return
+            raw = bytes(self.inbox[_FRAME.size : _FRAME.size + size])
+            del self.inbox[: _FRAME.size + size]
+            try:
+                ask = _ASK.decode(raw)
+            except msgspec.DecodeError:
+                self.open = False
+                return
+            reply = pickle.dumps(self.answer(ask), protocol=pickle.HIGHEST_PROTOCOL)
+            self.outbox += _FRAME.pack(len(reply)) + reply
+            del self.outbox[: self.end.send(self.outbox)]
+
+
+class _Asker:
+    """In the worker: the run asked for recorded model answers, one ask at a time, by a thread
+    of its own. The asking code (a plugin's decision, on the main thread) waits for its answer
+    and may be stopped while it waits (the time limit, a Ctrl-C): the thread still reads the
+    whole answer, to no one, so the next ask never reads half of one."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._asks: queue.SimpleQueue[tuple[Ask, queue.SimpleQueue[Entry | None]]]
+        self._asks = queue.SimpleQueue()
+        threading.Thread(target=self._ask, args=(conn,), name="arena-asks", daemon=True).start()
+
+    def _ask(self, conn: Connection) -> None:
+        encoder = msgspec.msgpack.Encoder()
+        with contextlib.suppress(OSError, EOFError):
+            while True:
+                ask, answer = self._asks.get()
+                conn.send_bytes(encoder.encode(ask))
+                answer.put(pickle.loads(conn.recv_bytes()))  # the run's bytes, not the plugin's
+
+    def source(self, which: Literal["cassette", "stored"]) -> _Asked:
+        return _Asked(self, which)
+
+    def ask(self, ask: Ask) -> Entry | None:
+        answer: queue.SimpleQueue[Entry | None] = queue.SimpleQueue()
+        self._asks.put((ask, answer))
+        return answer.get()
+
+
+class _Asked:
+    """The answers a worker's ``Player`` finds (``strategies.llm.cassette.Source``): each asked
+    of the run as it is needed. ``repeat`` is the run's to decide (see ``Ask``)."""
+
+    def __init__(self, asker: _Asker, which: Literal["cassette", "stored"]) -> None:
+        self._asker = asker
+        self._which: Literal["cassette", "stored"] = which
+
+    def entry(self, model: str, key: str, k: int, repeat: bool) -> Entry | None:
+        return self._asker.ask(Ask(self._which, model, key, k))
 
 
 def _build(plugin: str | bytes) -> Strategy:
@@ -630,6 +882,10 @@ def check_spec(spec: str, isolate: bool) -> None:
         raise StrategyError(error.splitlines()[0].removeprefix("StrategyError: "))
 
 
+_SAID: msgspec.json.Decoder[str | None] = msgspec.json.Decoder(str | None)
+"""A probe's outcome: None, or why the spec does not build."""
+
+
 def _probe(spec: str) -> str | None:
     """What building ``spec`` in an isolated worker says: None, or its error."""
     context = _context()
@@ -637,45 +893,58 @@ def _probe(spec: str) -> str | None:
     conn, child = context.Pipe()
     watched, alive = context.Pipe(duplex=False)
     limits = (SETUP_SECONDS, SETUP_SECONDS, oslimits.plan(), oslimits.plugin_folders(spec), scratch)
-    handed = _cassette()[0]
+    kept = _cassette()[0]
+    handed = None if kept is None else kept.handed
+    asks, theirs = _Asks.pipe(lambda ask: _from_cassette(kept, ask))
     process = context.Process(
-        target=_try, args=(child, watched, spec, limits, handed), daemon=False
+        target=_try, args=(child, watched, spec, limits, handed, theirs), daemon=False
     )
     process.start()
     child.close()
     watched.close()
+    theirs.close()
+    end = _deadline(SETUP_SECONDS + GRACE)
     try:
-        if not conn.poll(SETUP_SECONDS + GRACE):
-            return f"{spec}: it took longer than {SETUP_SECONDS:g} s to load"
-        error: str | None = conn.recv()
-        return error
+        if not asks.wait(conn, end):
+            raise TimeoutError
+        return _SAID.decode(_read(conn, end))  # never a pickle: the plugin's bytes
+    except TimeoutError:
+        return f"{spec}: it took longer than {SETUP_SECONDS:g} s to load"
     except (EOFError, OSError):
         process.join(5)
         return f"{spec}: its worker process ended while loading it (exit code {process.exitcode})"
+    except msgspec.DecodeError:
+        return f"{spec}: its worker sent what is not a load's outcome"
     finally:
         conn.close()
         alive.close()
+        asks.close()
         process.kill()
         process.join()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _try(
-    conn: Connection, alive: Connection, spec: str, limits: Limits, handed: Handed | None
+    conn: Connection,
+    alive: Connection,
+    spec: str,
+    limits: Limits,
+    handed: Handed | None,
+    asks: Connection,
 ) -> None:
     """The probe's worker: as ``serve`` starts, then builds the plugin once (handed the
     cassette, as ``serve`` is) and says how."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     oslimits.own_session()
     seconds, _, confinement, folders, scratch = limits
-    refused = _confine(confinement, folders, scratch)  # before the thread, as in ``serve``
+    refused = _confine(confinement, folders, scratch)  # before the threads, as in ``serve``
     _end_with(alive)
     if refused is not None:
-        conn.send(refused)
+        conn.send_bytes(msgspec.json.encode(refused))
         return
     sandbox = Sandbox(seconds)
-    with sandbox.guarded(), _handing(handed):
-        conn.send(sandbox.call(build_strategy, spec)[1])
+    with sandbox.guarded(), _handing(handed, _Asker(asks)):
+        conn.send_bytes(msgspec.json.encode(sandbox.call(build_strategy, spec)[1]))
 
 
 def isolation_notice(isolate: bool) -> str | None:

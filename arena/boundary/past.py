@@ -151,68 +151,138 @@ class PastWriter:
 
     def apply(self, delta: Delta) -> None:
         if not np.array_equal(delta.since, self._visible):
-            raise ValueError("a Past moves on only from the points it already shows")
-        counts = delta.until - delta.since
-        self._times[spans(self._starts + delta.since, counts)] = delta.times
-        first = self._price_starts + delta.since * self._widths
-        self._prices[spans(first, counts * self._widths)] = delta.prices
+            raise ValueError(MOVES_ON)
+        _write(self._times, self._prices, self._starts, self._price_starts, self._widths, delta)
         self._visible[:] = delta.until
 
-    def shown(self) -> Delta:
-        """Every point it shows, as the ``Delta`` that moves an empty ``Past`` to them."""
-        visible = self.visible
-        times = self._times[spans(self._starts, visible)]
-        prices = self._prices[spans(self._price_starts, visible * self._widths)]
-        return Delta(np.zeros_like(visible), visible, times, prices)
+
+MOVES_ON = "a Past moves on only from the points it already shows"
+
+
+def _write(
+    times: np.ndarray,
+    prices: np.ndarray,
+    starts: np.ndarray,
+    price_starts: np.ndarray,
+    widths: np.ndarray,
+    delta: Delta,
+) -> None:
+    """``delta``'s points written after the ones each market shows, market ``j``'s times from
+    ``starts[j]`` on and its prices ``widths[j]`` a point from ``price_starts[j]`` on."""
+    counts = delta.until - delta.since
+    times[spans(starts + delta.since, counts)] = delta.times
+    first = price_starts + delta.since * widths
+    prices[spans(first, counts * widths)] = delta.prices
 
 
 ROOM = 32
-"""The fewest points an ``ArrivedPast`` makes room for in a market once it lays itself out."""
+"""The fewest points an ``ArrivedPast`` makes room for in a market."""
 
 
 def room(arrived: int) -> int:
     """Room for the points that have arrived, to the next power of two above them (``ROOM``
-    at least): a function of the past alone, laid out again each time a market doubles, so
-    its points are copied a few times in all, not at every decision."""
+    at least): a function of the past alone. A market is given this room again each time its
+    points outgrow the room it has, so they are copied a few times in all, not at every
+    decision."""
     return max(ROOM, 1 << arrived.bit_length())
 
 
 class ArrivedPast:
     """An isolated worker's ``Past``: laid out for the markets listed and the points that have
-    arrived, never for the tape's totals, and laid out again, with room to grow (``room``),
-    when a ``Delta`` brings more than it has room for or markets list.
+    arrived, never for the tape's totals.
 
     A ``Past`` laid out by ``Layout.of`` has a market's total number of points in its offsets
     (``starts``) and sizes: in the run's process that is nothing a plugin could not read from
     the tape it can reach anyway, but a worker holds only what it is sent, and a plugin
     searching it must find no count of points still to come (nor any market not yet listed).
+
+    Its markets share two buffers (times, prices), each market a run of them with room to
+    grow (``room``). A market listed, or whose points outgrow its room, is given its room past
+    every other market's, alone (its old run is left empty); when the buffers have no room
+    left past the others, every market is laid out again end to end (a re-layout), in buffers
+    half as large again as their rooms. A market's points are copied each time it doubles,
+    and a re-layout comes only once the rooms have grown by a quarter since the last, so the
+    points copied are in proportion to those arrived, however unevenly markets tick (laying
+    every market out again whenever any one outgrew its room copied the whole once a market's
+    doubling). Every offset and size is a sum of rooms: a function of what has arrived alone.
+    The arrays are plain: a worker holds one agent, whose own copy they are.
     ``history`` answers from whichever layout is current."""
 
     def __init__(self) -> None:
         self.layout = Layout((), (), ())
-        self._writer = PastWriter(self.layout)
+        self._rooms = np.zeros(0, dtype=np.int64)
+        self._widths = np.zeros(0, dtype=np.int64)
+        self._starts = np.zeros(0, dtype=np.int64)
+        self._price_starts = np.zeros(0, dtype=np.int64)
+        self._visible = np.zeros(0, dtype=np.int64)
+        self._times = np.zeros(0, dtype=np.int64)
+        self._prices = np.zeros(0, dtype=np.float64)
+        self._top = self._price_top = 0  # where the free room past every market's begins
+        self.relayouts = 0
+        """How many times every market was laid out again (for measuring, and tests)."""
+        self.copied = 0
+        """Points copied from one place to another so far, re-layouts and moves alike."""
+        self._past = self._shown((), ())
 
     def apply(self, delta: Delta, widths: tuple[int, ...], yes_column: tuple[int, ...]) -> None:
         """Move on by ``delta``, over the markets listed so far, whose stored columns and YES
         column are ``widths`` and ``yes_column``."""
-        lengths = np.zeros(len(widths), dtype=np.int64)
-        had = np.asarray(self.layout.lengths, dtype=np.int64)
-        lengths[: had.size] = had
-        if len(widths) > had.size or (delta.until > lengths).any():
-            before = self._writer.shown()
-            grown = (max(int(n), room(int(m))) for n, m in zip(lengths, delta.until, strict=True))
-            self.layout = Layout(tuple(grown), widths, yes_column)
-            writer = PastWriter(self.layout)
-            since = np.zeros(len(widths), dtype=np.int64)
-            until = since.copy()
-            until[: had.size] = before.until
-            writer.apply(Delta(since, until, before.times, before.prices))
-            self._writer = writer
-        self._writer.apply(delta)
+        had = self._visible.size
+        if not np.array_equal(delta.since[:had], self._visible) or delta.since[had:].any():
+            raise ValueError(MOVES_ON)
+        rooms = np.zeros(len(widths), dtype=np.int64)
+        rooms[:had] = self._rooms
+        outgrown = delta.until > rooms
+        outgrown[had:] = True  # listed since: no room yet
+        if outgrown.any():
+            rooms[outgrown] = [room(int(n)) for n in delta.until[outgrown]]
+            self._grow(rooms, np.asarray(widths, dtype=np.int64), outgrown)
+            self.layout = Layout(tuple(rooms.tolist()), widths, yes_column)
+            self._past = self._shown(widths, yes_column)
+        _write(self._times, self._prices, self._starts, self._price_starts, self._widths, delta)
+        self._visible[:] = delta.until
+
+    def _grow(self, rooms: np.ndarray, widths: np.ndarray, outgrown: np.ndarray) -> None:
+        """Give the ``outgrown`` markets their new ``rooms`` past every other's, or lay every
+        market out again if the buffers have no room left there."""
+        had = self._visible.size
+        sizes = rooms * widths
+        visible = np.zeros(rooms.size, dtype=np.int64)
+        visible[:had] = self._visible
+        need, price_need = int(rooms[outgrown].sum()), int(sizes[outgrown].sum())
+        if self._top + need > self._times.size or self._price_top + price_need > self._prices.size:
+            starts, price_starts = np.cumsum(rooms) - rooms, np.cumsum(sizes) - sizes
+            self._top, self._price_top = int(rooms.sum()), int(sizes.sum())
+            times = np.empty(self._top + self._top // 2, dtype=np.int64)
+            prices = np.empty(self._price_top + self._price_top // 2, dtype=np.float64)
+            moved = np.arange(had)
+            self.relayouts += 1
+        else:
+            starts = np.zeros(rooms.size, dtype=np.int64)
+            price_starts = starts.copy()
+            starts[:had], price_starts[:had] = self._starts, self._price_starts
+            starts[outgrown] = self._top + np.cumsum(rooms[outgrown]) - rooms[outgrown]
+            price_starts[outgrown] = self._price_top + np.cumsum(sizes[outgrown]) - sizes[outgrown]
+            self._top, self._price_top = self._top + need, self._price_top + price_need
+            times, prices = self._times, self._prices
+            moved = np.flatnonzero(outgrown[:had])
+        counts, wide = visible[moved], widths[moved]
+        times[spans(starts[moved], counts)] = self._times[spans(self._starts[moved], counts)]
+        old = spans(self._price_starts[moved], counts * wide)
+        prices[spans(price_starts[moved], counts * wide)] = self._prices[old]
+        self.copied += int(counts.sum())
+        self._times, self._prices, self._visible = times, prices, visible
+        self._rooms, self._widths = rooms, widths
+        self._starts, self._price_starts = starts, price_starts
+
+    def _shown(self, widths: tuple[int, ...], yes_column: tuple[int, ...]) -> Past:
+        starts, price_starts = tuple(self._starts.tolist()), tuple(self._price_starts.tolist())
+        return Past(self._times, self._prices, self._visible, starts, price_starts, widths,
+                    yes_column)  # fmt: skip
 
     def history(self, j: int, t: int, since: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``Past.history`` of the current layout."""
-        return self._writer.past.history(j, t, since)
+        return self._past.history(j, t, since)
 
 
 _FEEDS: dict[int, PastFeed] = {}

@@ -17,11 +17,13 @@ out replays to the same digest, with the same calls, and without asking anything
 
 Under ``--isolate`` an agent's worker may read no file but the libraries and its plugin's, and
 write none but its scratch folder's, so the cassette is the run's to read and write, not the
-worker's (``Handed``): for a replay the run reads it once and hands the worker its answers
-with the setup, which the worker's player serves from; for a recording the worker asks the
-model as a live client does, and the run appends each decision's calls, as they come back, to
-the cassette (``CassetteFile.append_calls``), the lines ``arena cassette`` would export from
-the log.
+worker's (``Handed``): for a replay the run reads it once (``Answers``) and the worker's player
+asks the run for each answer as its agent asks the question, by the question's key, getting
+that answer or none (``Source``). Never the cassette whole: each recorded question states the
+prices of its own instant, so a worker holding them all would hold the future. For a recording
+the worker asks the model as a live client does, and the run appends each decision's calls, as
+they come back, to the cassette (``CassetteFile.append_calls``), the lines ``arena cassette``
+would export from the log.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import httpx
 import msgspec
@@ -231,6 +233,47 @@ def is_log(path: Path) -> bool:
         return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
+Calls = tuple[ModelCall, ...]
+"""One question's calls: its attempts, in order."""
+
+Entry = tuple[Calls, list[Calls] | None]
+"""A recorded question's calls and, only when its decision's end cut it short live, the calls of
+every question of that decision (a replay's log then holds those instead, see ``Player``)."""
+
+
+class Source(Protocol):
+    """Where a ``Player`` finds recorded answers: ``Answers`` here, or the run an isolated
+    worker asks (``arena.boundary.isolated``). Safe to call from several threads."""
+
+    def entry(self, model: str, key: str, k: int, repeat: bool) -> Entry | None:
+        """The ``k``-th (from 0) recorded answer from ``model`` to the question ``key``; past
+        the last one, the last again if ``repeat``, else None; None when there is none."""
+
+
+class Answers:
+    """Recorded questions by model and key, each key's answers in the order recorded, with the
+    decision each was asked in (consecutive questions sharing a name)."""
+
+    def __init__(self, recorded: Iterable[Recorded]) -> None:
+        self._by: dict[tuple[str, str], list[tuple[Calls, list[Calls]]]] = {}
+        self.questions = 0
+        last: object = None
+        group: list[tuple[ModelCall, ...]] = []
+        for key, calls, decision in recorded:
+            if decision != last or not group:
+                group, last = [], decision
+            group.append(calls)
+            self._by.setdefault((calls[0].model, key), []).append((calls, group))
+            self.questions += 1
+
+    def entry(self, model: str, key: str, k: int, repeat: bool) -> Entry | None:
+        answers = self._by.get((model, key), ())
+        if not answers or (k >= len(answers) and not repeat):
+            return None
+        calls, decision = answers[min(k, len(answers) - 1)]
+        return calls, decision if aborted_reason(calls[-1]) is not None else None
+
+
 class Player:
     """Answers from a recording only. The same question asked twice (two cohorts starting
     alike) gets its recorded answers in order, then the last one again.
@@ -247,34 +290,33 @@ class Player:
         path: Path,
         *,
         on_miss: str = "error",
-        recorded: Iterable[Recorded] | None = None,
+        answers: Source | None = None,
     ) -> None:
-        """Answers from the file or log at ``path``, or from ``recorded`` questions where
-        given (a resumed run's stored prefix; ``path`` then only names them)."""
+        """Answers from the file or log at ``path``, or from ``answers`` where given (a
+        resumed run's stored prefix, or the run a worker asks; ``path`` then only names
+        them). Which answer of a question comes next is counted here."""
         self.model = model
         self.path = path
         self.on_miss = on_miss
-        self._answers: dict[str, list[tuple[tuple[ModelCall, ...], list[Any]]]] = {}
+        if answers is None:
+            answers = Answers((_from_log if is_log(path) else _from_file)(path))
+        self._answers = answers
         self._served: dict[str, int] = {}
         self._counting = threading.Lock()
-        last: object = None
-        group: list[tuple[ModelCall, ...]] = []
-        if recorded is None:
-            recorded = (_from_log if is_log(path) else _from_file)(path)
-        for key, calls, decision in recorded:
-            if decision != last or not group:
-                group, last = [], decision
-            group.append(calls)
-            if calls[0].model == model:
-                self._answers.setdefault(key, []).append((calls, group))
+
+    def _next(self, key: str) -> int:
+        with self._counting:
+            k = self._served.get(key, 0)
+            self._served[key] = k + 1
+        return k
 
     def ask(self, request: Request) -> Answer:
         log = call_log.current()
         if log is not None and log.stopped:
             raise Aborted(log.reason or "the decision has ended")
         key = request_key(self.model, request.messages)
-        answers = self._answers.get(key)
-        if not answers:
+        entry = self._answers.entry(self.model, key, self._next(key), repeat=True)
+        if entry is None:
             problem = (
                 f"the recording {self.path} holds no answer from {self.model} to request "
                 f"{key[:12]} ({request.question})"
@@ -283,10 +325,7 @@ class Player:
                 raise CassetteMiss(f"{problem}; record it, or replay with --on-miss hold")
             blank = blank_call(self.model, request)
             return self._served_as(request, (msgspec.structs.replace(blank, error=problem),))
-        with self._counting:
-            k = self._served.get(key, 0)
-            self._served[key] = k + 1
-        return self._serve(request, *answers[min(k, len(answers) - 1)])
+        return self._serve(request, *entry)
 
     def serve(self, request: Request) -> Answer | None:
         """The next recorded answer to ``request`` not served yet, or None when there is none
@@ -295,15 +334,15 @@ class Player:
         if log is not None and log.stopped:
             raise Aborted(log.reason or "the decision has ended")
         key = request_key(self.model, request.messages)
-        answers = self._answers.get(key, ())
-        with self._counting:
-            k = self._served.get(key, 0)
-            if k >= len(answers):
-                return None
-            self._served[key] = k + 1
-        return self._serve(request, *answers[k])
+        entry = self._answers.entry(self.model, key, self._next(key), repeat=False)
+        return None if entry is None else self._serve(request, *entry)
 
-    def _serve(self, request: Request, calls: tuple[ModelCall, ...], decision: list[Any]) -> Answer:
+    def _serve(
+        self,
+        request: Request,
+        calls: tuple[ModelCall, ...],
+        decision: list[tuple[ModelCall, ...]] | None,
+    ) -> Answer:
         served = tuple(
             msgspec.structs.replace(c, question=request.question, reask=request.reask)
             for c in calls
@@ -340,19 +379,29 @@ class Player:
 
 
 class Handed(NamedTuple):
-    """The cassette of the connection, as the run hands it to a worker that may not open it
-    (``--isolate``): its mode and name, for ``replay`` the questions it holds, read by the run,
-    and why it cannot be used (the words an agent built in process would raise), if so."""
+    """The cassette of the connection as the run tells a worker that may not open it
+    (``--isolate``): its mode and name, and why it cannot be used (the words an agent built in
+    process would raise), if so. Never what it holds: the worker asks the run for each answer
+    its agent needs (``handing``)."""
 
     mode: str
     path: str
-    recorded: tuple[Recorded, ...] = ()
     error: str | None = None
 
 
-def handed_cassette() -> Handed | None:
-    """What the run hands its confined workers of the cassette the ``ARENA_LLM_*`` connection
-    names: None when it names none (or a setting is bad, which the worker's agent then says
+class Kept(NamedTuple):
+    """The cassette as the run keeps it for its workers: what each is told (``handed``), a
+    replay's answers, read once, which they ask for one at a time (``answers``), and what a
+    question the recording lacks gives (``on_miss``)."""
+
+    handed: Handed
+    answers: Answers | None
+    on_miss: str
+
+
+def kept_cassette() -> Kept | None:
+    """The cassette the ``ARENA_LLM_*`` connection names, as the run keeps it for its confined
+    workers: None when it names none (or a setting is bad, which the worker's agent then says
     in one line, as in process). A replay's cassette is read once in this process, however
     many workers, cohorts or restarts it serves, until it changes."""
     try:
@@ -364,38 +413,40 @@ def handed_cassette() -> Handed | None:
     path = Path(c.cassette)
     if c.mode == "record":
         missing = None if path.parent.is_dir() else _no_folder(path)
-        return Handed(c.mode, c.cassette, error=missing)
+        return Kept(Handed(c.mode, c.cassette, missing), None, c.on_miss)
     try:
         found = path.stat()
     except OSError:
         found = None
     if found is None or not S_ISREG(found.st_mode):
-        return Handed(c.mode, c.cassette, error=_no_file(path))
-    return _read_once(c.cassette, (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns))
+        return Kept(Handed(c.mode, c.cassette, _no_file(path)), None, c.on_miss)
+    stamp = (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+    answers, error = _read_once(c.cassette, stamp)
+    return Kept(Handed(c.mode, c.cassette, error), answers, c.on_miss)
 
 
 @functools.lru_cache(maxsize=1)
-def _read_once(path: str, stamp: tuple[int, ...]) -> Handed:
-    """The cassette at ``path`` as it was when ``stamp`` (device, inode, size, time) was
-    taken, read once."""
+def _read_once(path: str, stamp: tuple[int, ...]) -> tuple[Answers | None, str | None]:
+    """The answers of the cassette at ``path`` as it was when ``stamp`` (device, inode, size,
+    time) was taken, read once; or why they cannot be read."""
     try:
-        recorded = tuple((_from_log if is_log(Path(path)) else _from_file)(Path(path)))
+        return Answers((_from_log if is_log(Path(path)) else _from_file)(Path(path))), None
     except (LLMError, ValueError) as exc:  # as an agent built in process words them
-        return Handed("replay", path, error=str(exc))
+        return None, str(exc)
     except OSError as exc:
-        return Handed("replay", path, error=f"cassette {path}: cannot read: {exc.strerror}")
-    return Handed("replay", path, recorded)
+        return None, f"cassette {path}: cannot read: {exc.strerror}"
 
 
-_handed: Handed | None = None
+_handed: tuple[Handed, Source] | None = None
 
 
 @contextmanager
-def handing(handed: Handed | None) -> Iterator[None]:
+def handing(handed: Handed | None, answers: Source) -> Iterator[None]:
     """In a worker, while the block runs: an agent that opens the cassette ``handed`` names
-    (``open_completer``) is served what the run read of it, or records through the run."""
+    (``open_completer``) is served from ``answers`` (the run, asked a question at a time), or
+    records through the run."""
     global _handed
-    before, _handed = _handed, handed
+    before, _handed = _handed, None if handed is None else (handed, answers)
     try:
         yield
     finally:
@@ -421,20 +472,20 @@ def open_completer(
     (``replay``), checked before the first question: a missing key or cassette is an LLMError
     when the agent is built, not a failed decision weeks into a run. A replay needs no key.
 
-    In a worker the run handed the cassette to (``handing``), a replay's player answers from
-    what the run read, and a recording is the live client's: the run appends the calls each
+    In a worker the run handed the cassette to (``handing``), a replay's player asks the run
+    for each answer, and a recording is the live client's: the run appends the calls each
     decision brings back (the worker could not write the file)."""
     c = connection or Connection.from_env()
     path = Path(c.cassette) if c.cassette else None
     handed = _handed
-    if handed is not None and (handed.mode, handed.path) != (c.mode, c.cassette):
+    if handed is not None and (handed[0].mode, handed[0].path) != (c.mode, c.cassette):
         handed = None  # another cassette than the run's: the worker may not open it
     if c.mode == "replay":
         assert path is not None
         if handed is not None:
-            if handed.error is not None:
-                raise LLMError(handed.error)
-            return Player(model, path, on_miss=c.on_miss, recorded=handed.recorded)
+            if handed[0].error is not None:
+                raise LLMError(handed[0].error)
+            return Player(model, path, on_miss=c.on_miss, answers=handed[1])
         if not path.is_file():
             raise LLMError(_no_file(path))
         return Player(model, path, on_miss=c.on_miss)
@@ -447,8 +498,8 @@ def open_completer(
         return live
     assert path is not None
     if handed is not None:
-        if handed.error is not None:
-            raise LLMError(handed.error)
+        if handed[0].error is not None:
+            raise LLMError(handed[0].error)
         return live
     if not path.parent.is_dir():
         raise LLMError(_no_folder(path))

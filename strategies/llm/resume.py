@@ -9,7 +9,9 @@ so that the replay diverges from its own log. So while such a cohort runs (``ans
 live client (``strategies.llm.client.ChatClient``) looks here first: a question the prefix
 holds an answer to, not served yet, is answered from it as a cassette player answers (a
 question cut short live, by a time limit or a Ctrl-C, ends its decision the same way); every
-other question goes to the model.
+other question goes to the model. An isolated agent's worker is sent none of them: it asks the
+run for each as its agent asks the question (``serving``, ``arena.boundary.isolated``), since
+the prefix's later questions state later prices.
 """
 
 from __future__ import annotations
@@ -23,54 +25,69 @@ from typing import TYPE_CHECKING
 from ledger.events import ModelCalled
 
 if TYPE_CHECKING:
-    from strategies.llm.cassette import Player, Recorded
+    from strategies.llm.cassette import Answers, Player, Source
     from strategies.llm.client import Answer, Request
 
-_recorded: list[Recorded] | None = None
+_source: Source | None = None
 _players: dict[str, Player] = {}
 _lock = threading.Lock()
 PREFIX = Path("the stored log")
 """What a resumed run's answers are named as (a ``Player`` names its recording)."""
 
 
+def stored_answers(rows: Iterable[tuple[str, ModelCalled]]) -> Answers | None:
+    """The questions of these ``(stream, ModelCalled)`` rows (a cohort's stored prefix, in log
+    order) by question, or None when they hold none (a fresh run imports nothing for them)."""
+    rows = list(rows)
+    if not rows:
+        return None
+    from strategies.llm.cassette import Answers, questions_of
+
+    answers = Answers(questions_of(rows))
+    return answers if answers.questions else None
+
+
 @contextmanager
 def answering(rows: Iterable[tuple[str, ModelCalled]]) -> Iterator[int]:
     """Serve the questions of these ``(stream, ModelCalled)`` rows (a cohort's stored prefix,
     in log order) while the block runs; yields how many questions they hold."""
-    global _recorded
-    rows = list(rows)
-    if not rows:  # a fresh run, or one that asked no model: nothing to import or serve
-        yield 0
-        return
-    from strategies.llm.cassette import questions_of
+    answers = stored_answers(rows)
+    with serving(answers):
+        yield 0 if answers is None else answers.questions
 
-    recorded: list[Recorded] = list(questions_of(rows))
-    if not recorded:
-        yield 0
+
+@contextmanager
+def serving(source: Source | None) -> Iterator[None]:
+    """Serve stored answers from ``source`` (None: there are none) while the block runs: the
+    rows' ``Answers`` in the run's process, the run itself in an isolated worker, which is
+    sent no stored answer but those it asks for, one question at a time."""
+    global _source
+    if source is None:
+        yield
         return
     with _lock:
-        before = _recorded, dict(_players)
-        _recorded = recorded
+        before = _source, dict(_players)
+        _source = source
         _players.clear()
     try:
-        yield len(recorded)
+        yield
     finally:
         with _lock:  # a run stepped inside another's (a test's) gets its answers back
-            _recorded = before[0]
+            _source = before[0]
             _players.clear()
             _players.update(before[1])
 
 
 def stored_answer(model: str, request: Request) -> Answer | None:
     """The stored answer to ``request`` from ``model`` not served yet, or None (ask it)."""
-    if _recorded is None:
+    if _source is None:
         return None
     with _lock:
-        if _recorded is None:
+        if _source is None:
             return None
         player = _players.get(model)
         if player is None:
             from strategies.llm.cassette import Player
 
-            player = _players[model] = Player(model, PREFIX, recorded=_recorded)
+            player = _players[model] = Player(model, PREFIX, answers=_source)
     return player.serve(request)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.boundary.past import ArrivedPast, PastFeed, room
+from arena.boundary.past import ArrivedPast, Delta, PastFeed, room
 from arena.run.runner import CohortRunner
 from arena.run.settings import RunOptions, RunSettings
 from ledger.events import DecisionMade
@@ -76,6 +76,45 @@ def test_room_grows_by_doubling_from_what_has_arrived() -> None:
     assert lengths == [32] * 32 + [64] * 32 + [128] * 64 + [256] * 72
     times, _ = past.history(0, int(tape.times(0)[-1]))
     np.testing.assert_array_equal(times, tape.times(0))
+
+
+def test_an_outgrown_market_moves_alone_and_the_whole_is_laid_out_again_rarely() -> None:
+    """``a`` arrives whole at the first decision (1,000 points), ``b`` gets a point a decision
+    and ``c`` three. The first decision lays them out end to end (rooms 1,024, 32 and 32: 1,088
+    points, in buffers of 1,632). ``c`` outgrows its room at decision 11 (33 points) and is
+    moved alone to room for 64 past the others (its 30 points copied), at 22 to 128 (63
+    copied); ``b`` at 33 to 64 (32 copied); ``c`` at 43 to 256 (126 copied): 1,600 of the
+    1,632 taken. At 65 ``b`` needs 128 more, and every market is laid out again (1,000 + 64 +
+    192 copied). Laying every market out again at each of those five changes, as the worker
+    did, copied 5,676 points (1,040 + 1,084 + 1,128 + 1,168 + 1,256), ``a``'s thousand each
+    time. What each market shows is what was sent, throughout."""
+    past, seen = ArrivedPast(), np.zeros(3, dtype=np.int64)
+    sent: list[list[int]] = [[], [], []]
+    changes = []
+    for d in range(1, 66):
+        until = np.array([1000, d, 3 * d], dtype=np.int64)
+        times = [list(range(1000 * j + int(a), 1000 * j + int(b))) for j, (a, b) in
+                 enumerate(zip(seen, until, strict=True))]  # fmt: skip
+        flat = np.array([t for market in times for t in market], dtype=np.int64)
+        before = past.layout, past.relayouts
+        past.apply(Delta(seen, until, flat, flat / 1e4), (1, 1, 1), (0, 0, 0))
+        if (past.layout, past.relayouts) != before:
+            changes.append((d, past.layout.lengths, past.relayouts, past.copied))
+        for market, new in zip(sent, times, strict=True):
+            market.extend(new)
+        for j, market in enumerate(sent):
+            got_t, got_v = past.history(j, 10**6)
+            assert got_t.tolist() == market
+            np.testing.assert_array_equal(got_v[:, 0], np.array(market) / 1e4)
+        seen = until
+    assert changes == [
+        (1, (1024, 32, 32), 1, 0),
+        (11, (1024, 32, 64), 1, 30),
+        (22, (1024, 32, 128), 1, 30 + 63),
+        (33, (1024, 64, 128), 1, 30 + 63 + 32),
+        (43, (1024, 64, 256), 1, 30 + 63 + 32 + 126),
+        (65, (1024, 128, 256), 2, 30 + 63 + 32 + 126 + 1000 + 64 + 192),
+    ]
 
 
 class Owner(Strategy):
