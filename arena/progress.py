@@ -3,10 +3,11 @@
 A replay of LLM agents runs for minutes to hours; a backtest, a sweep, an import or a training
 run for minutes. On a terminal each shows a bar with what is done, the time so far and an
 estimate of the time left (rich's progress, on stderr), and, for slow decisions, a line each
-above the bar: the agent, the week, its model calls, its seconds and the failure seen most
-often so far by that agent, so a run whose every prompt is refused says why in its first
-minute, not when it ends. Under ``--json``, or when stdout or stderr is not a terminal (a pipe,
-a CI log, a test), nothing is shown: the output is the result alone.
+above the bar: the cohort's start where the work has more than one cohort (two workers' lines
+of one week were otherwise the same), the agent, the week, its model calls, its seconds and the
+failure seen most often so far by that agent, so a run whose every prompt is refused says why
+in its first minute, not when it ends. Under ``--json``, or when stdout or stderr is not a
+terminal (a pipe, a CI log, a test), nothing is shown: the output is the result alone.
 
 This module knows nothing of runs: a decision is anything with the fields of ``Seen`` (the
 runner's ``arena.run.pace.DecisionSeen``), so every layer may use it.
@@ -34,6 +35,11 @@ from rich.progress import (
 
 from arena.console import make_console
 
+ECHOED = 2
+"""Columns the display leaves free at the right: a Ctrl-C's ``^C``, echoed by the terminal
+after a bar as wide as the screen, wrapped it onto a line of its own, and the display, erasing
+the lines it drew from there, left its top bar on the screen for good."""
+
 SLOW = 1.0
 """A decision that took this many seconds or more gets a line of its own, as does any that
 asked a model."""
@@ -42,6 +48,8 @@ asked a model."""
 class Seen(Protocol):
     """A decision as a run reports it (``arena.run.pace.DecisionSeen``)."""
 
+    @property
+    def start(self) -> str: ...
     @property
     def agent(self) -> str: ...
     @property
@@ -69,6 +77,7 @@ class Work:
         self.progress = progress
         self.shown = shown
         self.task = progress.add_task(unit, total=total)
+        self._cohorts = total > 1  # a decision's line names its cohort
         self._decisions = decisions
         self._decided: TaskID | None = None
         self._failed: dict[str, Counter[str]] = {}
@@ -92,15 +101,19 @@ class Work:
         failed = self._failed.setdefault(seen.agent, Counter())
         failed.update(seen.failures)
         if self.shown and (seen.calls or seen.seconds >= SLOW):
-            self.progress.console.print(decision_line(seen, failed), highlight=False)
+            line = decision_line(seen, failed, cohort=self._cohorts)
+            self.progress.console.print(line, highlight=False)
 
 
-def decision_line(seen: Seen, failed: Counter[str]) -> str:
-    """``agent · week · calls · seconds · the most common failure so far (how often)``."""
+def decision_line(seen: Seen, failed: Counter[str], *, cohort: bool = False) -> str:
+    """``[start] agent · week · calls · seconds · the most common failure so far (how
+    often)``; the cohort's start with ``cohort``."""
     line = (
         f"[bold]{escape(seen.agent)}[/] week {seen.week} · {seen.calls} call(s) · "
         f"{seen.seconds:.1f} s"
     )
+    if cohort:
+        line = f"{escape(seen.start)} {line}"
     if failed:
         reason, count = failed.most_common(1)[0]
         line += f" · [yellow]most common failure: {escape(reason)} ({count})[/]"
@@ -121,6 +134,9 @@ def progress_of(
     gone when the work ends; ``decisions``: how many decisions the work will make, for a bar
     of them once the first is reported. Not ``shown``, nothing is drawn (``on_a_terminal``).
     ``console``: where to draw instead of stderr (a test's)."""
+    if console is None:
+        console = make_console(stderr=True)
+        console.width = max(console.width - ECHOED, 1)
     progress = Progress(
         TextColumn(f"[bold]{escape(what)}"),
         TextColumn("{task.description}"),
@@ -129,7 +145,7 @@ def progress_of(
         TimeElapsedColumn(),
         TextColumn("eta"),
         TimeRemainingColumn(),
-        console=console or make_console(stderr=True),
+        console=console,
         transient=True,
         disable=not shown,
     )

@@ -244,8 +244,13 @@ class Sandbox:
     Python's own handling.
     """
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, stop: int | None = None) -> None:
         self.seconds = seconds
+        self.stop = stop
+        """A signal that cuts the guarded run as a Ctrl-C does (an engine's worker is told to
+        stop so: the terminal's Ctrl-C is its driver's to handle), taken once: a second one
+        (the worker pool's own, as it sees a sibling end) must not cut short the journaling of
+        the decision the first one cut."""
         main = threading.current_thread() is threading.main_thread()
         self.main = main
         self.timed = seconds > 0 and _setitimer is not None and main
@@ -279,13 +284,19 @@ class Sandbox:
             stop_current(INTERRUPTED)
             raise RunInterrupted()
 
-        handlers = []
+        def told_to_stop(signum: int, frame: Any) -> None:
+            _signal(signum, signal.SIG_IGN)
+            interrupt(signum, frame)
+
+        handlers: list[tuple[int, Any]] = []
         if self.timed:
             handlers.append((signal.SIGALRM, _signal(signal.SIGALRM, expire)))
             done = threading.Event()
             _alarm_taker(done)
         if self.main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             handlers.append((signal.SIGINT, _signal(signal.SIGINT, interrupt)))
+        if self.main and self.stop is not None:
+            handlers.append((self.stop, _signal(self.stop, told_to_stop)))
         patched = _modules_to_guard()
         saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patched]
         for module, attr, label in patched:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from arena.backtests.backtest import (
 from arena.backtests.narrow import split_to_fit
 from arena.backtests.page import write_backtest_report
 from arena.commands.options import CohortChoice, cohort_options, parse_starts
-from arena.commands.replay import skipped_note
+from arena.commands.replay import resumable, skipped_note
 from arena.console import make_console, plugins_print_to_stderr
 from arena.progress import on_a_terminal, progress_of
 from arena.reports.terminal import beliefs_table, house_table
@@ -175,9 +176,10 @@ def backtest(
         plan = plan_backtest(strategy, comparison, source, chosen,
                              isolate=cohort.options.isolate, **cohort.settings)  # fmt: skip
         decisions = sum(p.plan.schedule.decisions * len(p.config.agents) for p in plan.planned)
-        with progress_of(
-            "backtesting", len(plan.cohorts), shown=shown, decisions=decisions
-        ) as work:
+        with (
+            resumable(db) if log.kept else contextlib.nullcontext(),
+            progress_of("backtesting", len(plan.cohorts), shown=shown, decisions=decisions) as work,
+        ):
             result = run_backtest(
                 plan, db, cohort.options, on_done=work.advance, on_decision=work.watcher
             )

@@ -44,13 +44,18 @@ def skipped_note(skipped: Sequence[Skipped]) -> str:
 def resumable(db: Path) -> Iterator[None]:
     """A Ctrl-C ends the run with one line saying where it stopped and how to go on: the runner
     has committed every decision made, the one cut short with its calls, and the same command
-    resumes from there without asking a model again (exit status 130, as for any Ctrl-C)."""
+    resumes from there without asking a model again (exit status 130, as for any Ctrl-C). The
+    cut decision, if it asked a model, stays the HOLD it was recorded as, which a person
+    comparing with a run never interrupted needs to know. Entered outside the progress display
+    (``arena.progress.progress_of``), so the display is gone before the line is printed: a live
+    bar printed over it, and cut it at the terminal's width."""
     try:
         yield
     except KeyboardInterrupt:
         click.echo(
-            f"interrupted: {db} holds the run up to the decision Ctrl-C cut short; "
-            "the same command resumes it",
+            f"interrupted: {db} holds the run up to the decision Ctrl-C cut short, kept as a "
+            "HOLD if it asked a model (a run never interrupted may have traded there); the "
+            "same command resumes it",
             err=True,
         )
         raise SystemExit(130) from None
@@ -141,8 +146,8 @@ def replay(
             raise click.ClickException(nothing_to_decide(tape, skipped))
         decisions = sum(p.plan.schedule.decisions * len(p.config.agents) for p in planned)
         with (
-            progress_of("replaying", len(planned), shown=shown, decisions=decisions) as work,
             resumable(db),
+            progress_of("replaying", len(planned), shown=shown, decisions=decisions) as work,
         ):
             done = replay_cohorts(
                 source, planned, db, cohort.options, on_done=work.advance, on_decision=work.watcher

@@ -111,8 +111,8 @@ def sweep(
             click.echo(notice, err=True)
         runs = len(plan.cohorts())
         with (
-            progress_of("sweeping", runs, unit="cohort-runs", shown=shown) as work,
             resumable(db),
+            progress_of("sweeping", runs, unit="cohort-runs", shown=shown) as work,
         ):
             result = run_sweep(
                 plan, db, cohort.options, on_done=work.advance, on_decision=work.watcher

@@ -18,10 +18,12 @@ is no pipe and no thread.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -37,6 +39,7 @@ from typing import Any
 
 from arena.boundary.children import interrupts_held, tracker_running
 from arena.boundary.oslimits import die_with_parent
+from arena.boundary.sandbox import RunInterrupted
 from arena.engines.base import CohortWork, EngineError, Finished
 from arena.engines.recorded import RecordedCohort, record_cohort
 from arena.run.cohort import CohortConfig
@@ -56,12 +59,35 @@ _SENDER: Sender | None = None
 """Where it sends its cohorts' decisions, when the driver watches (``_start_watched_worker``)."""
 
 
+STOP = signal.SIGTERM
+"""How the driver passes a Ctrl-C on to its workers (``_close``). SIGTERM, since Python 3.11's
+pool sends it too, to every worker left, as soon as one ends: it must stop a worker the same
+way, not kill it in the middle of committing its cut decision."""
+
+STOP_WAIT = 0.5
+"""Seconds the driver gives its workers, told to stop, to commit the decisions they cut and
+end, before it kills those left: a cut and its commit take milliseconds, and a Ctrl-C must end
+the run within a second."""
+
+STOPPED = 130
+"""A worker's exit status once it has stopped (as a shell reports a Ctrl-C's end)."""
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """A worker told to stop outside a cohort's guarded run (between cohorts, starting one, or
+    ending one) holds nothing unsaved: every decision that asked a model is in its journal
+    (``arena.engines.recorded``). It ends at once and quietly (no traceback from the pool's
+    loop); inside the guarded run the sandbox cuts the running decision first."""
+    os._exit(STOPPED)
+
+
 def _start_worker(parent: int, path: str, books: str | None) -> None:
     """A pool worker's start: Ctrl-C is the driver's to handle (the worker began with it
-    blocked, see ``arena.boundary.children``; ignored now, one pressed meanwhile is dropped), the
-    worker dies with the driver, and it loads the tape once."""
+    blocked, see ``arena.boundary.children``; ignored now, one pressed meanwhile is dropped) and
+    passed on as ``STOP``, the worker dies with the driver, and it loads the tape once."""
     global _TAPE, _BOOKS
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(STOP, _stopped)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     die_with_parent()
@@ -83,8 +109,13 @@ def _start_watched_worker(sender: Sender, parent: int, path: str, books: str | N
 
 
 def _local_worker(settings: RunSettings, plan: CohortPlan) -> RecordedCohort:
+    """One cohort; told to stop (``STOP``) while it runs, the worker ends once the decision
+    it cut is committed, rather than take the pool's next cohort."""
     assert _TAPE is not None, "the pool's initializer loads the tape"
-    return record_cohort(_TAPE, settings, plan, _BOOKS, _SENDER)
+    try:
+        return record_cohort(_TAPE, settings, plan, _BOOKS, _SENDER, stop=STOP)
+    except RunInterrupted:
+        os._exit(STOPPED)
 
 
 @dataclass(frozen=True)
@@ -192,10 +223,11 @@ class LocalEngine:
         self, work: CohortWork, cohorts: Sequence[PlannedCohort], watch: Watcher | None = None
     ) -> Iterator[Finished]:
         """The cohorts in a pool of spawned workers. Left early (an error, a Ctrl-C once or
-        twice, or a ``watch`` that raised), the workers are killed at once rather than waited
-        for: their cohorts reach the log only through the driver, so the log stays a
-        resumable prefix. ``watch`` is told of each decision, from a thread of this process
-        (``Decisions``)."""
+        twice, or a ``watch`` that raised), the workers are told to stop, each committing the
+        decision it cut to its journal, and killed if they have not ended within
+        ``STOP_WAIT`` (``_close``): their cohorts reach the log only through the driver, so
+        the log stays a resumable prefix. ``watch`` is told of each decision, from a thread of
+        this process (``Decisions``)."""
         context = multiprocessing.get_context("spawn")
         pool: ProcessPoolExecutor | None = None
         decisions: Decisions | None = None
@@ -250,15 +282,25 @@ def _completed(
 def _close(pool: ProcessPoolExecutor, done: bool) -> None:
     """The pool shut down, its threads ended (none is left for the interpreter's exit to wait
     on, where a second Ctrl-C printed a traceback). When a cohort is still out its workers are
-    killed, not waited for, and nothing is cancelled (Python 3.11's pool reports a cancelled
-    task of a broken pool with a traceback). A worker killed while it sent its result leaves
+    told to stop (``STOP``: each cuts its running decision and commits it, calls and all, as a
+    Ctrl-C does in process) and given ``STOP_WAIT`` to end; those left are killed, and nothing
+    is cancelled (Python 3.11's pool reports a cancelled task of a broken pool with a
+    traceback). Killed at once, as before, a worker lost the call it had out and, with it, its
+    answer, which the resumed run asked again. A worker killed while it sent its result leaves
     half a message in the results pipe, which the pool's thread would wait on for ever (5 hangs
     in 30 Ctrl-Cs): this process's own end for writing to it is closed, so with the workers
     dead the read ends (EOF), the pool sees itself broken and its thread stops."""
     if not done:
         processes = list((getattr(pool, "_processes", None) or {}).values())
         for process in processes:
-            process.kill()
+            with contextlib.suppress(OSError):  # ended meanwhile
+                os.kill(process.pid, STOP)
+        deadline = time.monotonic() + STOP_WAIT
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in processes:
+            if process.is_alive():
+                process.kill()
         for process in processes:
             process.join(5)
         writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)

@@ -11,23 +11,27 @@ Delivering into a log that already holds part of the stream (a run stopped mid-a
 log written by an older arena) checks the stored events against the recording and appends only
 the rest, as the runner itself does when it resumes.
 
-A slow cohort (a model-backed agent's, minutes to hours) must not hold its paid calls only in a
-worker's memory until it closes: once it has run ``RunOptions.commit_every`` seconds, its
-recording also appends each commit to a journal of its own (an event store of one stream in
-the run's journal folder, ``journal_path``). Killed, the run leaves the journal; the same
-command's worker reads it back as the stream's stored prefix, so the runner checks it and
-serves its model answers again instead of asking (``strategies.llm.resume``). The log itself
-is still appended in the cohorts' order, by the driver alone; the journal is removed once the
-log holds its cohort.
+A cohort that asks a model (minutes to hours, its calls paid for) must not hold them only in a
+worker's memory until it closes: from the first commit that holds a model call (the runner
+commits each decision that asked one as it is made, ``arena.run.pace.Pace``), its recording
+also appends each commit to a journal of its own (an event store of one stream in the run's
+journal folder, ``journal_path``); so does any cohort once it has run
+``RunOptions.commit_every`` seconds. Killed, even between two decisions, the run leaves the
+journal holding every answer; the same command's worker reads it back as the stream's stored
+prefix, so the runner checks it and serves its model answers again instead of asking
+(``strategies.llm.resume``). A worker told to stop (``arena.engines.local``: the driver's
+Ctrl-C) cuts its running decision as a Ctrl-C does in process and commits it, its calls and
+the one in flight (aborted) included, before it ends. The log itself is still appended in the
+cohorts' order, by the driver alone; the journal is removed once the log holds its cohort.
 
 A recording touches the journal folder only when it needs it: when the folder exists (a
-journal to read, perhaps) and once its cohort turns slow. A fast cohort on a Ray node that
-lacks the log's folder runs as it always did, and a slow one there stops with one line naming
-the folder (``ArenaError``), as does any other failure to make, lock or read a journal: the
-alternative, running on without a journal, would leave a paid run unresumable with nobody
-told, since a worker has no way to tell the user but its cohort's outcome. The folder is made
-beside the log, never its parents: a journal on a node's own disk would never be read back or
-removed.
+journal to read, perhaps) and once its cohort asks a model or turns slow. A fast cohort on a
+Ray node that lacks the log's folder runs as it always did, and a slow one there stops with one
+line naming the folder (``ArenaError``), as does any other failure to make, lock or read a
+journal: the alternative, running on without a journal, would leave a paid run unresumable
+with nobody told, since a worker has no way to tell the user but its cohort's outcome. The
+folder is made beside the log, never its parents: a journal on a node's own disk would never be
+read back or removed.
 
 A journal is one recording's at a time: the recording holds an exclusive ``flock`` on a lock
 file beside it (``<journal>.lock``) from before it reads the journal until it lets go of it, and
@@ -56,7 +60,7 @@ from arena.run.plan import CohortPlan
 from arena.run.runner import CohortRunner
 from arena.run.settings import RunSettings
 from ledger.errors import LedgerError
-from ledger.events import EVENT_TYPES, Event
+from ledger.events import EVENT_TYPES, Event, ModelCalled
 from ledger.store import EventStore
 from ledger.stream import MemorySink, SnapshotImage
 
@@ -155,9 +159,9 @@ def _journal_errors(folder: Path) -> Iterator[None]:
         else:
             reason = exc.strerror or type(exc).__name__
         raise ArenaError(
-            f"journal folder {folder} on {socket.gethostname()}: {reason}; a worker keeps a "
-            "slow cohort's journal beside the log, so on a Ray cluster the log must be on a "
-            "path every node reaches and can write"
+            f"journal folder {folder} on {socket.gethostname()}: {reason}; a worker keeps the "
+            "journal of a slow cohort, or of one asking a model, beside the log, so on a Ray "
+            "cluster the log must be on a path every node reaches and can write"
         ) from None
 
 
@@ -174,9 +178,10 @@ class RecordedCohort(MemorySink):
     the log. It takes the runner's appends and snapshots exactly as the log would (the sink
     contract, ``ledger.stream.EventSink``), and only for its own cohort.
 
-    With a ``journal`` file, what the file holds is the stream's stored prefix, and appends
-    made ``after`` seconds or more since the recording began go to the file too (with every
-    event before them), each one a transaction. The journal is held (``hold_journal``, within
+    With a ``journal`` file, what the file holds is the stream's stored prefix, and an append
+    holding a model call, or made ``after`` seconds or more since the recording began, goes to
+    the file too (with every event before it, and so does every append after it), each one a
+    transaction. The journal is held (``hold_journal``, within
     ``wait`` seconds) from before it is read, or, where its folder did not exist, from the
     first append it takes, until ``close``; nothing is held after an error here."""
 
@@ -217,7 +222,9 @@ class RecordedCohort(MemorySink):
         if stream != self.cohort:
             raise LedgerError(f"recording of {self.cohort}: unexpected append to {stream!r}")
         version = super().append(stream, events, expected_version)
-        if self.journal is not None and (self._store or self._clock() >= self._deadline):
+        if self.journal is not None and (
+            self._store or self._clock() >= self._deadline or _asked(events)
+        ):
             self._keep()
         return version
 
@@ -261,17 +268,26 @@ class RecordedCohort(MemorySink):
         return self.images.get(self.cohort, [])
 
 
+def _asked(events: Sequence[Event]) -> bool:
+    """Whether ``events`` hold a model call (one paid for, unless served from a record)."""
+    return any(type(event) is ModelCalled for event in events)
+
+
 def record_cohort(
     tape: Tape,
     settings: RunSettings | CohortConfig,
     plan: CohortPlan | None = None,
     books: Books | None = None,
     send: Callable[[list[DecisionSeen]], None] | None = None,
+    stop: int | None = None,
 ) -> RecordedCohort:
     """Replay one cohort into a recording (what every parallel worker runs), by its ``plan``
     where the driver made it; journaled where ``settings.journal`` names a folder. ``send``:
-    where its decisions go, in batches (``arena.run.pace.Batched``), when the driver watches."""
+    where its decisions go, in batches (``arena.run.pace.Batched``), when the driver watches.
+    ``stop``: the signal that cuts the run as a Ctrl-C does (``RunInterrupted`` raised here
+    once the cut decision is committed, to the journal too where the cohort keeps one)."""
     runner = CohortRunner(tape, settings, plan=plan, books=books)
+    runner.stop_signal = stop
     journal = None
     after = 0.0
     if isinstance(settings, RunSettings) and settings.journal is not None:

@@ -42,7 +42,7 @@ from arena.run.execution import (
     liquidation_marks,
     venue,
 )
-from arena.run.pace import DecisionSeen, Pace, Watcher, failures
+from arena.run.pace import DecisionSeen, Pace, Watcher, failures, start_label
 from arena.run.plan import DECISION, LISTING, MARK, RESOLUTION, STOP, CohortPlan, plan_cohort
 from arena.run.settings import RunSettings
 from arena.run.transcript import Transcript
@@ -152,6 +152,7 @@ class CohortRunner:
         self.config = config
         self.rules = rules_for(config.rules)
         self.cohort = config.cohort_id(tape.hash)
+        self.start_label = start_label(config.start)
         # under --isolate a plugin is imported and built in its worker only, never here
         self.strategies: dict[str, Strategy | str] = (
             dict(strategies)
@@ -166,6 +167,9 @@ class CohortRunner:
         self.commit_every = settings.options.commit_every
         self.watch: Watcher | None = None
         """Told of each decision as it is made (the progress display); never logged."""
+        self.stop_signal: int | None = None
+        """A signal that cuts the run as a Ctrl-C does (``Sandbox.stop``): an engine's worker's,
+        how its driver passes on a Ctrl-C the worker itself ignores."""
         self.isolate = settings.options.isolate
         self.stored_calls: list[tuple[str, ModelCalled]] = []
         """The model calls of the stored prefix a run resumes (each isolated agent's go to its
@@ -289,7 +293,7 @@ class CohortRunner:
             state.record(self._listed(j))
         settled: set[int] = set()
         past = self._past()
-        sandbox = Sandbox(self.decision_timeout)
+        sandbox = Sandbox(self.decision_timeout, self.stop_signal)
         with (
             freeze_time(datetime.fromtimestamp(start, UTC)) as frozen_time,
             sandbox.guarded(),
@@ -583,13 +587,13 @@ class CohortRunner:
                 if broker.venue is not None:  # --latency llm: the think time as recorded
                     broker.venue.decided(decision.trace.latency_ms if decision.trace else None)
                 broker.execute(name, ts, decision.bets, decision.sells, quote)
+            calls = decision.trace.calls if decision.trace else ()
             if self.watch is not None:
-                calls = decision.trace.calls if decision.trace else ()
                 seconds = self.pace.clock() - began
-                seen = DecisionSeen(self.cohort, name, week, seconds, len(calls),
-                                    failures(calls, error))  # fmt: skip
+                seen = DecisionSeen(self.cohort, self.start_label, name, week, seconds,
+                                    len(calls), failures(calls, error))  # fmt: skip
                 self.watch(seen)
-            self.pace.tick()
+            self.pace.tick(asked=bool(calls))
 
     def _record(
         self,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from arena.progress import decision_line, on_a_terminal, progress_of
 from strategies.llm.connection import Connection
 from tests.conftest import Arena
 from tests.llm_server import FakeLLM, Received, Reply
+from tests.tmux_terminal import Tmux
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Seen:
     seconds: float
     calls: int
     failures: tuple[str, ...] = ()
+    start: str = "2024-06-02"
 
 
 def plain(text: str) -> list[str]:
@@ -58,6 +61,21 @@ def test_a_slow_or_model_backed_decision_gets_a_line_with_the_commonest_failure(
     assert work.progress.tasks[1].completed == 4  # the decisions' bar, every one counted
     assert work.progress.tasks[0].completed == 1
     assert work.watcher == work.decided
+
+
+def test_with_more_than_one_cohort_each_line_names_its_cohort_s_start() -> None:
+    """Two workers at the same week of two cohorts: their lines told apart by the start."""
+    console, out = terminal()
+    with progress_of("replaying", 2, shown=True, decisions=2, console=console) as work:
+        work.decided(Seen("m", 6, 0.4, 1, start="2024-06-02"))
+        work.decided(Seen("m", 6, 0.4, 1, start="2024-06-09 08:50"))
+    lines = plain(out.getvalue())
+    assert "2024-06-02 m week 6 · 1 call(s) · 0.4 s" in lines
+    assert "2024-06-09 08:50 m week 6 · 1 call(s) · 0.4 s" in lines
+    console, out = terminal()
+    with progress_of("replaying", 1, shown=True, decisions=1, console=console) as work:
+        work.decided(Seen("m", 6, 0.4, 1))
+    assert "m week 6 · 1 call(s) · 0.4 s" in plain(out.getvalue())  # one cohort: no start
 
 
 def test_the_commonest_failure_is_the_first_seen_among_equals() -> None:
@@ -111,6 +129,9 @@ TWO = ("--starts", "2024-01-07..2024-01-14")
 """Two cohorts, of three and of two weekly decisions."""
 TWO_WORKERS = (*TWO, "--jobs", "2")
 """Those, each on a local worker process of its own."""
+TWO_WEEKS = sorted([("2024-01-07", 1), ("2024-01-07", 2), ("2024-01-07", 3), ("2024-01-14", 1),
+                    ("2024-01-14", 2)])  # fmt: skip
+"""The lines of the two cohorts' decisions: each names its cohort's start."""
 
 
 def replay_args(tape: Path, db: Path, how: tuple[str, ...] = ONE) -> list[str]:
@@ -145,19 +166,24 @@ def on_a_pty(args: list[str]) -> str:
     return "\n".join(plain(screen.output.decode(errors="replace")))
 
 
-def weeks_decided(text: str) -> list[int]:
-    """The week of each LLM decision line shown (two calls each: the unreadable answer, and
-    the one re-ask after it)."""
-    return sorted(int(week) for week in re.findall(r"^llm week (\d+) · 2 call\(s\)", text, re.M))
+def weeks_decided(text: str) -> list[tuple[str, int]]:
+    """The cohort's start (where the run has more than one) and the week of each LLM
+    decision line shown (two calls each: the unreadable answer, and the one re-ask after it)."""
+    found = re.findall(r"^(\S* ?)llm week (\d+) · 2 call\(s\)", text, re.M)
+    return sorted((start.strip(), int(week)) for start, week in found)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("how", "weeks"), [(ONE, [1, 2, 3]), (TWO_WORKERS, [1, 1, 2, 2, 3])],
+    ("how", "weeks"), [(ONE, [("", 1), ("", 2), ("", 3)]), (TWO_WORKERS, TWO_WEEKS)],
     ids=["in process", "on workers"],
 )  # fmt: skip
 def test_on_a_terminal_the_replay_shows_each_decision(
-    tmp_path: Path, server: FakeLLM, hand_tape_file: Path, how: tuple[str, ...], weeks: list[int]
+    tmp_path: Path,
+    server: FakeLLM,
+    hand_tape_file: Path,
+    how: tuple[str, ...],
+    weeks: list[tuple[str, int]],
 ) -> None:
     """``arena replay`` on a pseudo-terminal: the bars while it runs, and a line per decision
     of the LLM agent naming its calls and why they failed, from every cohort, also those on
@@ -180,7 +206,7 @@ def test_on_a_terminal_a_ray_replay_shows_each_decision(
     how = (*TWO, "--engine", "ray", "--address", ray.get_runtime_context().gcs_address)
     text = on_a_pty(replay_args(hand_tape_file, tmp_path / "run.db", how))
     assert "replaying decisions" in text
-    assert weeks_decided(text) == [1, 1, 2, 2, 3]
+    assert weeks_decided(text) == TWO_WEEKS
     assert "most common failure:" in text
 
 
@@ -191,3 +217,30 @@ def test_under_json_a_terminal_shows_no_progress(
     text = on_a_pty([*replay_args(hand_tape_file, tmp_path / "run.db", TWO_WORKERS), "--json"])
     assert '"digest"' in text
     assert "replaying" not in text and "call(s)" not in text
+
+
+@pytest.mark.slow  # a real terminal: tmux
+def test_after_ctrl_c_the_resume_line_is_whole_below_the_bars(tmux: Tmux, tmp_path: Path) -> None:
+    """A replay in an 80-column tmux pane, Ctrl-C while its bars run: the bars are gone and
+    the line saying how to resume is whole, on a line of its own (it was printed over the live
+    bars, after their ``eta``, and cut at the pane's width)."""
+    db = tmp_path / "long.db"
+    program = Path(sys.executable).with_name("arena")
+    command = shlex.join([str(program), "replay", "--starts", "2024-05-12..2024-11-03",
+                          "--decisions", "daily", "--db", str(db)])  # fmt: skip
+    env = {"TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    tmux("new-session", "-d", "-s", "step", "-x", "80", "-y", "30",
+         "env", *(f"{k}={v}" for k, v in env.items()),
+         "sh", "-c", f"trap true INT; {command}; echo replay-ended $?; sleep 600")  # fmt: skip
+    tmux.wait_for("replaying decisions")  # the shell outlives the Ctrl-C (trapped, not ignored)
+    tmux("send-keys", "-t", "step", "C-c")
+    tmux.wait_for("replay-ended")
+    screen = tmux("capture-pane", "-p", "-J", "-t", "step").splitlines()
+    message = (
+        f"interrupted: {db} holds the run up to the decision Ctrl-C cut short, kept as a HOLD "
+        "if it asked a model (a run never interrupted may have traded there); the same "
+        "command resumes it"
+    )
+    assert message in [line.rstrip() for line in screen], "\n".join(screen)
+    assert "replay-ended 130" in screen
+    assert not any("eta" in line or "replaying" in line for line in screen), "\n".join(screen)

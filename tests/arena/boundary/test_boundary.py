@@ -773,8 +773,9 @@ def test_a_real_ctrl_c_stops_the_run_cleanly_and_the_log_resumes(
     (tmp_path / "go").touch()  # the runs below decide at once
     assert process.returncode == 130
     assert err.strip() == (
-        f"interrupted: {interrupted} holds the run up to the decision Ctrl-C cut short; "
-        "the same command resumes it"
+        f"interrupted: {interrupted} holds the run up to the decision Ctrl-C cut short, kept as "
+        "a HOLD if it asked a model (a run never interrupted may have traded there); the same "
+        "command resumes it"
     )
     resumed = subprocess.run(command(interrupted), env=env, capture_output=True, text=True,
                              timeout=120, check=True)  # fmt: skip

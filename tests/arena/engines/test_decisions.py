@@ -44,7 +44,7 @@ def digest(db: Path) -> str:
 
 
 def seen(week: int) -> DecisionSeen:
-    return DecisionSeen("c", "a", week, 0.0, 0, ())
+    return DecisionSeen("c", "2024-01-07", "a", week, 0.0, 0, ())
 
 
 class Timers:

@@ -37,7 +37,7 @@ from ledger.store import EventStore
 from replays.tape import Tape
 from strategies.llm.connection import Connection
 from tests.conftest import hand_config, make_hand_tape
-from tests.llm_server import FakeLLM
+from tests.llm_server import HOLD, FakeLLM, Received
 
 AGENTS = {"fav": "favourite", "coin": "random?bets=2"}
 
@@ -113,6 +113,32 @@ def test_a_journaled_llm_cohort_is_not_asked_again(
     again = record_cohort(hand_tape, settings(folder, agents))
     assert len(server.received) == asked  # nothing sent twice
     assert again.events == first.events
+
+
+def test_an_llm_cohort_journals_each_answer_before_it_asks_again(
+    tmp_path: Path, hand_tape: Tape, server: FakeLLM
+) -> None:
+    """However long ``commit_every`` (an hour here), a cohort whose agent asks a model has
+    each decision's call in its journal by the time it asks its next question: a worker
+    killed between two decisions loses no answer (a model answering in 0.4 s, faster than the
+    default two seconds, had its last answers asked again on the resume)."""
+    folder = tmp_path / "run.db.journal"
+    agents = {"llm": "llm:test/model"}
+    journal = journal_path(folder, hand_config(agents).cohort_id(hand_tape.hash))
+    journaled: list[int] = []
+
+    def count_then_answer(_: Received) -> str:
+        if not journal.exists():
+            journaled.append(0)
+        else:
+            with EventStore.open(journal, readonly=True) as store:
+                journaled.append(sum(isinstance(e, ModelCalled) for e in store.read()))
+        return HOLD
+
+    server.responder = count_then_answer
+    recorded = record_cohort(hand_tape, settings(folder, agents, after=3600))
+    assert journaled == [0, 1, 2]
+    assert stream(journal)[1] == recorded.events[: len(stream(journal)[1])]
 
 
 def test_workers_journal_and_the_driver_cleans_up(tmp_path: Path, hand_tape_file: Path) -> None:
@@ -245,8 +271,8 @@ def test_a_cohort_the_log_holds_is_replayed_on_ray_asking_no_model_again(
 def missing_folder_error(folder: Path) -> str:
     return (
         f"journal folder {folder} on {socket.gethostname()}: the log's folder does not exist "
-        "there; a worker keeps a slow cohort's journal beside the log, so on a Ray cluster the "
-        "log must be on a path every node reaches and can write"
+        "there; a worker keeps the journal of a slow cohort, or of one asking a model, beside "
+        "the log, so on a Ray cluster the log must be on a path every node reaches and can write"
     )
 
 

@@ -23,6 +23,7 @@ import msgspec
 import pytest
 
 from arena.run.runner import CohortRunner
+from arena.run.settings import RunOptions, RunSettings
 from ledger.events import DecisionMade, Event, ModelCalled
 from ledger.store import EventStore
 from replays.tape import Tape
@@ -194,8 +195,9 @@ def test_ctrl_c_writes_the_cut_decision_and_says_how_to_resume(
     assert stopped.waited < 1.0  # type: ignore[attr-defined]
     lines = stopped.stderr.strip().splitlines()
     assert lines[-1] == (
-        f"interrupted: {db} holds the run up to the decision Ctrl-C cut short; "
-        "the same command resumes it"
+        f"interrupted: {db} holds the run up to the decision Ctrl-C cut short, kept as a HOLD "
+        "if it asked a model (a run never interrupted may have traded there); the same "
+        "command resumes it"
     )
     committed = events(db)
     calls = [e for e in committed if isinstance(e, ModelCalled)]
@@ -241,3 +243,29 @@ def test_a_stored_prefix_is_answered_from_the_log_in_process(
     # the prefix was regenerated to the byte (latencies and all: the stored answers were
     # served) or the write would have stopped; the rest is what the whole run asked and logged
     assert without_latency(resumed) == without_latency(whole)
+
+
+def test_each_decision_that_asked_a_model_is_committed_as_it_is_made(
+    tmp_path: Path, hand_tape: Tape, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In this process, with ``commit_every`` an hour: by the time the agent asks its next
+    question, the log holds the last one's call (a SQLite commit against the model's seconds),
+    so a run killed between two decisions has every answer it paid for."""
+    for name in Connection.model_fields:
+        monkeypatch.delenv(f"ARENA_LLM_{name.upper()}", raising=False)
+    db = tmp_path / "run.db"
+    committed: list[int] = []
+
+    def count_then_answer(_: Received) -> str:
+        with EventStore.open(db, readonly=True) as store:
+            committed.append(sum(isinstance(e, ModelCalled) for e in store.read()))
+        return HOLD
+
+    settings = RunSettings(cohort=hand_config({"llm": f"llm:{MODEL}"}),
+                           options=RunOptions(commit_every=3600))  # fmt: skip
+    with FakeLLM(count_then_answer) as fake:
+        monkeypatch.setenv("ARENA_LLM_BASE_URL", fake.url)
+        monkeypatch.setenv("ARENA_LLM_API_KEY_ENV", "")
+        with EventStore.open(db) as store:
+            CohortRunner(hand_tape, settings).run(store)
+    assert committed == [0, 1, 2]
