@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -51,6 +52,8 @@ PING_EVERY = 10.0
 """Seconds between keep-alive ``PING`` texts (the channel drops a quiet connection)."""
 FSYNC_EVERY = 1.0
 """Seconds between ``fsync`` calls: a kill loses at most this much of what was flushed."""
+CONDITION_ID = re.compile(r"0x[0-9a-fA-F]{64}")
+"""A market's condition id as the CLOB names it: 32 bytes in hex."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,13 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
 def lookup_tokens(
     fetcher: JsonFetcher, clob_url: str, markets: Sequence[str]
 ) -> list[RecordedToken]:
-    """The outcome tokens of each market (condition id), from the CLOB's ``/markets/{id}``."""
+    """The outcome tokens of each market (condition id), from the CLOB's ``/markets/{id}``.
+
+    Every id is checked before the first request: a placeholder pasted from help (``0x…``)
+    would otherwise be retried against the network and end as an unhelpful HTTP failure."""
+    for market in markets:
+        if not CONDITION_ID.fullmatch(market):
+            raise TapeError(f"market {market!r} is not a condition id (0x and 64 hex digits)")
     found: list[RecordedToken] = []
     for market in markets:
         answer = fetcher.get_json(f"{clob_url.rstrip('/')}/markets/{market}")

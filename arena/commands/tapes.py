@@ -32,6 +32,7 @@ from arena.commands.tapes_view import (
     console,
     emit_json,
     ledger_table,
+    limit_note,
     minute_text,
     show_books,
     sparkline,
@@ -387,11 +388,7 @@ def show(
         _show_stacked(console, rows, figures, widths)
     notes = []
     if market_id is None:
-        shown, markets = len(rows), summary["markets"]
-        notes.append(
-            f"{shown:,} of {markets:,} markets, by volume (--limit N for more)"
-            if shown < markets else f"all {markets:,} markets, by volume"
-        )  # fmt: skip
+        notes.append(limit_note(len(rows), summary["markets"], "by volume"))
     if any(ids[r["id"]] != r["id"] for r in rows):
         notes.append("ids cut in the middle to fit; --json has each whole")
     if notes:

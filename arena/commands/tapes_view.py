@@ -185,10 +185,21 @@ def show_books(
             "—" if depth is None else compact(depth), r["depth_trend"],
         )  # fmt: skip
     console.print(table)
-    console.print(
-        f"[dim]medians over {buckets} equal slices of each token's span; spread over "
-        "two-sided books, depth = dollars on both sides[/dim]"
-    )
+    notes = [
+        f"medians over {buckets} equal slices of each token's span; spread over two-sided "
+        "books, depth = dollars on both sides"
+    ]
+    if market_id is None:  # the file's order: a book file knows no volume
+        notes.insert(0, limit_note(len(markets), summary["markets"], "by first snapshot"))
+    console.print(f"[dim]{'; '.join(notes)}[/dim]")
+
+
+def limit_note(shown: int, total: int, order: str) -> str:
+    """What a ``--limit`` left out, in the words every ``tapes show`` listing uses, so a cut
+    list never passes for the whole file."""
+    if shown < total:
+        return f"{shown:,} of {total:,} markets, {order} (--limit N for more)"
+    return f"all {total:,} markets, {order}"
 
 
 def ledger_table(entries: list[MarketLedger], gap_seconds: float) -> Table:

@@ -211,13 +211,19 @@ def interval_cell(low: float | None, high: float | None) -> str:
     return "—" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}]%"
 
 
-def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
-    """Figures right-aligned, the first ``left`` columns (names, dates, ids) left-aligned;
-    no cell wraps (a narrow window scrolls the table instead of breaking a date), but a
+def html_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1, text: int = 0
+) -> str:
+    """Figures right-aligned, the first ``left`` columns (names, dates, ids) and the last
+    ``text`` (words, such as a tape's labels) left-aligned, each under a heading aligned as it
+    is; no cell wraps (a narrow window scrolls the table instead of breaking a date), but a
     header may, so long headers do not push the last columns out of a wide window."""
+    figures = range(left, len(header) - text)
 
     def cell(tag: str, k: int, content: str) -> str:
-        return f'<{tag} class="l">{content}</{tag}>' if k < left else f"<{tag}>{content}</{tag}>"
+        return (
+            f"<{tag}>{content}</{tag}>" if k in figures else f'<{tag} class="l">{content}</{tag}>'
+        )
 
     head = "".join(cell("th", k, escape(h)) for k, h in enumerate(header))
     body = "".join(
@@ -317,10 +323,10 @@ def _leaderboard_table(board: Sequence[dict[str, Any]], marked: Sequence[bool]) 
     """The board's rows, ``MARK`` after the Brier (impl.) of the ``marked`` ones."""
     rows = [
         [
-            escape(r["agent"]), str(r["cohorts"]), str(r["n_bets"]), pct(r["total_pnl"], ""),
+            escape(r["agent"]), str(r["cohorts"]), f"{r['n_bets']:,}", pct(r["total_pnl"], ""),
             pct(r["return_mean"]), interval_cell(r["return_ci_low"], r["return_ci_high"]),
             fmt(r["brier"], "{:.3f}") + (MARK if mark else ""), fmt(r["brier_paid"], "{:.3f}"),
-            fmt(r["bss"], "{:+.3f}"), fmt(r["bss_market"], "{:+.3f}"), fmt(r["win_rate"], "{:.0%}"),
+            fmt(r["bss"], "{:+.2f}"), fmt(r["bss_market"], "{:+.2f}"), fmt(r["win_rate"], "{:.0%}"),
         ]
         for r, mark in zip(board, marked, strict=True)
     ]  # fmt: skip
@@ -347,14 +353,14 @@ def _categories_table(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return note("No agent traded any market.")
     body = [
-        [escape(r["agent"]), escape(r["category"]), str(r["markets"]), str(r["n_bets"]),
+        [escape(r["agent"]), escape(r["category"]), f"{r['markets']:,}", f"{r['n_bets']:,}",
          pct(r["pnl"], ""), pct(r["return_pp"], " pp"), fmt(r["brier"], "{:.3f}"),
          f'<span class="wrap">{escape(", ".join(r["labels"]))}</span>']
         for r in rows
     ]  # fmt: skip
     header = ["agent", "category", "markets", "bets", "P/L ($)", "return",
               "Brier (impl., pooled)", "labels (the tape's)"]  # fmt: skip
-    return html_table(header, body, left=2)
+    return html_table(header, body, left=2, text=1)
 
 
 def beliefs_section(beliefs: dict[str, Any]) -> list[str]:

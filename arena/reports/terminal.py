@@ -383,11 +383,21 @@ def usage_line(usage: Usage) -> str:
     return f"run total: {total_usage(usage).summary()}"
 
 
+def start_text(ts: int) -> str:
+    """A cohort's start as its heading says it: the day, with the time of day when the start
+    is not a UTC midnight (``--start 2026-09-28T08:50`` was headed "start 2026-09-28", as if
+    the cohort had begun eight hours and fifty minutes earlier)."""
+    text = iso_utc(ts)
+    if ts % 86_400 == 0:
+        return text[:10]
+    return f"{text[:10]} {text[11:19] if ts % 60 else text[11:16]} UTC"
+
+
 def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:
     """The tables of one cohort: standings, open positions, stated beliefs, model calls,
     categories."""
     opened = state.opened
-    start = iso_utc(opened.start)[:10] if opened else "?"
+    start = start_text(opened.start) if opened else "?"
     status = cohort_status(state)
     chosen = f" chosen by {universe_volume(opened)}" if opened else ""
     if opened is not None and opened.settings.get("listing") == "rolling":

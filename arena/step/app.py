@@ -238,8 +238,7 @@ class StepApp(App[None]):
             lambda k, w: panels.market_line(rows[lines[k][0]], id_width, lines[k][1], w,
                                             rows.common_start),
         )  # fmt: skip
-        found = f" · '{self.search}'" if self.search else ""
-        markets.titled(f"markets {len(shown)}/{len(rows)}{found}")
+        markets.titled(panels.markets_title(rows, len(shown), self.search))
         decision = self.query_one("#decision", Lines)
         decision.titled(f"{view.agent}'s decision")
         said = panels.decision(view)
@@ -248,7 +247,9 @@ class StepApp(App[None]):
         decision.show_text(said)
         portfolio = self.query_one("#portfolio", Lines)
         portfolio.titled(f"{view.agent}'s portfolio now")  # whole in half of 80 columns
-        portfolio.show(None, *panels.portfolio(view))
+        # laid out for the panel's width at this redraw (before the first layout: 80 columns')
+        width = portfolio.content_region.width or panels.PORTFOLIO_WIDTH
+        portfolio.show(None, *panels.portfolio(view, width))
         board = self.query_one("#board", Lines)
         board.show_fitted(lambda width: panels.leaderboard(view, width))
         board.titled("leaderboard (Brier, n resolved)")

@@ -35,6 +35,10 @@ def money(x: float) -> str:
     return f"${x:,.2f}"
 
 
+def whole_dollars(x: float) -> str:
+    return f"${x:,.0f}"
+
+
 def when(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -153,6 +157,19 @@ def market_line(
     return text
 
 
+def markets_title(rows: MarketRows, shown: int, search: str = "") -> str:
+    """The markets panel's title: how many rows the search left of how many, or, when there
+    are none, why (a live replay's first screen said "markets 0/0", which read as an empty
+    universe)."""
+    if rows:
+        found = f" · '{search}'" if search else ""
+        return f"markets {shown}/{len(rows)}{found}"
+    listed = len(rows.listed)
+    if not listed:
+        return "markets: none listed yet"
+    return f"markets: {listed:,} listed, " + ("none priced yet" if not rows.priced else "none open")
+
+
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -239,11 +256,24 @@ def decision(view: Screen) -> Text:
     return Text.from_markup("\n".join(lines))
 
 
-def portfolio(view: Screen) -> tuple[int, Callable[[int], Text]]:
+PORTFOLIO_WIDTH = 37
+"""The portfolio panel's cells at 80 columns: half the screen less its border and the
+scrollbar's column."""
+
+POSITION_ID_MIN = 4
+"""The fewest cells a position's market id is cut to ("0x5…"), however narrow the panel."""
+
+
+def portfolio(view: Screen, width: int = PORTFOLIO_WIDTH) -> tuple[int, Callable[[int], Text]]:
     """Cash, positions at the cut's marked prices, total, both Briers over resolved bets (the
     implied with their count, the paid beside it, labelled as the report labels them), then
     one line per position: how many lines, and line ``k`` made when asked (an agent may hold
-    hundreds of positions, and a screen shows a few)."""
+    hundreds of positions, and a screen shows a few).
+
+    A position's line fits ``width`` cells: in cents with its market's id whole, else in whole
+    dollars, cutting the id's end if it must (at 80 columns "335 YES 255148: $221.32 (cost
+    $269.59)" lost its closing parenthesis, and a condition id of 66 characters hid both
+    amounts)."""
     p = view.portfolio
     head = [
         Text(f"{'cash':<19}{money(p.cash):>15}"),
@@ -257,8 +287,14 @@ def portfolio(view: Screen) -> tuple[int, Callable[[int], Text]]:
         if k < len(head):
             return head[k]
         market, side, shares, cost, value = p.positions[k - len(head)]
-        text = Text(f"{shares:,.0f} {side} {market}: {money(value)}", no_wrap=True)
-        text.append(f" (cost {money(cost)})", style="dim")
+        for amount in (money, whole_dollars):
+            worth, paid = f": {amount(value)}", f" (cost {amount(cost)})"
+            room = width - len(f"{shares:,.0f} {side} {worth}{paid}")
+            if len(market) <= room:
+                break
+        worth = f"{shares:,.0f} {side} {_cut(market, max(room, POSITION_ID_MIN))}{worth}"
+        text = Text(worth, no_wrap=True)
+        text.append(paid, style="dim")
         return text
 
     return len(head) + len(p.positions), line
@@ -320,7 +356,7 @@ def _figures(
     and three."""
     digits = 4 if precise else 3
     figures = (
-        f"${total:,.2f}" if precise else f"${total:,.0f}",
+        money(total) if precise else whole_dollars(total),
         f"{ret:+.2f}%",
         ("—" if brier is None else f"{brier:.{digits}f}") + f" ({n})",
     )

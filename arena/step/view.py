@@ -96,6 +96,7 @@ class MarketRows(Sequence[MarketRow]):
     ) -> None:
         self.ids = ids
         self.listed = listed
+        self.priced = len(marks)  # resolved ones too: none yet is a replay before its first mark
         self._timeline, self._marks, self._held = timeline, marks, held
         self._cut, self._previous = cut, previous
         self._made: dict[int, MarketRow] = {}

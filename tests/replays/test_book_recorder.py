@@ -154,8 +154,39 @@ def test_the_clob_lists_each_markets_tokens(tmp_path: Path) -> None:
         found = lookup_tokens(fetcher, server.clob_url, [market])
         assert {(t.market, t.outcome) for t in found} == {(market, "Up"), (market, "Down")}
         assert {t.token for t in found} == {t.token for t in server.tokens}
-        with pytest.raises(FetchError, match="404"):
-            lookup_tokens(fetcher, server.clob_url, ["0xnot-a-market"])
+        with pytest.raises(FetchError, match="404"):  # well formed, but not listed
+            lookup_tokens(fetcher, server.clob_url, ["0x" + "ab" * 32])
+
+
+class NoNetwork:
+    """A fetcher that fails the test if anything is asked of it."""
+
+    def get_json(self, url: str) -> object:
+        raise AssertionError(f"asked {url}")
+
+
+@pytest.mark.parametrize(
+    "bad", ["0x…", "0x5f65…f8f1", "5f" * 32, "0x" + "ab" * 31, "0x" + "g" * 64]
+)
+def test_a_malformed_condition_id_is_refused_before_any_request(bad: str) -> None:
+    good = "0x" + "ab" * 32
+    with pytest.raises(TapeError) as refused:  # the good id first: nothing is fetched for it
+        lookup_tokens(NoNetwork(), "http://127.0.0.1:9", [good, bad])  # type: ignore[arg-type]
+    assert str(refused.value) == f"market {bad!r} is not a condition id (0x and 64 hex digits)"
+
+
+def test_the_command_names_the_expected_shape_in_one_line(tmp_path: Path) -> None:
+    from arena.cli import cli as main
+
+    result = CliRunner().invoke(main, [
+        "tapes", "record", "books", "--market", "0x…", "--out", str(tmp_path / "x.books"),
+        "--clob-url", "http://127.0.0.1:9",
+    ])  # fmt: skip
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert result.output.strip() == (
+        "Error: market '0x…' is not a condition id (0x and 64 hex digits)"
+    )
+    assert not (tmp_path / "x.books").exists()
 
 
 # -- the feed's messages, one rule at a time --------------------------------------------------

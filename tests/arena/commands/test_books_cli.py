@@ -92,6 +92,13 @@ def test_show_books_gives_spread_and_depth_over_time(arena: Arena, tmp_path: Pat
     assert arena.json("tapes", "show", "sample-books")["markets"] == 12
 
 
+def test_show_books_says_what_its_limit_left_out(arena: Arena) -> None:
+    cut = arena("tapes", "show", "sample-books", "--books", "--limit", "3").output
+    assert "3 of 12 markets, by first snapshot (--limit N for more)" in cut
+    whole = arena("tapes", "show", "sample-books", "--books").output
+    assert "all 12 markets, by first snapshot;" in whole and "--limit N" not in whole
+
+
 def test_validate_books_prints_the_coverage_ledger(arena: Arena, tmp_path: Path) -> None:
     results = arena.json("tapes", "validate", "sample-books")
     assert [(r["ok"], r.get("kind")) for r in results] == [(True, None), (True, "books")]

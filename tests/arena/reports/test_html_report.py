@@ -19,7 +19,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.reports.charts import PALETTE, nice_ticks, padded, tick_labels
-from arena.reports.html import cost_section, replay_settings
+from arena.reports.html import (
+    _categories_table,
+    _leaderboard_table,
+    cost_section,
+    replay_settings,
+)
 from tests.browser import dates_wrapped, screenshot
 from tests.conftest import Arena
 
@@ -174,3 +179,30 @@ def test_categories_are_polymarkets_with_the_tapes_labels_kept(page: Path) -> No
               "wisconsin"]  # fmt: skip
     assert [(r["agent"], r["category"], r["labels"]) for r in rows] == [("fav", "Politics", labels)]
     assert ", ".join(labels) in page.read_text()
+
+
+def test_the_leaderboard_reads_as_the_terminal_does() -> None:
+    """1,131 bets with its comma, and BSS to two decimals as the terminal shows them (the page
+    said "1131" and "+0.123" where the terminal said "1,131" and "+0.12")."""
+    row = {"agent": "fav", "cohorts": 26, "n_bets": 1131, "total_pnl": 91.85,
+           "return_mean": 0.92, "return_ci_low": -1.0, "return_ci_high": 2.5, "brier": 0.385,
+           "brier_paid": 0.0001, "bss": 0.1234, "bss_market": -0.5449, "win_rate": 1.0,
+           "interval": "t"}  # fmt: skip
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", _leaderboard_table([row], [False]))
+    assert cells[2] == "1,131" and cells[8:10] == ["+0.12", "-0.54"]
+
+
+def test_the_tapes_labels_sit_left_under_a_left_heading() -> None:
+    row = {"agent": "fav", "category": "Politics", "markets": 1200, "n_bets": 1131,
+           "pnl": 5.0, "return_pp": 0.1, "brier": 0.3, "labels": ["senates", "Nevada"]}  # fmt: skip
+    page = _categories_table([row])
+    heads = re.findall(r"<th((?: [^>]*)?)>(.*?)</th>", page)
+    cells = re.findall(r"<td([^>]*)>(.*?)</td>", page)
+    aligned = [(h, c[0]) for (_, h), c in zip(heads, cells, strict=True)]
+    assert aligned == [
+        ("agent", ' class="l"'), ("category", ' class="l"'), ("markets", ""), ("bets", ""),
+        ("P/L ($)", ""), ("return", ""), ("Brier (impl., pooled)", ""),
+        ("labels (the tape&#x27;s)", ' class="l"'),
+    ]  # fmt: skip
+    assert [h[0] for h in heads] == [c[0] for c in cells]  # each heading as its column
+    assert cells[2][1] == "1,200" and cells[3][1] == "1,131"

@@ -4,6 +4,7 @@ happened, and the sample's standings within 80 columns."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,11 +12,18 @@ from msgspec.structs import replace
 from rich.console import Console
 
 from arena.reports.model import cohort_status, common_failure, failure_reason, usage_dict
-from arena.reports.terminal import leaderboard_table, short_names, standings_table, usage_table
+from arena.reports.terminal import (
+    leaderboard_table,
+    short_names,
+    standings_table,
+    start_text,
+    usage_table,
+)
 from ledger.events import CohortClosed, CohortOpened, DecisionsStopped, ModelCall, ModelCalled
 from ledger.leaderboard import AgentStanding, LeaderboardRow
 from ledger.projection import CohortState, Ledger
 from ledger.usage import ModelUsage
+from tests.conftest import Arena
 
 RUNNER_REASON = (
     "every market settled; no decision after 2024-11-12 15:01 UTC, where the tape's "
@@ -192,3 +200,17 @@ def test_agents_of_different_cohorts_keep_their_count_at_80_columns() -> None:
     ]  # fmt: skip
     [dropped] = [s for s in text.splitlines() if s.startswith("left out to fit:")]
     assert "cohorts" not in dropped
+
+
+def test_a_start_off_midnight_is_headed_with_its_time() -> None:
+    midnight = 1_790_553_600  # 2026-09-28T00:00:00Z
+    assert start_text(midnight) == "2026-09-28"
+    assert start_text(midnight + 8 * 3600 + 50 * 60) == "2026-09-28 08:50 UTC"
+    assert start_text(midnight + 8 * 3600 + 50 * 60 + 7) == "2026-09-28 08:50:07 UTC"
+
+
+def test_the_replays_header_names_the_start_it_was_given(arena: Arena, tmp_path: Path) -> None:
+    run = arena("replay", "--tape", "sample-books", "--start", "2026-09-28T08:50",
+                "--db", tmp_path / "s.db")  # fmt: skip
+    assert run.exit_code == 0, run.output
+    assert "— start 2026-09-28 08:50 UTC, 1 markets" in run.output

@@ -199,3 +199,5 @@ def test_in_tmux_live_with_one_agent_the_leaderboard_keeps_its_columns_whole(
         [fav] = [row.split() for row in board if row.startswith("▶ fav")]
         assert fav[2].startswith("$") and fav[3].endswith("%") and fav[-1].startswith("("), fav
     assert "$10,000.00" in before
+    # the first screen says why it lists no market yet, not "markets 0/0" (an empty universe)
+    assert "markets 0/0" not in before and "markets:" in before, before

@@ -58,3 +58,28 @@ def test_at_80_columns_both_briers_fit_the_panel(arena: Arena, tmux: Tmux, tmp_p
         ["│Brier", "(impl.)", "0.3847", "(32)", "│"],
         ["│Brier", "(paid)", "0.0001", "│"],
     ]
+
+
+CONDITION = "0x5f65177b394277fd294cd75650044e32ba009a95022d88a0c1d565897d72f8f1"
+
+
+def test_a_position_line_fits_the_panel_at_80_columns() -> None:
+    """At 80 columns the panel has 37 cells: the sample's "335 YES 255148: $221.32 (cost
+    $269.59)" is 38 and lost its ")" , so it is shown in whole dollars; a condition id of 66
+    characters is cut at its end to fit; a wider panel keeps the cents."""
+    held = Portfolio(9_000.0, 1_455.88, 10_455.88, None, None, 0, (
+        ("255148", "YES", 335.0, 269.59, 221.32),
+        ("255060", "NO", 12.0, 5.0, 6.5),
+        (CONDITION, "NO", 1_200.0, 1_000.0, 1_234.56),
+    ))  # fmt: skip
+    count, line = portfolio(SimpleNamespace(portfolio=held))  # type: ignore[arg-type]
+    positions = [line(k).plain for k in range(5, count)]
+    assert positions == [
+        "335 YES 255148: $221 (cost $270)",
+        "12 NO 255060: $6.50 (cost $5.00)",
+        "1,200 NO 0x5f6…: $1,235 (cost $1,000)",
+    ]
+    assert max(len(p) for p in positions) <= 37
+    _, wide = portfolio(SimpleNamespace(portfolio=held), 110)  # type: ignore[arg-type]
+    assert wide(5).plain == "335 YES 255148: $221.32 (cost $269.59)"
+    assert wide(7).plain == f"1,200 NO {CONDITION}: $1,234.56 (cost $1,000.00)"

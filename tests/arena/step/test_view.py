@@ -236,3 +236,20 @@ def test_the_transcript_panel_shows_prompt_answer_every_reask_tokens_and_cost() 
         "this decision 2 model calls (1 re-asks, 1 failed), tokens 230 in / 30 out, $0.0027",
     ):
         assert expected in text, expected
+
+
+def test_the_markets_title_says_why_there_are_no_rows(cohorts: dict[str, list[Event]]) -> None:
+    """Before the first mark (a live replay's first screen) the title said "markets 0/0", as
+    of an empty universe; it says what the cohort has so far, and counts rows once there are."""
+    cohort, events = next(iter(cohorts.items()))
+    line = LogTimeline(events, cohort)
+    listed = next(k for k, e in enumerate(events) if isinstance(e, MarketListed))
+    marked = next(k for k, e in enumerate(events) if isinstance(e, Marked))
+    rows = [build_view(line, cut, "fav").markets for cut in (0, listed + 1, marked, marked + 1)]
+    assert [panels.markets_title(r, len(r)) for r in rows] == [
+        "markets: none listed yet",
+        "markets: 1 listed, none priced yet",
+        "markets: 6 listed, none priced yet",
+        "markets 6/6",
+    ]
+    assert panels.markets_title(rows[3], 0, "zzz") == "markets 0/6 · 'zzz'"
