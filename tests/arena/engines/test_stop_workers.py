@@ -28,6 +28,7 @@ import pytest
 from arena.engines.recorded import journal_folder
 from ledger.events import DecisionMade, Event, ModelCalled
 from ledger.store import EventStore
+from tests.arena.run.test_resume_llm import environment
 from tests.llm_server import HOLD, FakeLLM, Received
 
 WORKERS = 2
@@ -67,16 +68,6 @@ def command(tape: Path, db: Path) -> list[str]:
         str(tape), "--db", str(db), "--starts", "2024-01-07..2024-01-14", "--universe", "3",
         "--marks", "weekly", "--agent", "llm=llm:test/model", "--jobs", str(WORKERS), "--json",
     ]  # fmt: skip
-
-
-def environment(fake: FakeLLM) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_LLM_")}
-    return clean | {
-        "ARENA_LLM_BASE_URL": fake.url,
-        "ARENA_LLM_API_KEY_ENV": "",
-        "ARENA_LLM_RETRIES": "0",
-        "ARENA_LLM_BACKOFF": "0",
-    }
 
 
 def asked(received: list[Received]) -> list[str]:
