@@ -117,11 +117,11 @@ def standings_table(title: str, rows: Sequence[AgentStanding]) -> Table:
         ("Brier\n(paid)", lambda s: _num(s.brier_paid, "{:.3f}")),
         ("BSS", lambda s: _num(s.bss, "{:+.2f}")),
         ("BSS\nmkt", lambda s: _num(s.bss_market, "{:+.2f}")),
-        ("res.", lambda s: str(s.n_resolved)),
+        ("res.", lambda s: f"{s.n_resolved:,}"),
         ("win", lambda s: _num(s.win_rate, "{:.0%}")),
-        ("bets", lambda s: str(s.n_bets)),
-        ("rej.", lambda s: str(s.n_rejected)),
-        ("err.", lambda s: str(s.n_errors)),
+        ("bets", lambda s: f"{s.n_bets:,}"),
+        ("rej.", lambda s: f"{s.n_rejected:,}"),
+        ("err.", lambda s: f"{s.n_errors:,}"),
     ]
     optional = {
         "cash": lambda s: s.positions_value != 0,
@@ -184,7 +184,7 @@ def categories_table(title: str, rows: Sequence[CategoryRow]) -> Table:
     )
     table.padding = (0, 0)
     cells = [
-        [shown(r.agent), shown(r.category), str(r.markets), str(r.n_bets), _signed(r.pnl),
+        [shown(r.agent), shown(r.category), f"{r.markets:,}", f"{r.n_bets:,}", _signed(r.pnl),
          _signed(r.return_pp, " pp"), _num(r.brier, "{:.3f}")]
         for r in rows
     ]  # fmt: skip
@@ -403,8 +403,10 @@ def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:
     if opened is not None and opened.settings.get("listing") == "rolling":
         first = f"the start's {len(opened.universe)} by {universe_volume(opened)}"
         chosen = f" listed as they opened ({first})"
+    markets = universe_size(state)
     title = (
-        f"Cohort {shown(state.cohort)} — start {start}, {universe_size(state)} markets"
+        f"Cohort {shown(state.cohort)} — start {start}, {markets:,} market"
+        f"{'' if markets == 1 else 's'}"
         f"{shown(chosen)}; {shown(status)}; {shown(execution_text(state))}"
     )
     console.print(standings_table(title, cohort_standings(state)))

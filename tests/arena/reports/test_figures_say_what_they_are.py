@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import msgspec
 import pytest
 from msgspec.structs import replace
 from rich.console import Console, RenderableType
@@ -242,3 +243,12 @@ def test_the_sweeps_brier_says_mean_of_cohorts_at_80_columns() -> None:
     assert heading == ["Brier (impl.,", "mean of", "cohorts)"]
     assert "0.706 ±0.250" in text
     assert "Brier (impl., mean of cohorts): the mean over cohorts" in joined(text)
+
+
+def test_counts_in_the_standings_have_their_thousands_separated() -> None:
+    """1,131 bets, as the leaderboard and the HTML page write them (the standings said 1131)."""
+    many = msgspec.structs.replace(
+        sample_standing("favourite"), n_bets=1131, n_resolved=1100, n_rejected=1200
+    )
+    row = next(line for line in printed(standings_table("t", [many])).splitlines() if "fav" in line)
+    assert "1,131" in row and "1,100" in row and "1,200" in row, row

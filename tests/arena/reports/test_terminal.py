@@ -213,4 +213,4 @@ def test_the_replays_header_names_the_start_it_was_given(arena: Arena, tmp_path:
     run = arena("replay", "--tape", "sample-books", "--start", "2026-09-28T08:50",
                 "--db", tmp_path / "s.db")  # fmt: skip
     assert run.exit_code == 0, run.output
-    assert "— start 2026-09-28 08:50 UTC, 1 markets" in run.output
+    assert "— start 2026-09-28 08:50 UTC, 1 market chosen" in run.output
