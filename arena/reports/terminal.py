@@ -42,6 +42,7 @@ from arena.reports.model import (
     universe_volume,
     usage_by_agent,
 )
+from arena.run.cohort import start_text
 from ledger.leaderboard import (
     AgentStanding,
     CategoryRow,
@@ -381,16 +382,6 @@ def _seconds(ms: float | None) -> float | None:
 def usage_line(usage: Usage) -> str:
     """The run's model usage in one line, for the end of ``arena replay``."""
     return f"run total: {total_usage(usage).summary()}"
-
-
-def start_text(ts: int) -> str:
-    """A cohort's start as its heading says it: the day, with the time of day when the start
-    is not a UTC midnight (``--start 2026-09-28T08:50`` was headed "start 2026-09-28", as if
-    the cohort had begun eight hours and fifty minutes earlier)."""
-    text = iso_utc(ts)
-    if ts % 86_400 == 0:
-        return text[:10]
-    return f"{text[:10]} {text[11:19] if ts % 60 else text[11:16]} UTC"
 
 
 def print_cohort(console: Console, state: CohortState, usage: Usage) -> None:

@@ -205,3 +205,14 @@ def iso_minute(ts: int) -> str:
 def week_of(start: int, ts: int) -> int:
     """Decision week as Forecaster Arena counts it: whole weeks between UTC midnights, plus 1."""
     return (ts // 86_400 - start // 86_400) // 7 + 1
+
+
+def start_text(ts: int) -> str:
+    """A cohort's start as a person names it, in a report's heading and a progress line alike:
+    the day, with the time of day when the start is not a UTC midnight (``--start
+    2026-09-28T08:50`` was headed "start 2026-09-28", as if the cohort had begun eight hours and
+    fifty minutes earlier), seconds only when there are some."""
+    at = datetime.fromtimestamp(ts, UTC)
+    if ts % 86_400 == 0:
+        return f"{at:%Y-%m-%d}"
+    return f"{at:%Y-%m-%d %H:%M:%S} UTC" if ts % 60 else f"{at:%Y-%m-%d %H:%M} UTC"

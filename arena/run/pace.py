@@ -22,7 +22,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 
 from ledger.events import ModelCall
 from ledger.stream import StreamWriter
@@ -34,8 +33,8 @@ class DecisionSeen:
 
     cohort: str
     start: str
-    """The cohort's start as a person names it (``start_label``): what tells apart the lines of
-    two cohorts at the same week in a run of many."""
+    """The cohort's start as a person names it (``arena.run.cohort.start_text``): what tells
+    apart the lines of two cohorts at the same week in a run of many."""
     agent: str
     week: int
     seconds: float
@@ -47,13 +46,6 @@ class DecisionSeen:
 
 
 Watcher = Callable[[DecisionSeen], None]
-
-
-def start_label(start: datetime) -> str:
-    """``2024-06-02``, or ``2024-06-02 08:50`` for a start that is not a UTC midnight."""
-    if (start.hour, start.minute) == (0, 0):
-        return f"{start:%Y-%m-%d}"
-    return f"{start:%Y-%m-%d %H:%M}"
 
 
 SEND_EVERY = 0.2

@@ -31,7 +31,7 @@ from arena.boundary.agents import Agent, InProcess
 from arena.boundary.past import PastFeed, frozen
 from arena.boundary.sandbox import Clock, RunInterrupted, Sandbox
 from arena.boundary.views import Views, priced_positions
-from arena.run.cohort import CohortConfig, iso_minute, week_of
+from arena.run.cohort import CohortConfig, iso_minute, start_text, week_of
 from arena.run.execution import DEFAULT as DEFAULT_EXECUTION
 from arena.run.execution import (
     agent_latencies,
@@ -42,7 +42,7 @@ from arena.run.execution import (
     liquidation_marks,
     venue,
 )
-from arena.run.pace import DecisionSeen, Pace, Watcher, failures, start_label
+from arena.run.pace import DecisionSeen, Pace, Watcher, failures
 from arena.run.plan import DECISION, LISTING, MARK, RESOLUTION, STOP, CohortPlan, plan_cohort
 from arena.run.settings import RunSettings
 from arena.run.transcript import Transcript
@@ -152,7 +152,7 @@ class CohortRunner:
         self.config = config
         self.rules = rules_for(config.rules)
         self.cohort = config.cohort_id(tape.hash)
-        self.start_label = start_label(config.start)
+        self.start_label = start_text(config.start_ts)
         # under --isolate a plugin is imported and built in its worker only, never here
         self.strategies: dict[str, Strategy | str] = (
             dict(strategies)

@@ -16,9 +16,9 @@ from arena.reports.terminal import (
     leaderboard_table,
     short_names,
     standings_table,
-    start_text,
     usage_table,
 )
+from arena.run.cohort import start_text
 from ledger.events import CohortClosed, CohortOpened, DecisionsStopped, ModelCall, ModelCalled
 from ledger.leaderboard import AgentStanding, LeaderboardRow
 from ledger.projection import CohortState, Ledger
